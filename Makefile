@@ -1,0 +1,56 @@
+# Hermes Hub: `make run` starts the product, `make test` runs every check.
+# Both set themselves up: a venv in .venv, the Python dependencies, the static assets
+# from the npm registry, the database migrations.
+
+VENV     := .venv
+PY       := $(VENV)/bin/python
+STAMP    := $(VENV)/.installed
+EXTRAS   ?= dev
+VENDOR   := static/vendor
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: help setup static migrate run test lint format bench clean
+
+help:
+	@echo "make run    - set up and start Hermes Hub on the embedded defaults"
+	@echo "make test   - set up and run ruff, the migrations check and the test suite"
+	@echo "make bench  - run the benchmarks in bench/ (results go to docs/BENCHMARKS.md)"
+
+$(STAMP): pyproject.toml
+	@python=$$(scripts/find-python) || exit 1; \
+	if [ ! -x $(PY) ]; then echo "Creating $(VENV) with $$python"; "$$python" -m venv $(VENV) || exit 1; fi
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[$(EXTRAS)]'
+	@touch $(STAMP)
+
+setup: $(STAMP) static
+
+$(VENDOR)/.built: package.json package-lock.json
+	@command -v npm >/dev/null || { echo "npm is needed once to fetch htmx from the npm registry (apt-get install npm)"; exit 1; }
+	npm ci --no-audit --no-fund --loglevel=error
+	mkdir -p $(VENDOR)
+	cp node_modules/htmx.org/dist/htmx.min.js $(VENDOR)/htmx.min.js
+	cp node_modules/htmx-ext-ws/dist/ws.min.js $(VENDOR)/htmx-ext-ws.js
+	@touch $@
+
+static: $(VENDOR)/.built
+
+run: setup
+	$(PY) -m hermes_site.runner
+
+test: setup
+	$(PY) -m hermes_site.testrun
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(STAMP)
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+bench: setup
+	$(PY) -m hermes_site.embedded_valkey --exec -- $(PY) bench/run_all.py
+
+clean:
+	rm -rf $(VENV) node_modules $(VENDOR) var/staticfiles

@@ -1,0 +1,1 @@
+"""Telegram bridge models arrive with the Telegram issue; the app is installed and empty."""

@@ -1,0 +1,203 @@
+"""Chats, Actors, membership and the append-only message History.
+
+Vocabulary as in ARCHITECTURE.md: a Person is a Django user; an Actor is who spoke on a
+channel; a Chat is the window people see and the unit of history; a Message is one
+append-only history record. Writes go through `chats.services`, reads through
+`chats.selectors`.
+"""
+
+import hashlib
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from chats.keys import make_actor_key
+
+
+class Channel(models.TextChoices):
+    WEB = "web", "Web"
+    TELEGRAM = "telegram", "Telegram"
+    CLI = "cli", "Terminal"
+    API = "api", "API"
+
+
+class ChatKind(models.TextChoices):
+    DM = "dm", "Direct message"
+    GROUP = "group", "Group"
+    TOPIC = "topic", "Forum topic"
+    ROOM = "room", "Web room"
+    CLI = "cli", "Terminal"
+    API = "api", "API conversation"
+
+
+SHARED_CHAT_KINDS = frozenset({ChatKind.GROUP, ChatKind.TOPIC, ChatKind.ROOM})
+
+
+class Actor(models.Model):
+    """Who spoke: one external user on one channel, optionally linked to a Person."""
+
+    channel = models.CharField(max_length=32)
+    external_id = models.CharField("external user id", max_length=255)
+    display_name = models.CharField(max_length=255)
+    person = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="actors",
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["channel", "external_id"], name="actor_unique_per_channel"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.display_name} ({self.channel}:{self.external_id})"
+
+
+class Chat(models.Model):
+    """The unit of history: a DM, a group, a forum topic, a web room, a CLI profile, an API id."""
+
+    chat_key = models.CharField(max_length=600, unique=True)
+    channel = models.CharField(max_length=32)
+    external_id = models.CharField("external chat id", max_length=255)
+    thread_id = models.CharField(max_length=255, blank=True, default="")
+    kind = models.CharField(max_length=16, choices=ChatKind.choices)
+    title = models.CharField(max_length=255, blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+    last_activity_at = models.DateTimeField(default=timezone.now, db_index=True)
+    members = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, through="ChatMember", related_name="chats"
+    )
+
+    class Meta:
+        ordering = ["-last_activity_at"]
+
+    def __str__(self) -> str:
+        return self.title or self.chat_key
+
+    @property
+    def is_shared(self) -> bool:
+        return self.kind in SHARED_CHAT_KINDS
+
+
+class ChatMember(models.Model):
+    class Role(models.TextChoices):
+        OWNER = "owner", "Owner"
+        ADMIN = "admin", "Admin"
+        MEMBER = "member", "Member"
+
+    chat = models.ForeignKey(Chat, on_delete=models.CASCADE, related_name="memberships")
+    person = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="chat_memberships"
+    )
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["chat", "person"], name="chat_member_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.person} in {self.chat} ({self.role})"
+
+
+class Message(models.Model):
+    """One append-only history record. The assembled prompt is never stored as a message."""
+
+    class Role(models.TextChoices):
+        USER = "user", "User"
+        ASSISTANT = "assistant", "Assistant"
+        TOOL = "tool", "Tool"
+        SYSTEM = "system", "System"
+        SUMMARY = "summary", "Summary"
+        MARKER = "marker", "Marker"
+
+    chat = models.ForeignKey(Chat, on_delete=models.CASCADE, related_name="messages")
+    actor = models.ForeignKey(
+        Actor, null=True, blank=True, on_delete=models.PROTECT, related_name="messages"
+    )
+    role = models.CharField(max_length=16, choices=Role.choices)
+    text = models.TextField(blank=True, default="")
+    parts = models.JSONField("structured parts", default=list, blank=True)
+    external_id = models.CharField("external message id", max_length=255)
+    source_ts = models.DateTimeField("source timestamp", null=True, blank=True)
+    created_at = models.DateTimeField("stored at", default=timezone.now)
+    token_count = models.PositiveIntegerField(default=0)
+    reply_to = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="replies"
+    )
+    metadata = models.JSONField(default=dict, blank=True)
+    edited_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["chat", "external_id"], name="message_unique_external_id_per_chat"
+            )
+        ]
+        indexes = [models.Index(fields=["chat", "id"], name="message_chat_id_idx")]
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.role} in {self.chat_id}: {self.text[:60]}"
+
+    @property
+    def actor_key(self) -> str | None:
+        if self.actor is None:
+            return None
+        return make_actor_key(self.chat.channel, self.chat.external_id, self.actor.external_id)
+
+    @property
+    def is_reset_marker(self) -> bool:
+        return self.role == self.Role.MARKER and self.metadata.get("marker") == "reset"
+
+
+class MessageEdit(models.Model):
+    """A platform edit of a message: the text before and after, so the original stays auditable."""
+
+    message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="edits")
+    previous_text = models.TextField()
+    previous_parts = models.JSONField(default=list, blank=True)
+    new_text = models.TextField()
+    new_parts = models.JSONField(default=list, blank=True)
+    source_ts = models.DateTimeField(null=True, blank=True)
+    recorded_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"edit of message #{self.message_id} at {self.recorded_at:%Y-%m-%d %H:%M}"
+
+
+def hash_api_token(raw: str) -> str:
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+class ApiToken(models.Model):
+    """A per-person bearer token for the HTTP API; only its SHA-256 is stored."""
+
+    person = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    name = models.CharField(max_length=100, blank=True, default="")
+    prefix = models.CharField(max_length=16, editable=False)
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(default=timezone.now)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.person})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None

@@ -1,0 +1,309 @@
+"""Writes to chats and history. Every adapter (web, Telegram, API, CLI, import) stores
+messages through `message_ingest`, so idempotency and token counting live in one place."""
+
+import secrets
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+from django.db.models.functions import Greatest
+from django.utils import timezone
+
+from chats.agent.tokens import count_tokens
+from chats.keys import InvalidKey, make_chat_key, validate_channel, validate_id
+from chats.models import (
+    Actor,
+    ApiToken,
+    Chat,
+    ChatKind,
+    ChatMember,
+    Message,
+    MessageEdit,
+    hash_api_token,
+)
+
+MAX_DISPLAY_NAME = 255
+MAX_TITLE = 255
+
+DEFAULT_KIND_BY_CHANNEL = {
+    "web": ChatKind.ROOM,
+    "cli": ChatKind.CLI,
+    "api": ChatKind.API,
+}
+
+
+class IngestError(ValueError):
+    """Input that cannot be stored; the message says which field and why."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    message: Message
+    created: bool
+
+    @property
+    def duplicate(self) -> bool:
+        return not self.created
+
+    @property
+    def chat(self) -> Chat:
+        return self.message.chat
+
+
+def validate_text(text: object, field: str = "text") -> str:
+    """Text must be a str that PostgreSQL and SQLite can both store (no NUL, no lone surrogates)."""
+    if not isinstance(text, str):
+        raise IngestError(field, f"{field} must be a string")
+    if "\x00" in text:
+        raise IngestError(field, f"{field} must not contain NUL characters")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise IngestError(field, f"{field} is not valid Unicode (lone surrogate)") from exc
+    return text
+
+
+def _clean_name(value: object, field: str, limit: int) -> str:
+    if value is None:
+        return ""
+    value = validate_text(value, field).strip()
+    return "".join(ch for ch in value if ch.isprintable())[:limit]
+
+
+def _infer_kind(channel: str, thread_id: str | None) -> str:
+    if thread_id:
+        return ChatKind.TOPIC
+    return DEFAULT_KIND_BY_CHANNEL.get(channel, ChatKind.DM)
+
+
+def chat_get_or_create(
+    *,
+    channel: str,
+    chat_id: object,
+    thread_id: object | None = None,
+    kind: str | None = None,
+    title: str = "",
+) -> tuple[Chat, bool]:
+    """Return the chat for (channel, chat_id, thread_id), creating it once even under races."""
+    try:
+        chat_key = make_chat_key(channel, chat_id, thread_id)
+    except InvalidKey as exc:
+        raise IngestError("chat_id", str(exc)) from exc
+    thread = "" if thread_id in (None, "") else str(thread_id)
+    if kind is not None and kind not in ChatKind.values:
+        raise IngestError("kind", f"kind must be one of {', '.join(ChatKind.values)}")
+    chat, created = Chat.objects.get_or_create(
+        chat_key=chat_key,
+        defaults={
+            "channel": channel,
+            "external_id": str(chat_id),
+            "thread_id": thread,
+            "kind": kind or _infer_kind(channel, thread),
+            "title": _clean_name(title, "title", MAX_TITLE),
+        },
+    )
+    if not created and title:
+        clean = _clean_name(title, "title", MAX_TITLE)
+        if clean and clean != chat.title:
+            Chat.objects.filter(pk=chat.pk).update(title=clean)
+            chat.title = clean
+    return chat, created
+
+
+def actor_get_or_create(
+    *,
+    channel: str,
+    user_id: object,
+    display_name: str = "",
+    person: AbstractBaseUser | None = None,
+) -> Actor:
+    """Return the actor for (channel, user_id); keeps its display name current."""
+    try:
+        validate_channel(channel)
+        external_id = validate_id(user_id, "user_id")
+    except InvalidKey as exc:
+        raise IngestError("user_id", str(exc)) from exc
+    name = _clean_name(display_name, "user_name", MAX_DISPLAY_NAME) or external_id
+    actor, created = Actor.objects.get_or_create(
+        channel=channel,
+        external_id=external_id,
+        defaults={"display_name": name, "person": person},
+    )
+    changes = {}
+    if not created and display_name and actor.display_name != name:
+        changes["display_name"] = name
+    if person is not None and actor.person_id is None:
+        changes["person"] = person
+    if changes:
+        Actor.objects.filter(pk=actor.pk).update(**changes, updated_at=timezone.now())
+        for field, value in changes.items():
+            setattr(actor, field, value)
+    return actor
+
+
+def chat_member_ensure(
+    *, chat: Chat, person: AbstractBaseUser, role: str = ChatMember.Role.MEMBER
+) -> ChatMember:
+    """Make `person` a member of `chat` (never downgrades an existing role)."""
+    member, _ = ChatMember.objects.get_or_create(chat=chat, person=person, defaults={"role": role})
+    return member
+
+
+def message_ingest(
+    *,
+    channel: str,
+    chat_id: object,
+    user_id: object | None,
+    text: str,
+    message_id: object | None = None,
+    user_name: str = "",
+    thread_id: object | None = None,
+    chat_kind: str | None = None,
+    chat_title: str = "",
+    role: str = Message.Role.USER,
+    parts: list | None = None,
+    source_ts: datetime | None = None,
+    reply_to_message_id: object | None = None,
+    metadata: dict | None = None,
+    person: AbstractBaseUser | None = None,
+    member: AbstractBaseUser | None = None,
+) -> IngestResult:
+    """Store one message exactly once per (chat, message_id).
+
+    Resolves or creates the Chat and Actor, counts tokens once, bumps the chat's last
+    activity. A redelivery returns the stored row with `duplicate=True` and changes
+    nothing. Safe under concurrent deliveries of the same message. `person` links a newly
+    seen actor to a Person; `member` is made a member of the chat.
+    """
+    text = validate_text(text)
+    if role not in Message.Role.values:
+        raise IngestError("role", f"role must be one of {', '.join(Message.Role.values)}")
+    if parts is not None and not isinstance(parts, list):
+        raise IngestError("parts", "parts must be a list")
+    if metadata is not None and not isinstance(metadata, dict):
+        raise IngestError("metadata", "metadata must be an object")
+    if message_id is None:
+        external_id = f"hermes-{uuid.uuid4().hex}"
+    else:
+        try:
+            external_id = validate_id(message_id, "message_id")
+        except InvalidKey as exc:
+            raise IngestError("message_id", str(exc)) from exc
+    if source_ts is not None and timezone.is_naive(source_ts):
+        raise IngestError("ts", "timestamps must carry a time zone")
+
+    chat, _ = chat_get_or_create(
+        channel=channel, chat_id=chat_id, thread_id=thread_id, kind=chat_kind, title=chat_title
+    )
+    existing = Message.objects.filter(chat=chat, external_id=external_id).first()
+    if existing is not None:
+        return IngestResult(message=existing, created=False)
+
+    actor = None
+    if user_id is not None:
+        actor = actor_get_or_create(
+            channel=channel, user_id=user_id, display_name=user_name, person=person
+        )
+    reply_to = None
+    if reply_to_message_id is not None:
+        reply_to = Message.objects.filter(chat=chat, external_id=str(reply_to_message_id)).first()
+
+    now = timezone.now()
+    message = Message(
+        chat=chat,
+        actor=actor,
+        role=role,
+        text=text,
+        parts=parts or [],
+        external_id=external_id,
+        source_ts=source_ts,
+        created_at=now,
+        token_count=count_tokens(text),
+        reply_to=reply_to,
+        metadata=metadata or {},
+    )
+    try:
+        with transaction.atomic():
+            message.save(force_insert=True)
+            Chat.objects.filter(pk=chat.pk).update(
+                last_activity_at=Greatest("last_activity_at", now)
+            )
+            for linked in {p.pk: p for p in (member, actor and actor.person) if p}.values():
+                chat_member_ensure(chat=chat, person=linked)
+    except IntegrityError:
+        # A concurrent delivery of the same message won the race: return its row.
+        existing = Message.objects.filter(chat=chat, external_id=external_id).first()
+        if existing is None:
+            raise
+        return IngestResult(message=existing, created=False)
+    message.chat = chat
+    return IngestResult(message=message, created=True)
+
+
+def message_record_edit(
+    *, message: Message, text: str, parts: list | None = None, source_ts: datetime | None = None
+) -> MessageEdit | None:
+    """Record a platform edit: the row shows the new text, the edit keeps before and after.
+
+    Returns None when the text did not change (a redelivered edit is stored once)."""
+    text = validate_text(text)
+    with transaction.atomic():
+        locked = Message.objects.select_for_update().get(pk=message.pk)
+        new_parts = parts if parts is not None else locked.parts
+        if locked.text == text and locked.parts == new_parts:
+            return None
+        edit = MessageEdit.objects.create(
+            message=locked,
+            previous_text=locked.text,
+            previous_parts=locked.parts,
+            new_text=text,
+            new_parts=new_parts,
+            source_ts=source_ts,
+        )
+        locked.text = text
+        locked.parts = new_parts
+        locked.token_count = count_tokens(text)
+        locked.edited_at = edit.recorded_at
+        locked.save(update_fields=["text", "parts", "token_count", "edited_at"])
+    message.refresh_from_db()
+    return edit
+
+
+def chat_reset(*, chat: Chat, actor: Actor | None = None) -> Message:
+    """Append a reset marker: later context starts after it; history before it is kept."""
+    now = timezone.now()
+    with transaction.atomic():
+        marker = Message.objects.create(
+            chat=chat,
+            actor=actor,
+            role=Message.Role.MARKER,
+            text="",
+            external_id=f"hermes-reset-{uuid.uuid4().hex}",
+            created_at=now,
+            metadata={"marker": "reset"},
+        )
+        Chat.objects.filter(pk=chat.pk).update(last_activity_at=Greatest("last_activity_at", now))
+    return marker
+
+
+TOKEN_PREFIX = "hh_"
+
+
+def api_token_create(*, person: AbstractBaseUser, name: str = "") -> tuple[ApiToken, str]:
+    """Create an API token for `person`; the raw token is returned once and never stored."""
+    raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    token = ApiToken.objects.create(
+        person=person, name=name[:100], prefix=raw[:10], key_hash=hash_api_token(raw)
+    )
+    return token, raw
+
+
+def api_token_revoke(*, token: ApiToken) -> None:
+    """Revoke a token; requests with it get 401 from then on."""
+    ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())

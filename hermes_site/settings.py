@@ -1,0 +1,203 @@
+"""Hermes Hub settings: every value comes from the environment (see `.env.example`).
+
+A `.env` file in the project root is read when present; variables already set in the
+environment win over it.
+"""
+
+import os
+import tempfile
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+from dotenv import load_dotenv
+
+from hermes_site.env import env_bool, env_float, env_int, env_list, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+load_dotenv(BASE_DIR / ".env", override=False)
+
+VAR_DIR = Path(env_str("HERMES_VAR_DIR") or BASE_DIR / "var")
+
+DEBUG = env_bool("DEBUG", False)
+SECRET_KEY = env_str("SECRET_KEY")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "SECRET_KEY is required when DEBUG is off. Set it in the environment or in .env "
+            "(`make run` generates one into var/secret_key)."
+        )
+    SECRET_KEY = "insecure-development-key-only-used-with-DEBUG-on"
+
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
+PORT = env_int("PORT", 8000, minimum=1)
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "django_htmx",
+    "chats.apps.ChatsConfig",
+    "memory.apps.MemoryConfig",
+    "skills.apps.SkillsConfig",
+    "bots.apps.BotsConfig",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "hermes_site.urls"
+ASGI_APPLICATION = "hermes_site.asgi.application"
+WSGI_APPLICATION = None
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database --------------------------------------------------------------------------
+# Default: a SQLite file under var/ in WAL mode with a busy timeout, so the web process,
+# the worker and the CLI can share it. Production: DATABASE_URL=postgres://...
+
+DEFAULT_SQLITE_PATH = VAR_DIR / "hermes.sqlite3"
+DATABASE_URL = env_str("DATABASE_URL") or f"sqlite:///{DEFAULT_SQLITE_PATH}"
+SQLITE_BUSY_TIMEOUT_SECONDS = env_float("SQLITE_BUSY_TIMEOUT_SECONDS", 20.0, minimum=0)
+
+
+def _database_from_url(url: str) -> dict:
+    config = dj_database_url.parse(url, conn_max_age=env_int("DB_CONN_MAX_AGE", 0, minimum=0))
+    if config["ENGINE"] == "django.db.backends.sqlite3":
+        Path(config["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+        config["OPTIONS"] = {
+            "timeout": SQLITE_BUSY_TIMEOUT_SECONDS,
+            # IMMEDIATE takes the write lock at BEGIN, so concurrent writers wait for the
+            # busy timeout instead of failing with "database is locked" on upgrade.
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
+        # Tests use a real file (not :memory:) so WAL, FTS5 triggers and concurrent
+        # connections behave exactly as in production.
+        config["TEST"] = {
+            "NAME": str(Path(tempfile.gettempdir()) / f"hermes-test-{os.getpid()}.db")
+        }
+    else:
+        # One test database per test process, so parallel runs never drop each other's.
+        config["TEST"] = {"NAME": f"test_hermes_{os.getpid()}"}
+    return config
+
+
+DATABASES = {"default": _database_from_url(DATABASE_URL)}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Redis: Celery broker, Channels layer, cache ----------------------------------------
+# Default: the embedded Valkey that `make run` starts on VALKEY_PORT.
+
+VALKEY_PORT = env_int("VALKEY_PORT", 6380, minimum=1)
+REDIS_URL = env_str("REDIS_URL") or f"redis://127.0.0.1:{VALKEY_PORT}/0"
+EMBEDDED_REDIS = not env_str("REDIS_URL")
+
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": "hermes",
+        "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
+    }
+}
+
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [REDIS_URL], "prefix": "hermes"},
+    }
+}
+
+CELERY_BROKER_URL = REDIS_URL
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = False
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+
+# --- Auth and sessions ------------------------------------------------------------------
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "chat_list"
+LOGOUT_REDIRECT_URL = "login"
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+
+# --- I18n, time -------------------------------------------------------------------------
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env_str("TIME_ZONE", "UTC")
+USE_I18N = True
+USE_TZ = True
+
+# --- Static files: built by `make static` from the npm registry into static/vendor -----
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "var" / "staticfiles"
+WHITENOISE_USE_FINDERS = True
+
+# --- HTTP API ---------------------------------------------------------------------------
+
+API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 256 * 1024, minimum=1024)
+API_RATE_LIMIT_PER_MINUTE = env_int("API_RATE_LIMIT_PER_MINUTE", 600, minimum=0)
+API_PAGE_SIZE_MAX = 200
+DATA_UPLOAD_MAX_MEMORY_SIZE = API_MAX_BODY_BYTES
+
+# --- LLM (used by the agent engine) -----------------------------------------------------
+
+LLM_BASE_URL = env_str("LLM_BASE_URL")
+LLM_API_KEY = env_str("LLM_API_KEY")
+LLM_MODEL = env_str("LLM_MODEL")
+LLM_CONTEXT_TOKENS = env_int("LLM_CONTEXT_TOKENS", 8192, minimum=512)
+LLM_TIMEOUT_SECONDS = env_float("LLM_TIMEOUT_SECONDS", 60.0, minimum=1)
+LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 3, minimum=0)
+
+# --- Logging ----------------------------------------------------------------------------
+
+LOG_LEVEL = env_str("LOG_LEVEL", "INFO").upper()
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}

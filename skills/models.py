@@ -1,0 +1,1 @@
+"""Skill models arrive with the skills issue; the app is installed and empty."""

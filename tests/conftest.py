@@ -1,0 +1,111 @@
+"""Shared fixtures: named people (owner, member, outsider) so every permission test checks
+the outsider too, and an API client with a bearer token."""
+
+import json
+import os
+
+import pytest
+from django.test import Client
+
+from chats.models import ChatMember
+from chats.services import api_token_create, chat_get_or_create, chat_member_ensure
+
+
+def pytest_report_header(config):
+    from django.conf import settings
+    from django.db import connection
+
+    return [
+        f"database: {connection.vendor} ({settings.DATABASES['default']['NAME']})",
+        f"redis: {settings.REDIS_URL}",
+    ]
+
+
+def pytest_sessionstart(session):
+    """In CI the production services must be there: fail loudly instead of skipping."""
+    if not os.environ.get("CI"):
+        return
+    from django.conf import settings
+
+    missing = []
+    if os.environ.get("HERMES_REQUIRE_POSTGRES") and settings.DATABASES["default"]["ENGINE"] != (
+        "django.db.backends.postgresql"
+    ):
+        missing.append("DATABASE_URL must point at PostgreSQL in this run")
+    import redis
+
+    try:
+        redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2).ping()
+    except Exception as exc:
+        missing.append(f"Redis at {settings.REDIS_URL} is unreachable: {exc}")
+    if missing:
+        pytest.exit("CI needs its services: " + "; ".join(missing), returncode=3)
+
+
+@pytest.fixture
+def make_person(django_user_model):
+    def make(username: str, **extra):
+        return django_user_model.objects.create_user(
+            username=username, password=f"pw-{username}-123!", **extra
+        )
+
+    return make
+
+
+@pytest.fixture
+def owner(make_person):
+    return make_person("olivia")
+
+
+@pytest.fixture
+def member(make_person):
+    return make_person("marco")
+
+
+@pytest.fixture
+def outsider(make_person):
+    return make_person("oscar")
+
+
+@pytest.fixture
+def team_chat(owner, member):
+    """A web room owned by `owner` with `member` in it; `outsider` is not."""
+    chat, _ = chat_get_or_create(channel="web", chat_id="team-room", title="Team room")
+    chat_member_ensure(chat=chat, person=owner, role=ChatMember.Role.OWNER)
+    chat_member_ensure(chat=chat, person=member)
+    return chat
+
+
+class ApiClient:
+    """A test client that sends a bearer token and JSON bodies."""
+
+    def __init__(self, raw_token: str | None):
+        self.client = Client()
+        self.raw_token = raw_token
+
+    def _headers(self, extra):
+        headers = dict(extra or {})
+        if self.raw_token is not None:
+            headers.setdefault("Authorization", f"Bearer {self.raw_token}")
+        return headers
+
+    def get(self, path, params=None, headers=None):
+        return self.client.get(path, params or {}, headers=self._headers(headers))
+
+    def post(self, path, payload=None, *, body=None, content_type="application/json", headers=None):
+        data = body if body is not None else json.dumps(payload)
+        return self.client.post(
+            path, data=data, content_type=content_type, headers=self._headers(headers)
+        )
+
+    def generic(self, method, path, body=b"", headers=None):
+        return self.client.generic(method, path, body, headers=self._headers(headers))
+
+
+@pytest.fixture
+def api_for():
+    def make(person):
+        _, raw = api_token_create(person=person, name="tests")
+        return ApiClient(raw)
+
+    return make
