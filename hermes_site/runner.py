@@ -1,0 +1,98 @@
+"""`make run`: prepare the database and start the whole product under one supervisor.
+
+Processes (honcho): the embedded Valkey (unless REDIS_URL is set), daphne serving HTTP
+and WebSockets on 127.0.0.1:PORT, and a Celery worker. Ctrl-C stops them all.
+"""
+
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from dotenv import load_dotenv
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+
+
+def prepare_environment() -> dict[str, str]:
+    """The environment every process gets: .env, then a generated SECRET_KEY if none is set."""
+    load_dotenv(BASE_DIR / ".env", override=False)
+    env = dict(os.environ)
+    var_dir = Path(env.get("HERMES_VAR_DIR") or BASE_DIR / "var")
+    var_dir.mkdir(parents=True, exist_ok=True)
+    if not env.get("SECRET_KEY"):
+        key_file = var_dir / "secret_key"
+        if not key_file.exists():
+            key_file.write_text(secrets.token_urlsafe(50))
+            key_file.chmod(0o600)
+        env["SECRET_KEY"] = key_file.read_text().strip()
+    env.setdefault("PORT", "8000")
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+def manage(env: dict[str, str], *args: str) -> str:
+    """Run a management command, echo and return its output; stop `make run` if it fails."""
+    result = subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=BASE_DIR, env=env, capture_output=True, text=True
+    )
+    sys.stdout.write(result.stdout)
+    sys.stderr.write(result.stderr)
+    if result.returncode != 0:
+        sys.exit(f"`manage.py {' '.join(args)}` failed (exit {result.returncode})")
+    return result.stdout.strip()
+
+
+def processes(env: dict[str, str]) -> dict[str, str]:
+    """Name → shell command of each process `make run` supervises."""
+    python = sys.executable
+    port = env["PORT"]
+    procs = {}
+    if not env.get("REDIS_URL"):
+        procs["valkey"] = f"{python} -m hermes_site.embedded_valkey"
+    procs["web"] = f"{BIN / 'daphne'} -b 127.0.0.1 -p {port} hermes_site.asgi:application"
+    procs["worker"] = (
+        f"{BIN / 'celery'} -A hermes_site worker --loglevel INFO "
+        f"--concurrency {env.get('CELERY_CONCURRENCY', '2')} --without-gossip --without-mingle"
+    )
+    return procs
+
+
+def announce_when_listening(port: int, login: str) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                break
+        except OSError:
+            time.sleep(0.2)
+    else:
+        return
+    print(f"\n  Hermes Hub is up: http://127.0.0.1:{port}/\n  {login}\n", flush=True)
+
+
+def main() -> None:
+    from honcho.manager import Manager
+
+    env = prepare_environment()
+    os.chdir(BASE_DIR)
+    manage(env, "migrate", "--noinput", "-v", "0")
+    manage(env, "collectstatic", "--noinput", "-v", "0")
+    login = manage(env, "ensure_admin")
+    manager = Manager()
+    for name, command in processes(env).items():
+        manager.add_process(name, command, env=env, cwd=str(BASE_DIR))
+    threading.Thread(
+        target=announce_when_listening, args=(int(env["PORT"]), login), daemon=True
+    ).start()
+    manager.loop()
+    sys.exit(manager.returncode)
+
+
+if __name__ == "__main__":
+    main()
