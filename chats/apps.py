@@ -3,3 +3,10 @@ from django.apps import AppConfig
 
 class ChatsConfig(AppConfig):
     name = "chats"
+    verbose_name = "Chats and history"
+
+    def ready(self) -> None:
+        from chats.agent.builtin_tools import builtin_tools
+        from chats.agent.registry import register_tool_provider
+
+        register_tool_provider(builtin_tools)

@@ -47,6 +47,10 @@ def validate_id(value: object, field: str) -> str:
         raise InvalidKey(f"{field} must be at most {MAX_ID_LENGTH} characters")
     if any(ord(ch) < 32 or ord(ch) == 127 for ch in text):
         raise InvalidKey(f"{field} must not contain control characters")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidKey(f"{field} is not valid Unicode (lone surrogate)") from exc
     return text
 
 

@@ -31,6 +31,11 @@ class ChatKind(models.TextChoices):
     API = "api", "API conversation"
 
 
+class BusyMode(models.TextChoices):
+    INTERRUPT = "interrupt", "Interrupt the running reply and answer the new message"
+    QUEUE = "queue", "Answer messages one after another"
+
+
 SHARED_CHAT_KINDS = frozenset({ChatKind.GROUP, ChatKind.TOPIC, ChatKind.ROOM})
 
 
@@ -70,6 +75,12 @@ class Chat(models.Model):
     thread_id = models.CharField(max_length=255, blank=True, default="")
     kind = models.CharField(max_length=16, choices=ChatKind.choices)
     title = models.CharField(max_length=255, blank=True, default="")
+    busy_mode = models.CharField(
+        max_length=16,
+        choices=BusyMode.choices,
+        default=BusyMode.INTERRUPT,
+        help_text="What a new message does while the agent is answering in this chat.",
+    )
     created_at = models.DateTimeField(default=timezone.now)
     last_activity_at = models.DateTimeField(default=timezone.now, db_index=True)
     members = models.ManyToManyField(
@@ -176,6 +187,63 @@ class MessageEdit(models.Model):
 
     def __str__(self) -> str:
         return f"edit of message #{self.message_id} at {self.recorded_at:%Y-%m-%d %H:%M}"
+
+
+class Turn(models.Model):
+    """One run of the agent answering a trigger message.
+
+    `queued → running → completed | failed | interrupted`; at most one running turn per chat
+    (a partial unique index). A running turn holds a lease that its worker renews; a turn
+    whose lease ran out is marked interrupted, never run again."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        COMPLETED = "completed", "Completed"
+        FAILED = "failed", "Failed"
+        INTERRUPTED = "interrupted", "Interrupted"
+
+    FINISHED = frozenset({Status.COMPLETED, Status.FAILED, Status.INTERRUPTED})
+
+    chat = models.ForeignKey(Chat, on_delete=models.CASCADE, related_name="turns")
+    trigger = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="triggered_turns")
+    reply = models.ForeignKey(
+        Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    model = models.CharField(max_length=255, blank=True, default="")
+    provider = models.CharField(max_length=64, blank=True, default="")
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    iterations = models.PositiveIntegerField(default=0)
+    latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    first_delta_ms = models.PositiveIntegerField(null=True, blank=True)
+    error = models.TextField(blank=True, default="")
+    interrupt_reason = models.CharField(max_length=255, blank=True, default="")
+    prompt_report = models.JSONField(default=dict, blank=True)
+    worker = models.CharField(max_length=255, blank=True, default="")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["chat"],
+                condition=models.Q(status="running"),
+                name="turn_one_running_per_chat",
+            )
+        ]
+        indexes = [models.Index(fields=["chat", "status"], name="turn_chat_status_idx")]
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"turn #{self.pk} ({self.status}) in {self.chat_id}"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in self.FINISHED
 
 
 def hash_api_token(raw: str) -> str:

@@ -1,7 +1,10 @@
 """Writes to chats and history. Every adapter (web, Telegram, API, CLI, import) stores
 messages through `message_ingest`, so idempotency and token counting live in one place."""
 
+import copy
+import json
 import secrets
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -9,6 +12,7 @@ from datetime import datetime
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.db.models.functions import Greatest
+from django.db.models.signals import post_delete
 from django.utils import timezone
 
 from chats.agent.tokens import count_tokens
@@ -69,6 +73,14 @@ def validate_text(text: object, field: str = "text") -> str:
     return text
 
 
+def message_token_count(text: str, parts: list | None) -> int:
+    """Tokens a stored message costs in a prompt: its text, plus its structured parts (tool
+    calls and their arguments are sent to the model too). Computed once, at write time."""
+    return count_tokens(text) + (
+        count_tokens(json.dumps(parts, ensure_ascii=False)) if parts else 0
+    )
+
+
 def _clean_name(value: object, field: str, limit: int) -> str:
     if value is None:
         return ""
@@ -80,6 +92,49 @@ def _infer_kind(channel: str, thread_id: str | None) -> str:
     if thread_id:
         return ChatKind.TOPIC
     return DEFAULT_KIND_BY_CHANNEL.get(channel, ChatKind.DM)
+
+
+class _RowCache:
+    """A small per-process cache of Chat and Actor rows for the ingestion hot path.
+
+    Entries live `ttl` seconds; callers get copies. A stale entry (a chat deleted in the
+    admin) shows up as an integrity error on insert, which clears the cache and retries."""
+
+    def __init__(self, size: int = 2048, ttl: float = 30.0):
+        self.size, self.ttl = size, ttl
+        self.rows: dict = {}
+
+    def get(self, key):
+        if transaction.get_connection().in_atomic_block:
+            # Inside a caller's transaction a stale row would only fail at the caller's
+            # commit, past our retry: read the database instead.
+            return None
+        entry = self.rows.get(key)
+        if entry is None or entry[0] < time.monotonic():
+            return None
+        return copy.copy(entry[1])
+
+    def put(self, key, row) -> None:
+        if len(self.rows) >= self.size:
+            self.rows.clear()
+        self.rows[key] = (time.monotonic() + self.ttl, copy.copy(row))
+
+    def clear(self) -> None:
+        self.rows.clear()
+
+
+_chats = _RowCache()
+_actors = _RowCache()
+
+
+def clear_ingest_caches(**_signal_kwargs) -> None:
+    """Forget cached Chat and Actor rows (after a delete, an integrity error, in tests)."""
+    _chats.clear()
+    _actors.clear()
+
+
+post_delete.connect(clear_ingest_caches, sender=Chat, dispatch_uid="ingest-cache-chat")
+post_delete.connect(clear_ingest_caches, sender=Actor, dispatch_uid="ingest-cache-actor")
 
 
 def chat_get_or_create(
@@ -95,24 +150,26 @@ def chat_get_or_create(
         chat_key = make_chat_key(channel, chat_id, thread_id)
     except InvalidKey as exc:
         raise IngestError("chat_id", str(exc)) from exc
-    thread = "" if thread_id in (None, "") else str(thread_id)
     if kind is not None and kind not in ChatKind.values:
         raise IngestError("kind", f"kind must be one of {', '.join(ChatKind.values)}")
-    chat, created = Chat.objects.get_or_create(
-        chat_key=chat_key,
-        defaults={
-            "channel": channel,
-            "external_id": str(chat_id),
-            "thread_id": thread,
-            "kind": kind or _infer_kind(channel, thread),
-            "title": _clean_name(title, "title", MAX_TITLE),
-        },
-    )
-    if not created and title:
-        clean = _clean_name(title, "title", MAX_TITLE)
-        if clean and clean != chat.title:
-            Chat.objects.filter(pk=chat.pk).update(title=clean)
-            chat.title = clean
+    clean_title = _clean_name(title, "title", MAX_TITLE) if title else ""
+    chat, created = _chats.get(chat_key), False
+    if chat is None:
+        thread = "" if thread_id in (None, "") else str(thread_id)
+        chat, created = Chat.objects.get_or_create(
+            chat_key=chat_key,
+            defaults={
+                "channel": channel,
+                "external_id": str(chat_id),
+                "thread_id": thread,
+                "kind": kind or _infer_kind(channel, thread),
+                "title": clean_title,
+            },
+        )
+    if not created and clean_title and clean_title != chat.title:
+        Chat.objects.filter(pk=chat.pk).update(title=clean_title)
+        chat.title = clean_title
+    _chats.put(chat_key, chat)
     return chat, created
 
 
@@ -122,21 +179,37 @@ def actor_get_or_create(
     user_id: object,
     display_name: str = "",
     person: AbstractBaseUser | None = None,
+    refresh: bool = True,
 ) -> Actor:
-    """Return the actor for (channel, user_id); keeps its display name current."""
+    """Return the actor for (channel, user_id); with `refresh`, keep its display name current
+    and link `person` if it has none yet."""
     try:
         validate_channel(channel)
         external_id = validate_id(user_id, "user_id")
     except InvalidKey as exc:
         raise IngestError("user_id", str(exc)) from exc
     name = _clean_name(display_name, "user_name", MAX_DISPLAY_NAME) or external_id
-    actor, created = Actor.objects.get_or_create(
-        channel=channel,
-        external_id=external_id,
-        defaults={"display_name": name, "person": person},
-    )
+    key = (channel, external_id)
+    actor = _actors.get(key)
+    if actor is None:
+        actor, _ = Actor.objects.get_or_create(
+            channel=channel,
+            external_id=external_id,
+            defaults={"display_name": name, "person": person},
+        )
+        _actors.put(key, actor)
+    if refresh:
+        actor = actor_refresh(actor=actor, display_name=display_name, person=person)
+    return actor
+
+
+def actor_refresh(
+    *, actor: Actor, display_name: str = "", person: AbstractBaseUser | None = None
+) -> Actor:
+    """Follow the platform's display name and link a Person the actor does not have yet."""
+    name = _clean_name(display_name, "user_name", MAX_DISPLAY_NAME)
     changes = {}
-    if not created and display_name and actor.display_name != name:
+    if name and actor.display_name != name:
         changes["display_name"] = name
     if person is not None and actor.person_id is None:
         changes["person"] = person
@@ -144,6 +217,7 @@ def actor_get_or_create(
         Actor.objects.filter(pk=actor.pk).update(**changes, updated_at=timezone.now())
         for field, value in changes.items():
             setattr(actor, field, value)
+        _actors.put((actor.channel, actor.external_id), actor)
     return actor
 
 
@@ -197,18 +271,69 @@ def message_ingest(
             raise IngestError("message_id", str(exc)) from exc
     if source_ts is not None and timezone.is_naive(source_ts):
         raise IngestError("ts", "timestamps must carry a time zone")
+    # Validate the author before anything is created: a refused message leaves no empty chat.
+    if user_id is not None:
+        try:
+            validate_id(user_id, "user_id")
+        except InvalidKey as exc:
+            raise IngestError("user_id", str(exc)) from exc
+    _clean_name(user_name, "user_name", MAX_DISPLAY_NAME)
 
+    for attempt in (1, 2):
+        try:
+            return _ingest_once(
+                channel=channel,
+                chat_id=chat_id,
+                user_id=user_id,
+                user_name=user_name,
+                thread_id=thread_id,
+                chat_kind=chat_kind,
+                chat_title=chat_title,
+                person=person,
+                member=member,
+                fields={
+                    "role": role,
+                    "text": text,
+                    "parts": parts or [],
+                    "external_id": external_id,
+                    "source_ts": source_ts,
+                    "metadata": metadata or {},
+                },
+                reply_to_message_id=reply_to_message_id,
+            )
+        except _StaleCache:
+            clear_ingest_caches()
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+class _StaleCache(Exception):
+    pass
+
+
+def _ingest_once(
+    *,
+    channel,
+    chat_id,
+    user_id,
+    user_name,
+    thread_id,
+    chat_kind,
+    chat_title,
+    person,
+    member,
+    fields,
+    reply_to_message_id,
+) -> IngestResult:
     chat, _ = chat_get_or_create(
         channel=channel, chat_id=chat_id, thread_id=thread_id, kind=chat_kind, title=chat_title
     )
-    existing = Message.objects.filter(chat=chat, external_id=external_id).first()
-    if existing is not None:
-        return IngestResult(message=existing, created=False)
-
     actor = None
     if user_id is not None:
+        # The profile is refreshed only for a new message: a redelivery changes nothing.
         actor = actor_get_or_create(
-            channel=channel, user_id=user_id, display_name=user_name, person=person
+            channel=channel, user_id=user_id, display_name=user_name, refresh=False
         )
     reply_to = None
     if reply_to_message_id is not None:
@@ -218,15 +343,10 @@ def message_ingest(
     message = Message(
         chat=chat,
         actor=actor,
-        role=role,
-        text=text,
-        parts=parts or [],
-        external_id=external_id,
-        source_ts=source_ts,
         created_at=now,
-        token_count=count_tokens(text),
+        token_count=message_token_count(fields["text"], fields["parts"]),
         reply_to=reply_to,
-        metadata=metadata or {},
+        **fields,
     )
     try:
         with transaction.atomic():
@@ -234,16 +354,55 @@ def message_ingest(
             Chat.objects.filter(pk=chat.pk).update(
                 last_activity_at=Greatest("last_activity_at", now)
             )
+            if actor is not None:
+                actor = actor_refresh(actor=actor, display_name=user_name, person=person)
+                message.actor = actor
             for linked in {p.pk: p for p in (member, actor and actor.person) if p}.values():
                 chat_member_ensure(chat=chat, person=linked)
-    except IntegrityError:
-        # A concurrent delivery of the same message won the race: return its row.
-        existing = Message.objects.filter(chat=chat, external_id=external_id).first()
+    except IntegrityError as exc:
+        # A delivery of the same message won (a redelivery, or a concurrent one): its row.
+        existing = (
+            Message.objects.select_related("actor")
+            .filter(chat=chat, external_id=fields["external_id"])
+            .first()
+        )
         if existing is None:
-            raise
+            raise _StaleCache() from exc  # e.g. the cached chat was deleted meanwhile
+        existing.chat = chat
         return IngestResult(message=existing, created=False)
-    message.chat = chat
     return IngestResult(message=message, created=True)
+
+
+def message_append(
+    *,
+    chat: Chat,
+    role: str,
+    text: str,
+    parts: list | None = None,
+    metadata: dict | None = None,
+    actor: Actor | None = None,
+    reply_to: Message | None = None,
+) -> Message:
+    """Append a message the hub itself produced (agent replies, tool results, notices).
+
+    It gets a fresh internal message id, its token count, and bumps the chat's activity."""
+    text = validate_text(text)
+    now = timezone.now()
+    with transaction.atomic():
+        message = Message.objects.create(
+            chat=chat,
+            actor=actor,
+            role=role,
+            text=text,
+            parts=parts or [],
+            external_id=f"hermes-{uuid.uuid4().hex}",
+            created_at=now,
+            token_count=message_token_count(text, parts),
+            reply_to=reply_to,
+            metadata=metadata or {},
+        )
+        Chat.objects.filter(pk=chat.pk).update(last_activity_at=Greatest("last_activity_at", now))
+    return message
 
 
 def message_record_edit(
@@ -268,7 +427,7 @@ def message_record_edit(
         )
         locked.text = text
         locked.parts = new_parts
-        locked.token_count = count_tokens(text)
+        locked.token_count = message_token_count(text, new_parts)
         locked.edited_at = edit.recorded_at
         locked.save(update_fields=["text", "parts", "token_count", "edited_at"])
     message.refresh_from_db()

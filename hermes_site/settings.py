@@ -171,6 +171,7 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns on every start without it
 WHITENOISE_USE_FINDERS = True
 
 # --- HTTP API ---------------------------------------------------------------------------
@@ -188,6 +189,30 @@ LLM_MODEL = env_str("LLM_MODEL")
 LLM_CONTEXT_TOKENS = env_int("LLM_CONTEXT_TOKENS", 8192, minimum=512)
 LLM_TIMEOUT_SECONDS = env_float("LLM_TIMEOUT_SECONDS", 60.0, minimum=1)
 LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 3, minimum=0)
+LLM_RETRY_BASE_SECONDS = env_float("LLM_RETRY_BASE_SECONDS", 1.0, minimum=0)
+LLM_RETRY_MAX_SECONDS = env_float("LLM_RETRY_MAX_SECONDS", 30.0, minimum=0)
+# "auto": an OpenAI-compatible server when LLM_BASE_URL is set, else the local demo model
+# when the `local` extra is installed, else none. Or force "openai", "local", "none".
+LLM_PROVIDER = env_str("LLM_PROVIDER", "auto")
+LOCAL_MODEL_THREADS = env_int("LOCAL_MODEL_THREADS", 2, minimum=1)
+
+# --- Agent engine -----------------------------------------------------------------------
+# Shares of the context window (seed 003): the reply reserve is kept free, the rest is
+# split between the system prompt, the history and the current message.
+CONTEXT_SHARE_SYSTEM = env_float("CONTEXT_SHARE_SYSTEM", 0.10, minimum=0)
+CONTEXT_SHARE_HISTORY = env_float("CONTEXT_SHARE_HISTORY", 0.60, minimum=0)
+CONTEXT_SHARE_CURRENT = env_float("CONTEXT_SHARE_CURRENT", 0.08, minimum=0)
+CONTEXT_SHARE_REPLY = env_float("CONTEXT_SHARE_REPLY", 0.20, minimum=0)
+CONTEXT_MIN_HISTORY_MESSAGES = env_int("CONTEXT_MIN_HISTORY_MESSAGES", 4, minimum=0)
+# Summarise older turns once the history since the last reset passes this share of the window.
+COMPRESSION_THRESHOLD = env_float("COMPRESSION_THRESHOLD", 0.50, minimum=0)
+AGENT_NAME = env_str("AGENT_NAME", "Hermes")
+AGENT_MAX_ITERATIONS = env_int("AGENT_MAX_ITERATIONS", 20, minimum=1)
+AGENT_TOOL_TIMEOUT_SECONDS = env_float("AGENT_TOOL_TIMEOUT_SECONDS", 30.0, minimum=0.1)
+# A running turn renews its lease; a turn whose lease ran out is marked interrupted.
+TURN_LEASE_SECONDS = env_int("TURN_LEASE_SECONDS", 60, minimum=5)
+# Text deltas are batched into one event at most this often (milliseconds).
+EVENT_DELTA_BATCH_MS = env_int("EVENT_DELTA_BATCH_MS", 75, minimum=10)
 
 # --- Logging ----------------------------------------------------------------------------
 
@@ -198,5 +223,11 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        # The OpenAI SDK's HTTP client logs every request at INFO.
+        "httpx": {"level": "WARNING"},
+        "httpx2": {"level": "WARNING"},
+        "openai": {"level": "WARNING"},
+    },
 }

@@ -42,6 +42,12 @@ def pytest_sessionstart(session):
         pytest.exit("CI needs its services: " + "; ".join(missing), returncode=3)
 
 
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    """Real hashing costs seconds per user on these machines; tests need no strength."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def make_person(django_user_model):
     def make(username: str, **extra):
@@ -109,3 +115,23 @@ def api_for():
         return ApiClient(raw)
 
     return make
+
+
+@pytest.fixture(autouse=True)
+def _fresh_redis_breaker():
+    """A test that simulates a dead Redis must not leave the circuit breaker open."""
+    from hermes_site import redis as hub_redis
+
+    hub_redis._breaker.down_until = 0.0
+    yield
+    hub_redis._breaker.down_until = 0.0
+
+
+@pytest.fixture(autouse=True)
+def _fresh_ingest_caches():
+    """Cached Chat/Actor rows must not outlive the test database rows they point at."""
+    from chats.services import clear_ingest_caches
+
+    clear_ingest_caches()
+    yield
+    clear_ingest_caches()

@@ -1,2 +1,18 @@
+"""Routes of the HTTP API v1, mounted at /api/v1/ (paths have no trailing slash).
 
-urlpatterns: list = []
+A chat key contains `:` and may contain `%` escapes and `/`, so it is captured with the
+`path` converter; clients percent-encode it (`api:a%3Ab` is sent as `api:a%253Ab`).
+"""
+
+from django.urls import path, re_path
+
+from chats.api import views
+
+urlpatterns = [
+    path("messages", views.message_post, name="api_message_post"),
+    path("chats", views.chat_list, name="api_chat_list"),
+    path("chats/<path:chat_key>/messages", views.chat_messages, name="api_chat_messages"),
+    path("search", views.search, name="api_search"),
+    # Last: anything else under /api/v1/ is a JSON 404, never an HTML page or a redirect.
+    re_path(r"", views.unknown_path),
+]

@@ -1,0 +1,146 @@
+"""Events of a chat, published to its channel-layer group (see docs/EVENTS.md).
+
+Every event gets a per-chat sequence number and is appended to a short replay buffer in
+Redis, atomically (one Lua script), so a subscriber that missed some (a dropped WebSocket,
+an SSE client reconnecting) can ask for everything after the last number it saw.
+Publishing never breaks a turn: with Redis down, events are logged and dropped, and the
+stored history stays the source of truth.
+"""
+
+import asyncio
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.conf import settings
+
+from hermes_site.redis import guarded
+
+logger = logging.getLogger(__name__)
+
+REPLAY_LENGTH = 2000
+REPLAY_TTL_SECONDS = 3600
+CHANNEL_MESSAGE_TYPE = "chat.event"
+
+# ARGV[1] is the event's JSON object without its opening brace; the script prepends the
+# sequence number, so the JSON is never re-encoded inside Redis.
+_APPEND = """
+local seq = redis.call('INCR', KEYS[1])
+local encoded = '{"seq":' .. seq .. ',' .. ARGV[1]
+redis.call('RPUSH', KEYS[2], encoded)
+redis.call('LTRIM', KEYS[2], -tonumber(ARGV[2]), -1)
+redis.call('EXPIRE', KEYS[2], tonumber(ARGV[3]))
+redis.call('EXPIRE', KEYS[1], tonumber(ARGV[3]) * 24)
+return encoded
+"""
+
+
+def chat_group_name(chat_id: int) -> str:
+    """The channel-layer group every subscriber of a chat joins."""
+    return f"chat.{chat_id}"
+
+
+def _seq_key(chat_id: int) -> str:
+    return f"hermes:events:{chat_id}:seq"
+
+
+def _replay_key(chat_id: int) -> str:
+    return f"hermes:events:{chat_id}:log"
+
+
+class _LoopThread:
+    """One long-lived event loop per process for publishing from sync code (Celery workers,
+    the CLI), so the channel layer keeps one connection pool instead of one per event."""
+
+    def __init__(self):
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()
+
+    def run(self, coroutine, timeout: float):
+        with self._lock:
+            if self._loop is None or self._loop.is_closed():
+                self._loop = asyncio.new_event_loop()
+                threading.Thread(
+                    target=self._loop.run_forever, name="hermes-events", daemon=True
+                ).start()
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout)
+
+
+_loop_thread = _LoopThread()
+
+
+def _group_send(group: str, message: dict) -> None:
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        _loop_thread.run(layer.group_send(group, message), timeout=5)
+    else:  # called from a thread that runs a loop already: hand over to asgiref
+        async_to_sync(layer.group_send)(group, message)
+
+
+def publish(chat_id: int, event_type: str, **data) -> dict | None:
+    """Number, record and broadcast one event; returns it (with `seq`), or None if Redis failed."""
+    event = {
+        "type": event_type,
+        "chat_id": chat_id,
+        "ts": datetime.now(UTC).isoformat(timespec="milliseconds"),
+        **data,
+    }
+    encoded = guarded(
+        lambda r: r.register_script(_APPEND)(
+            keys=[_seq_key(chat_id), _replay_key(chat_id)],
+            args=[json.dumps(event, ensure_ascii=False)[1:], REPLAY_LENGTH, REPLAY_TTL_SECONDS],
+        ),
+        default=None,
+        what="publish event",
+    )
+    if encoded is None:
+        return None  # Redis is down: the stored history stays the source of truth
+    event = json.loads(encoded)
+    try:
+        _group_send(chat_group_name(chat_id), {"type": CHANNEL_MESSAGE_TYPE, "event": event})
+    except Exception:  # noqa: BLE001 - subscribers catch up from the replay buffer
+        logger.warning("could not broadcast %s for chat %s", event_type, chat_id, exc_info=True)
+    return event
+
+
+def events_since(chat_id: int, after_seq: int) -> list[dict]:
+    """Recorded events of a chat with seq > after_seq, in order (the replay buffer is bounded)."""
+    raw = guarded(lambda r: r.lrange(_replay_key(chat_id), 0, -1), default=[], what="replay")
+    events = [json.loads(item) for item in raw]
+    return sorted((e for e in events if e["seq"] > after_seq), key=lambda e: e["seq"])
+
+
+def last_seq(chat_id: int) -> int:
+    value = guarded(lambda r: r.get(_seq_key(chat_id)), default=None, what="last seq")
+    return int(value) if value else 0
+
+
+class DeltaBatcher:
+    """Collects text deltas and emits one `turn.delta` event at most every EVENT_DELTA_BATCH_MS."""
+
+    def __init__(self, emit: Callable[[str], None], interval_ms: int | None = None):
+        self._emit = emit
+        self._interval = (interval_ms or settings.EVENT_DELTA_BATCH_MS) / 1000
+        self._pending: list[str] = []
+        self._last = time.monotonic()
+
+    def add(self, text: str) -> None:
+        self._pending.append(text)
+        if time.monotonic() - self._last >= self._interval:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._pending:
+            text = "".join(self._pending)
+            self._pending.clear()
+            self._emit(text)
+        self._last = time.monotonic()

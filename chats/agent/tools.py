@@ -1,0 +1,90 @@
+"""Running a tool call: parse, validate against the tool's schema, run with a timeout.
+
+Whatever goes wrong (unknown tool, invalid JSON, arguments that break the schema, an
+exception, a timeout) becomes an error result that the model sees, and the turn goes on.
+"""
+
+import json
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+
+import jsonschema
+from django.conf import settings
+from django.db import close_old_connections, connections
+
+from chats.agent.registry import Tool, TurnContext
+
+logger = logging.getLogger(__name__)
+
+MAX_RESULT_CHARS = 32_000
+_executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="hermes-tool")
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    content: str
+    is_error: bool
+    duration_ms: int
+
+
+def _as_text(value) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    if len(text) > MAX_RESULT_CHARS:
+        cut = len(text) - MAX_RESULT_CHARS
+        text = text[:MAX_RESULT_CHARS] + f"\n[… {cut:,} characters of tool output cut …]"
+    return text
+
+
+def _run_in_thread(tool: Tool, context: TurnContext, arguments: dict):
+    try:
+        return tool.handler(context, arguments)
+    finally:
+        # The worker thread has its own database connection: never leak it.
+        close_old_connections()
+        connections.close_all()
+
+
+def execute_tool_call(
+    tools: dict[str, Tool], name: str, raw_arguments: str, context: TurnContext
+) -> ToolResult:
+    """Run one tool call and describe the outcome for the model; never raises."""
+    started = time.monotonic()
+
+    def result(content: str, *, is_error: bool) -> ToolResult:
+        elapsed = int((time.monotonic() - started) * 1000)
+        return ToolResult(_as_text(content), is_error, elapsed)
+
+    tool = tools.get(name)
+    if tool is None:
+        available = ", ".join(sorted(tools)) or "none"
+        return result(
+            f"Error: there is no tool named {name!r}. Available: {available}.", is_error=True
+        )
+    try:
+        arguments = json.loads(raw_arguments or "{}")
+    except json.JSONDecodeError as exc:
+        return result(f"Error: the arguments are not valid JSON ({exc.msg}).", is_error=True)
+    if not isinstance(arguments, dict):
+        return result("Error: the arguments must be a JSON object.", is_error=True)
+    try:
+        jsonschema.validate(arguments, tool.parameters)
+    except jsonschema.ValidationError as exc:
+        where = "/".join(str(part) for part in exc.absolute_path) or "arguments"
+        return result(f"Error: invalid arguments ({where}: {exc.message}).", is_error=True)
+    timeout = tool.timeout_seconds or settings.AGENT_TOOL_TIMEOUT_SECONDS
+    future = _executor.submit(_run_in_thread, tool, context, arguments)
+    try:
+        value = future.result(timeout=timeout)
+    except FutureTimeout:
+        future.cancel()
+        return result(
+            f"Error: the tool {name} did not finish within {timeout:g} s.",
+            is_error=True,
+        )
+    except Exception as exc:  # noqa: BLE001 - the model sees the failure, the turn goes on
+        logger.info("tool %s raised", name, exc_info=True)
+        return result(f"Error: the tool {name} failed: {type(exc).__name__}: {exc}", is_error=True)
+    return result(value, is_error=False)

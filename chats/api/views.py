@@ -1,0 +1,100 @@
+"""HTTP API v1 views: parse, call one service or selector, render JSON (see docs/API.md)."""
+
+from django.conf import settings
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from chats.api.endpoint import api_endpoint
+from chats.api.errors import ApiError, bad_request, error_response, not_found
+from chats.api.parsing import int_param, parse_message_post, read_json_object
+from chats.api.render import chat_json, message_json, search_hit_json
+from chats.api.selectors import chats_with_role, page_cursors
+from chats.api.services import NotAMember, api_message_post
+from chats.selectors import chat_for_person, chat_messages_page
+
+DEFAULT_PAGE_SIZE = 50
+SEARCH_DEFAULT_LIMIT = 20
+SEARCH_MAX_LIMIT = 100
+SEARCH_MAX_QUERY = 500
+UNKNOWN_CHAT = "No chat with this key is visible to you."
+
+
+@api_endpoint("POST")
+def message_post(request: HttpRequest, person) -> JsonResponse:
+    """Stores the message once per (chat, message_id): 201 new, 200 duplicate, else nothing."""
+    post = parse_message_post(read_json_object(request))
+    try:
+        result = api_message_post(person=person, post=post)
+    except NotAMember as exc:
+        raise ApiError(403, "not_a_member", "You are not a member of this chat.") from exc
+    return JsonResponse(
+        {
+            "chat_key": result.chat.chat_key,
+            "message": message_json(result.message),
+            "duplicate": result.duplicate,
+        },
+        status=200 if result.duplicate else 201,
+    )
+
+
+@api_endpoint("GET")
+def chat_list(request: HttpRequest, person) -> JsonResponse:
+    """Lists only chats the person is a member of, newest activity first, at most `limit`."""
+    limit = int_param(
+        request, "limit", default=DEFAULT_PAGE_SIZE, minimum=1, maximum=settings.API_PAGE_SIZE_MAX
+    )
+    chats = chats_with_role(person, limit=limit)
+    return JsonResponse({"chats": [chat_json(chat, role=chat.my_role) for chat in chats]})
+
+
+@api_endpoint("GET")
+def chat_messages(request: HttpRequest, person, chat_key: str) -> JsonResponse:
+    """Pages a readable chat's history by message id; unreadable and unknown chats are 404."""
+    before = int_param(request, "before", default=None, minimum=0, maximum=None)
+    after = int_param(request, "after", default=None, minimum=0, maximum=None)
+    limit = int_param(
+        request, "limit", default=DEFAULT_PAGE_SIZE, minimum=1, maximum=settings.API_PAGE_SIZE_MAX
+    )
+    chat = chat_for_person(person, chat_key)
+    if chat is None:
+        raise not_found(UNKNOWN_CHAT)
+    page = chat_messages_page(chat, before=before, after=after, limit=limit)
+    next_before, next_after = page_cursors(chat, page)
+    return JsonResponse(
+        {
+            "chat_key": chat.chat_key,
+            "messages": [message_json(message) for message in page],
+            "next_before": next_before,
+            "next_after": next_after,
+        }
+    )
+
+
+@api_endpoint("GET")
+def search(request: HttpRequest, person) -> JsonResponse:
+    """Finds messages only in chats the person can read; an empty query is a 400."""
+    from chats.search import message_search  # the search module owns its backend choice
+
+    query = request.GET.get("q", "")
+    if not query.strip():
+        raise bad_request("invalid_parameter", "q must contain something to search for.", field="q")
+    if len(query) > SEARCH_MAX_QUERY:
+        raise bad_request(
+            "invalid_parameter", f"q must be at most {SEARCH_MAX_QUERY} characters.", field="q"
+        )
+    limit = int_param(
+        request, "limit", default=SEARCH_DEFAULT_LIMIT, minimum=1, maximum=SEARCH_MAX_LIMIT
+    )
+    chat = None
+    if chat_key := request.GET.get("chat"):
+        chat = chat_for_person(person, chat_key)
+        if chat is None:
+            raise not_found(UNKNOWN_CHAT)
+    hits = message_search(person=person, query=query, chat=chat, limit=limit)
+    return JsonResponse({"query": query, "results": [search_hit_json(hit) for hit in hits]})
+
+
+@csrf_exempt
+def unknown_path(request: HttpRequest, *args, **kwargs) -> JsonResponse:
+    """Answers every path under /api/v1/ that is not an endpoint with a JSON 404."""
+    return error_response(not_found("No API endpoint at this path; see docs/API.md."))

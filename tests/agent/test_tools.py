@@ -1,0 +1,147 @@
+import time
+
+import pytest
+
+from chats.agent.builtin_tools import CURRENT_TIME, SESSION_SEARCH
+from chats.agent.registry import Registry, Tool, TurnContext
+from chats.agent.tools import execute_tool_call
+from chats.services import chat_member_ensure, message_ingest
+
+
+def _tool(handler, **extra):
+    return Tool(
+        name="probe",
+        description="test tool",
+        parameters={
+            "type": "object",
+            "properties": {"n": {"type": "integer", "minimum": 0}},
+            "required": ["n"],
+            "additionalProperties": False,
+        },
+        handler=handler,
+        **extra,
+    )
+
+
+CONTEXT = TurnContext(chat=None, trigger=None)
+
+
+def test_valid_call_returns_the_handler_result_as_text():
+    tools = {"probe": _tool(lambda ctx, args: {"double": args["n"] * 2})}
+    result = execute_tool_call(tools, "probe", '{"n": 21}', CONTEXT)
+    assert not result.is_error
+    assert result.content == '{"double": 42}'
+
+
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        ('{"n": ', "not valid JSON"),
+        ("[1, 2]", "must be a JSON object"),
+        ('{"n": "x"}', "invalid arguments (n: 'x' is not of type 'integer')"),
+        ('{"n": -1}', "invalid arguments (n:"),
+        ("{}", "'n' is a required property"),
+        ('{"n": 1, "extra": true}', "Additional properties"),
+    ],
+)
+def test_bad_arguments_become_error_results(raw, expected):
+    called = []
+    tools = {"probe": _tool(lambda ctx, args: called.append(args))}
+    result = execute_tool_call(tools, "probe", raw, CONTEXT)
+    assert result.is_error and expected in result.content
+    assert called == []
+
+
+def test_unknown_tool_lists_the_available_ones():
+    result = execute_tool_call({"probe": _tool(lambda c, a: 1)}, "nope", "{}", CONTEXT)
+    assert (
+        result.is_error and "no tool named 'nope'" in result.content and "probe" in result.content
+    )
+
+
+def test_raising_tool_becomes_an_error_result():
+    def boom(ctx, args):
+        raise RuntimeError("disk on fire")
+
+    result = execute_tool_call({"probe": _tool(boom)}, "probe", '{"n": 1}', CONTEXT)
+    assert result.is_error and "RuntimeError: disk on fire" in result.content
+
+
+def test_slow_tool_times_out():
+    tools = {"probe": _tool(lambda c, a: time.sleep(2), timeout_seconds=0.2)}
+    started = time.monotonic()
+    result = execute_tool_call(tools, "probe", '{"n": 1}', CONTEXT)
+    assert result.is_error and "did not finish within 0.2 s" in result.content
+    assert time.monotonic() - started < 1.5
+
+
+def test_huge_results_are_cut_with_a_marker():
+    result = execute_tool_call(
+        {"probe": _tool(lambda c, a: "x" * 100_000)}, "probe", '{"n": 1}', CONTEXT
+    )
+    assert len(result.content) < 40_000 and "characters of tool output cut" in result.content
+
+
+def test_current_time_honours_time_zones():
+    tools = {"current_time": CURRENT_TIME}
+    ok = execute_tool_call(tools, "current_time", '{"timezone": "Asia/Shanghai"}', CONTEXT)
+    assert not ok.is_error and "+08:00" in ok.content
+    bad = execute_tool_call(tools, "current_time", '{"timezone": "Mars/Olympus"}', CONTEXT)
+    assert bad.is_error and "unknown time zone" in bad.content
+
+
+def test_registry_filters_by_channel_and_refuses_duplicate_names():
+    telegram_only = _tool(lambda c, a: 1, channels=frozenset({"telegram"}))
+
+    class Provider:
+        def __init__(self, *tools):
+            self._tools = tools
+
+        def tools(self):
+            return self._tools
+
+    registry = Registry(tool_providers=[Provider(telegram_only, CURRENT_TIME)])
+    assert [t.name for t in registry.tools_for("web")] == ["current_time"]
+    assert {t.name for t in registry.tools_for("telegram")} == {"probe", "current_time"}
+    registry.tool_providers.append(Provider(CURRENT_TIME))
+    with pytest.raises(ValueError, match="two tools"):
+        registry.tools_for("web")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_session_search_in_a_group_stays_in_that_group(owner):
+    # The owner's private chat mentions the secret; the group must not reveal it.
+    dm = message_ingest(
+        channel="web",
+        chat_id="olivia-dm",
+        chat_kind="dm",
+        user_id="olivia",
+        text="the vault code is 4711",
+        person=owner,
+        member=owner,
+    )
+    group_msg = message_ingest(
+        channel="telegram",
+        chat_id=-5,
+        chat_kind="group",
+        user_id="7",
+        text="where is the vault?",
+        person=owner,
+    )
+    chat_member_ensure(chat=dm.chat, person=owner)
+    tools = {"session_search": SESSION_SEARCH}
+    in_group = TurnContext(chat=group_msg.chat, trigger=group_msg.message, person=owner)
+    result = execute_tool_call(tools, "session_search", '{"query": "vault"}', in_group)
+    assert not result.is_error
+    assert "4711" not in result.content and '"count": 0' in result.content
+
+    later_dm = message_ingest(
+        channel="web",
+        chat_id="olivia-dm",
+        user_id="olivia",
+        text="what was the vault code?",
+        person=owner,
+    )
+    in_dm = TurnContext(chat=dm.chat, trigger=later_dm.message, person=owner)
+    result = execute_tool_call(tools, "session_search", '{"query": "vault"}', in_dm)
+    assert "4711" in result.content

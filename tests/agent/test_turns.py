@@ -1,0 +1,94 @@
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from chats.agent.interrupts import clear_interrupt, interrupt_reason
+from chats.agent.turns import (
+    LEASE_EXPIRED,
+    SUPERSEDED,
+    WORKER_RESTARTED,
+    Claim,
+    turn_claim,
+    turn_request,
+    turns_recover_stale,
+)
+from chats.models import BusyMode, Turn
+from chats.services import message_ingest
+
+pytestmark = pytest.mark.django_db
+
+
+def say(text, chat_id="room", **extra):
+    return message_ingest(channel="api", chat_id=chat_id, user_id="u", text=text, **extra).message
+
+
+def test_a_claimed_turn_runs_alone_in_its_chat():
+    first = turn_request(message=say("one"), enqueue=False)
+    assert first.status == Turn.Status.QUEUED
+    claim = turn_claim(turn_id=first.pk, worker="w1")
+    assert claim.outcome is Claim.CLAIMED
+    first.refresh_from_db()
+    assert first.status == Turn.Status.RUNNING and first.worker == "w1"
+    assert first.lease_expires_at > timezone.now()
+    # A turn in another chat is independent.
+    other = turn_request(message=say("elsewhere", chat_id="other"), enqueue=False)
+    assert turn_claim(turn_id=other.pk, worker="w1").outcome is Claim.CLAIMED
+    # Claiming the same turn again does nothing.
+    assert turn_claim(turn_id=first.pk, worker="w2").outcome is Claim.GONE
+
+
+def test_interrupt_mode_stops_the_running_turn_and_supersedes_waiting_ones():
+    running = turn_request(message=say("one"), enqueue=False)
+    turn_claim(turn_id=running.pk, worker="w")
+    waiting = turn_request(message=say("two"), enqueue=False)
+    newest = turn_request(message=say("three"), enqueue=False)
+    try:
+        assert interrupt_reason(running.pk) == SUPERSEDED
+        # While the first still runs, the newest must wait.
+        assert turn_claim(turn_id=newest.pk, worker="w").outcome is Claim.BUSY
+        # The middle one never runs: the newest message answers both.
+        assert turn_claim(turn_id=waiting.pk, worker="w").outcome is Claim.GONE
+        waiting.refresh_from_db()
+        assert waiting.status == Turn.Status.INTERRUPTED and waiting.interrupt_reason == SUPERSEDED
+    finally:
+        clear_interrupt(running.pk)
+
+
+def test_queue_mode_answers_in_order_without_interrupting():
+    first_message = say("one")
+    first_message.chat.busy_mode = BusyMode.QUEUE
+    first_message.chat.save()
+    first = turn_request(message=first_message, enqueue=False)
+    turn_claim(turn_id=first.pk, worker="w")
+    second = turn_request(message=say("two"), enqueue=False)
+    third = turn_request(message=say("three"), enqueue=False)
+    assert interrupt_reason(first.pk) is None
+    assert turn_claim(turn_id=third.pk, worker="w").outcome is Claim.BUSY
+    Turn.objects.filter(pk=first.pk).update(status=Turn.Status.COMPLETED)
+    assert turn_claim(turn_id=third.pk, worker="w").outcome is Claim.BUSY  # second is older
+    assert turn_claim(turn_id=second.pk, worker="w").outcome is Claim.CLAIMED
+
+
+def test_a_turn_with_an_expired_lease_is_marked_interrupted_not_rerun():
+    turn = turn_request(message=say("one"), enqueue=False)
+    turn_claim(turn_id=turn.pk, worker="dead-worker")
+    Turn.objects.filter(pk=turn.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    newer = turn_request(message=say("two"), enqueue=False)
+    # Claiming in the same chat recovers the stale turn first.
+    assert turn_claim(turn_id=newer.pk, worker="w").outcome is Claim.CLAIMED
+    turn.refresh_from_db()
+    assert turn.status == Turn.Status.INTERRUPTED and turn.interrupt_reason == LEASE_EXPIRED
+    assert turn_claim(turn_id=turn.pk, worker="w").outcome is Claim.GONE
+
+
+def test_a_restarted_worker_releases_its_turns_but_not_others():
+    mine = turn_request(message=say("one", chat_id="a"), enqueue=False)
+    theirs = turn_request(message=say("two", chat_id="b"), enqueue=False)
+    turn_claim(turn_id=mine.pk, worker="celery@host1")
+    turn_claim(turn_id=theirs.pk, worker="celery@host2")
+    assert turns_recover_stale(worker="celery@host1") == 1
+    mine.refresh_from_db()
+    theirs.refresh_from_db()
+    assert mine.status == Turn.Status.INTERRUPTED and mine.interrupt_reason == WORKER_RESTARTED
+    assert theirs.status == Turn.Status.RUNNING

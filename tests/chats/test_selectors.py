@@ -1,0 +1,195 @@
+"""History reads (chats.selectors) and platform edits (chats.services.message_record_edit)."""
+
+import pytest
+from django.contrib.auth.models import AnonymousUser
+
+from chats.models import ChatMember, Message, MessageEdit
+from chats.search import message_search
+from chats.selectors import (
+    chat_for_person,
+    chat_history,
+    chat_messages_page,
+    chat_role,
+    chats_readable_by,
+)
+from chats.services import chat_reset, message_ingest, message_record_edit
+
+pytestmark = [pytest.mark.django_db, pytest.mark.storage]
+
+
+def say(text, *, chat_id="team-room", user="u-olivia", **extra):
+    return message_ingest(channel="web", chat_id=chat_id, user_id=user, text=text, **extra).message
+
+
+def ids(messages):
+    return [m.pk for m in messages]
+
+
+# --- chat_history -------------------------------------------------------------------------
+
+
+def test_history_without_reset_is_everything_in_order(team_chat):
+    stored = [say(f"message {i}") for i in range(4)]
+    assert ids(chat_history(team_chat)) == ids(stored)
+
+
+def test_history_starts_after_the_last_reset_marker(team_chat):
+    before = [say("before 1"), say("before 2")]
+    first_reset = chat_reset(chat=team_chat)
+    middle = say("between resets")
+    last_reset = chat_reset(chat=team_chat)
+    after = [say("after 1"), say("after 2", user="u-marco")]
+
+    assert ids(chat_history(team_chat)) == ids(after)
+    assert ids(chat_history(team_chat, since_reset=False)) == [
+        *ids(before),
+        first_reset.pk,
+        middle.pk,
+        last_reset.pk,
+        *ids(after),
+    ]
+    assert last_reset.is_reset_marker
+
+
+def test_history_right_after_a_reset_is_empty_and_other_chats_are_untouched(team_chat):
+    say("old context")
+    other = say("another chat keeps its history", chat_id="other-room")
+    chat_reset(chat=team_chat)
+    assert list(chat_history(team_chat)) == []
+    assert ids(chat_history(other.chat)) == [other.pk]
+
+
+def test_history_ignores_markers_that_are_not_resets(team_chat):
+    first = say("first")
+    note = say("a marker of another kind", role=Message.Role.MARKER, metadata={"marker": "note"})
+    second = say("second")
+    assert ids(chat_history(team_chat)) == [first.pk, note.pk, second.pk]
+
+
+# --- chat_messages_page -----------------------------------------------------------------
+
+
+@pytest.fixture
+def ten_messages(team_chat):
+    return [say(f"message {i}") for i in range(10)]
+
+
+def test_page_without_cursor_is_the_newest_in_ascending_order(ten_messages, team_chat):
+    assert ids(chat_messages_page(team_chat, limit=3)) == ids(ten_messages[7:])
+    assert ids(chat_messages_page(team_chat)) == ids(ten_messages)
+
+
+def test_page_before_scrolls_back(ten_messages, team_chat):
+    page = chat_messages_page(team_chat, before=ten_messages[5].pk, limit=3)
+    assert ids(page) == ids(ten_messages[2:5])
+    assert ids(chat_messages_page(team_chat, before=ten_messages[1].pk, limit=3)) == [
+        ten_messages[0].pk
+    ]
+    assert chat_messages_page(team_chat, before=ten_messages[0].pk) == []
+
+
+def test_page_after_catches_up(ten_messages, team_chat):
+    page = chat_messages_page(team_chat, after=ten_messages[5].pk, limit=3)
+    assert ids(page) == ids(ten_messages[6:9])
+    assert chat_messages_page(team_chat, after=ten_messages[-1].pk) == []
+
+
+def test_page_between_after_and_before_keeps_the_newest(ten_messages, team_chat):
+    page = chat_messages_page(
+        team_chat, after=ten_messages[1].pk, before=ten_messages[8].pk, limit=3
+    )
+    assert ids(page) == ids(ten_messages[5:8])
+
+
+def test_page_includes_markers_and_stays_inside_the_chat(ten_messages, team_chat):
+    marker = chat_reset(chat=team_chat)
+    say("elsewhere", chat_id="other-room")
+    page = chat_messages_page(team_chat, limit=2)
+    assert ids(page) == [ten_messages[-1].pk, marker.pk]
+
+
+# --- chats_readable_by, chat_for_person, chat_role ----------------------------------------
+
+
+def test_members_read_their_chats_and_outsiders_never_do(team_chat, owner, member, outsider):
+    say("hello", chat_id="oscar-room", member=outsider)
+    assert list(chats_readable_by(owner)) == [team_chat]
+    assert list(chats_readable_by(member)) == [team_chat]
+    assert team_chat not in chats_readable_by(outsider)
+    assert [chat.chat_key for chat in chats_readable_by(outsider)] == ["web:oscar-room"]
+
+
+def test_anonymous_missing_and_inactive_people_read_nothing(team_chat, member):
+    assert list(chats_readable_by(AnonymousUser())) == []
+    assert list(chats_readable_by(None)) == []
+    member.is_active = False
+    member.save(update_fields=["is_active"])
+    assert list(chats_readable_by(member)) == []
+
+
+def test_readable_chats_newest_activity_first(team_chat, owner):
+    say("older room", chat_id="older-room", member=owner)
+    say("team room is newer")
+    keys = [chat.chat_key for chat in chats_readable_by(owner)]
+    assert keys == ["web:team-room", "web:older-room"]
+
+
+def test_chat_for_person(team_chat, owner, member, outsider):
+    assert chat_for_person(owner, team_chat.chat_key) == team_chat
+    assert chat_for_person(member, team_chat.chat_key) == team_chat
+    assert chat_for_person(outsider, team_chat.chat_key) is None
+    assert chat_for_person(AnonymousUser(), team_chat.chat_key) is None
+    assert chat_for_person(owner, "web:no-such-room") is None
+
+
+def test_chat_role(team_chat, owner, member, outsider):
+    assert chat_role(owner, team_chat) == ChatMember.Role.OWNER
+    assert chat_role(member, team_chat) == ChatMember.Role.MEMBER
+    assert chat_role(outsider, team_chat) is None
+    assert chat_role(AnonymousUser(), team_chat) is None
+
+
+# --- message_record_edit ------------------------------------------------------------------
+
+
+def test_edit_updates_the_row_and_keeps_before_and_after(team_chat, owner):
+    message = say("deploy the old banana build")
+    original_tokens = message.token_count
+
+    edit = message_record_edit(message=message, text="ship the new cherry release today please")
+
+    assert edit is not None
+    assert edit.previous_text == "deploy the old banana build"
+    assert edit.new_text == "ship the new cherry release today please"
+    stored = Message.objects.get(pk=message.pk)
+    assert stored.text == "ship the new cherry release today please"
+    assert stored.edited_at == edit.recorded_at
+    assert stored.token_count != original_tokens
+    assert message.text == stored.text  # the caller's instance is refreshed
+
+
+def test_repeated_identical_edit_records_nothing(team_chat):
+    message = say("first text")
+    assert message_record_edit(message=message, text="second text") is not None
+    assert message_record_edit(message=message, text="second text") is None
+    assert MessageEdit.objects.filter(message=message).count() == 1
+    # Changing the parts alone is an edit too.
+    assert message_record_edit(message=message, text="second text", parts=[{"x": 1}]) is not None
+    assert MessageEdit.objects.filter(message=message).count() == 2
+
+
+def test_search_follows_edits(team_chat, owner):
+    message = say("deploy the old banana build 旧版本")
+    say("an unrelated message")
+    assert [hit.message.pk for hit in message_search(person=owner, query="banana")] == [message.pk]
+
+    message_record_edit(message=message, text="ship the new cherry release 新版本")
+
+    for query in ("cherry", "CHERRY release", "新版本", "新版"):
+        assert [hit.message.pk for hit in message_search(person=owner, query=query)] == [
+            message.pk
+        ], query
+    for query in ("banana", "deploy", "旧版本", "旧版", "old"):
+        assert message_search(person=owner, query=query) == [], query
+    [hit] = message_search(person=owner, query="cherry")
+    assert hit.snippet == "ship the new cherry release 新版本"
