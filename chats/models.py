@@ -154,7 +154,11 @@ class Message(models.Model):
                 fields=["chat", "external_id"], name="message_unique_external_id_per_chat"
             )
         ]
-        indexes = [models.Index(fields=["chat", "id"], name="message_chat_id_idx")]
+        indexes = [
+            models.Index(fields=["chat", "id"], name="message_chat_id_idx"),
+            # Reset markers and summaries are found by role within a chat on every turn.
+            models.Index(fields=["chat", "role", "id"], name="message_chat_role_id_idx"),
+        ]
         ordering = ["id"]
 
     def __str__(self) -> str:

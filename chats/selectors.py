@@ -4,7 +4,7 @@ that person is a member of; nothing here crosses that line."""
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
 
-from chats.models import Chat, ChatMember, Message
+from chats.models import Chat, ChatMember, Message, Turn
 
 
 def chats_readable_by(person: AbstractBaseUser) -> QuerySet[Chat]:
@@ -66,3 +66,12 @@ def chat_messages_page(
     page = list(messages.order_by("-id")[:limit])
     page.reverse()
     return page
+
+
+def turn_for_person(person: AbstractBaseUser, turn_id: int) -> Turn | None:
+    """A turn of a chat `person` may read, with its chat and reply, else None."""
+    return (
+        Turn.objects.select_related("chat", "reply__actor")
+        .filter(pk=turn_id, chat__in=chats_readable_by(person))
+        .first()
+    )

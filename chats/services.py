@@ -1,7 +1,6 @@
 """Writes to chats and history. Every adapter (web, Telegram, API, CLI, import) stores
 messages through `message_ingest`, so idempotency and token counting live in one place."""
 
-import copy
 import json
 import secrets
 import time
@@ -11,6 +10,7 @@ from datetime import datetime
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
+from django.db.models.base import ModelState
 from django.db.models.functions import Greatest
 from django.db.models.signals import post_delete
 from django.utils import timezone
@@ -94,6 +94,16 @@ def _infer_kind(channel: str, thread_id: str | None) -> str:
     return DEFAULT_KIND_BY_CHANNEL.get(channel, ChatKind.DM)
 
 
+def _clone(instance):
+    """A shallow copy of a saved model instance (copy.copy is ten times slower)."""
+    clone = instance.__class__.__new__(instance.__class__)
+    clone.__dict__.update(instance.__dict__)
+    clone._state = ModelState()
+    clone._state.adding = False
+    clone._state.db = instance._state.db
+    return clone
+
+
 class _RowCache:
     """A small per-process cache of Chat and Actor rows for the ingestion hot path.
 
@@ -112,12 +122,12 @@ class _RowCache:
         entry = self.rows.get(key)
         if entry is None or entry[0] < time.monotonic():
             return None
-        return copy.copy(entry[1])
+        return _clone(entry[1])
 
     def put(self, key, row) -> None:
         if len(self.rows) >= self.size:
             self.rows.clear()
-        self.rows[key] = (time.monotonic() + self.ttl, copy.copy(row))
+        self.rows[key] = (time.monotonic() + self.ttl, _clone(row))
 
     def clear(self) -> None:
         self.rows.clear()

@@ -84,6 +84,7 @@ def main() -> None:
     manage(env, "migrate", "--noinput", "-v", "0")
     manage(env, "collectstatic", "--noinput", "-v", "0")
     login = manage(env, "ensure_admin")
+    login += "\n  " + manage(env, "llm_status").replace("\n", "\n  ")
     manager = Manager()
     for name, command in processes(env).items():
         manager.add_process(name, command, env=env, cwd=str(BASE_DIR))

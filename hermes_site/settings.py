@@ -120,12 +120,15 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 VALKEY_PORT = env_int("VALKEY_PORT", 6380, minimum=1)
 REDIS_URL = env_str("REDIS_URL") or f"redis://127.0.0.1:{VALKEY_PORT}/0"
 EMBEDDED_REDIS = not env_str("REDIS_URL")
+# Namespace of every key, channel-layer group and queue this installation puts in Redis,
+# so several installations (or test runs) can share one server.
+REDIS_KEY_PREFIX = env_str("REDIS_KEY_PREFIX", "hermes")
 
 CACHES = {
     "default": {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",
         "LOCATION": REDIS_URL,
-        "KEY_PREFIX": "hermes",
+        "KEY_PREFIX": REDIS_KEY_PREFIX,
         "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
     }
 }
@@ -133,11 +136,12 @@ CACHES = {
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "prefix": "hermes"},
+        "CONFIG": {"hosts": [REDIS_URL], "prefix": REDIS_KEY_PREFIX},
     }
 }
 
 CELERY_BROKER_URL = REDIS_URL
+CELERY_TASK_DEFAULT_QUEUE = REDIS_KEY_PREFIX
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = False
@@ -194,7 +198,7 @@ LLM_RETRY_MAX_SECONDS = env_float("LLM_RETRY_MAX_SECONDS", 30.0, minimum=0)
 # "auto": an OpenAI-compatible server when LLM_BASE_URL is set, else the local demo model
 # when the `local` extra is installed, else none. Or force "openai", "local", "none".
 LLM_PROVIDER = env_str("LLM_PROVIDER", "auto")
-LOCAL_MODEL_THREADS = env_int("LOCAL_MODEL_THREADS", 2, minimum=1)
+LOCAL_MODEL_THREADS = env_int("LOCAL_MODEL_THREADS", 1, minimum=1)
 
 # --- Agent engine -----------------------------------------------------------------------
 # Shares of the context window (seed 003): the reply reserve is kept free, the rest is

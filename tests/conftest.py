@@ -42,6 +42,31 @@ def pytest_sessionstart(session):
         pytest.exit("CI needs its services: " + "; ".join(missing), returncode=3)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _own_redis_namespace():
+    """This run's keys, groups and queue in Redis are its own: parallel runs (and leftovers
+    of earlier ones, whose database ids repeat) never see each other's events or flags."""
+    from django.conf import settings
+
+    from hermes_site.celery import app
+
+    prefix = f"hermes-test-{os.getpid()}"
+    os.environ["REDIS_KEY_PREFIX"] = prefix  # for the workers and servers tests start
+    settings.REDIS_KEY_PREFIX = prefix
+    settings.CACHES["default"]["KEY_PREFIX"] = prefix
+    settings.CHANNEL_LAYERS["default"]["CONFIG"]["prefix"] = prefix
+    app.conf.task_default_queue = prefix
+    yield
+    import redis
+
+    try:
+        client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=1)
+        for key in client.scan_iter(f"*{prefix}*", count=1000):
+            client.delete(key)
+    except redis.RedisError:
+        pass
+
+
 @pytest.fixture(autouse=True)
 def _fast_password_hashing(settings):
     """Real hashing costs seconds per user on these machines; tests need no strength."""
@@ -118,13 +143,25 @@ def api_for():
 
 
 @pytest.fixture(autouse=True)
-def _fresh_redis_breaker():
-    """A test that simulates a dead Redis must not leave the circuit breaker open."""
+def _fresh_redis_state():
+    """Each test starts with no events, flags or groups of earlier tests (database ids repeat
+    across tests), and with the circuit breaker closed."""
+    from django.conf import settings
+
     from hermes_site import redis as hub_redis
 
     hub_redis._breaker.down_until = 0.0
     yield
     hub_redis._breaker.down_until = 0.0
+    import redis
+
+    try:
+        client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=1)
+        keys = list(client.scan_iter(f"{settings.REDIS_KEY_PREFIX}:*", count=1000))
+        if keys:
+            client.delete(*keys)
+    except redis.RedisError:
+        pass
 
 
 @pytest.fixture(autouse=True)
@@ -135,3 +172,27 @@ def _fresh_ingest_caches():
     clear_ingest_caches()
     yield
     clear_ingest_caches()
+
+
+@pytest.fixture
+def fake_llm(settings):
+    """A fake OpenAI-compatible server on loopback, with the LLM_* settings pointing at it."""
+    from tests.fakes.openai_server import FakeOpenAI
+
+    with FakeOpenAI() as server:
+        server.configure(settings)
+        yield server
+
+
+@pytest.fixture
+def live_stack(transactional_db, fake_llm):
+    """daphne + a Celery worker as subprocesses on the test database, Redis and fake model."""
+    from tests.live import LiveStack
+
+    stack = LiveStack(llm_base_url=fake_llm.base_url, worker_name=f"e2e-{os.getpid()}@%h")
+    try:
+        stack.start_web()
+        stack.start_worker()
+        yield stack
+    finally:
+        stack.stop()

@@ -46,11 +46,11 @@ def chat_group_name(chat_id: int) -> str:
 
 
 def _seq_key(chat_id: int) -> str:
-    return f"hermes:events:{chat_id}:seq"
+    return f"{settings.REDIS_KEY_PREFIX}:events:{chat_id}:seq"
 
 
 def _replay_key(chat_id: int) -> str:
-    return f"hermes:events:{chat_id}:log"
+    return f"{settings.REDIS_KEY_PREFIX}:events:{chat_id}:log"
 
 
 class _LoopThread:

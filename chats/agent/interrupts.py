@@ -7,6 +7,8 @@ in-process (the CLI) and keeps interrupts working, within one process, when Redi
 
 import threading
 
+from django.conf import settings
+
 from hermes_site.redis import guarded
 
 FLAG_TTL_SECONDS = 3600
@@ -15,7 +17,7 @@ _local_lock = threading.Lock()
 
 
 def _key(turn_id: int) -> str:
-    return f"hermes:interrupt:{turn_id}"
+    return f"{settings.REDIS_KEY_PREFIX}:interrupt:{turn_id}"
 
 
 def request_interrupt(turn_id: int, reason: str = "interrupted") -> None:

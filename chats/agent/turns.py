@@ -54,6 +54,7 @@ def turn_request(*, message: Message, enqueue: bool = True) -> Turn:
         )
         # Read the mode fresh: the chat row the adapter holds may come from a cache.
         busy_mode = Chat.objects.filter(pk=chat.pk).values_list("busy_mode", flat=True).get()
+    clear_interrupt(turn.pk)  # ids can come back on SQLite: never inherit an old flag
     if busy_mode == BusyMode.INTERRUPT:
         for turn_id in running:
             request_interrupt(turn_id, SUPERSEDED)

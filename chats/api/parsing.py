@@ -196,9 +196,9 @@ def parse_message_post(payload: dict) -> MessagePost:
     chat_kind = payload.get("chat_kind")
     if chat_kind is not None and chat_kind not in ChatKind.values:
         raise IngestError("chat_kind", f"chat_kind must be one of {', '.join(ChatKind.values)}")
-    respond = payload.get("respond", False)
+    respond = payload.get("respond", True)
     if respond is None:
-        respond = False
+        respond = True
     if not isinstance(respond, bool):
         raise IngestError("respond", f"respond must be true or false, not {_json_type(respond)}")
 

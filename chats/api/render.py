@@ -1,6 +1,6 @@
 """JSON shapes of the API's objects; one function per object so every endpoint agrees."""
 
-from chats.models import Chat, Message
+from chats.models import Chat, Message, Turn
 
 
 def message_json(message: Message) -> dict:
@@ -37,4 +37,27 @@ def search_hit_json(hit) -> dict:
         "message": message_json(hit.message),
         "snippet": hit.snippet,
         "highlights": [[start, end] for start, end in hit.highlights],
+    }
+
+
+def turn_json(turn: Turn) -> dict:
+    return {
+        "id": turn.pk,
+        "chat_key": turn.chat.chat_key,
+        "status": turn.status,
+        "trigger_id": turn.trigger_id,
+        "reply": message_json(turn.reply) if turn.reply_id and turn.reply else None,
+        "model": turn.model,
+        "usage": {
+            "prompt_tokens": turn.prompt_tokens,
+            "completion_tokens": turn.completion_tokens,
+            "iterations": turn.iterations,
+        },
+        "latency_ms": turn.latency_ms,
+        "error": turn.error or None,
+        "interrupt_reason": turn.interrupt_reason or None,
+        "created_at": turn.created_at,
+        "started_at": turn.started_at,
+        "finished_at": turn.finished_at,
+        "events_url": f"/api/v1/turns/{turn.pk}/events",
     }

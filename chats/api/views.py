@@ -7,10 +7,10 @@ from django.views.decorators.csrf import csrf_exempt
 from chats.api.endpoint import api_endpoint
 from chats.api.errors import ApiError, bad_request, error_response, not_found
 from chats.api.parsing import int_param, parse_message_post, read_json_object
-from chats.api.render import chat_json, message_json, search_hit_json
+from chats.api.render import chat_json, message_json, search_hit_json, turn_json
 from chats.api.selectors import chats_with_role, page_cursors
 from chats.api.services import NotAMember, api_message_post
-from chats.selectors import chat_for_person, chat_messages_page
+from chats.selectors import chat_for_person, chat_messages_page, turn_for_person
 
 DEFAULT_PAGE_SIZE = 50
 SEARCH_DEFAULT_LIMIT = 20
@@ -21,10 +21,11 @@ UNKNOWN_CHAT = "No chat with this key is visible to you."
 
 @api_endpoint("POST")
 def message_post(request: HttpRequest, person) -> JsonResponse:
-    """Stores the message once per (chat, message_id): 201 new, 200 duplicate, else nothing."""
+    """Stores the message once per (chat, message_id): 201 new, 200 duplicate, else nothing;
+    a new message gets a queued turn unless `respond` is false."""
     post = parse_message_post(read_json_object(request))
     try:
-        result = api_message_post(person=person, post=post)
+        result, turn = api_message_post(person=person, post=post)
     except NotAMember as exc:
         raise ApiError(403, "not_a_member", "You are not a member of this chat.") from exc
     return JsonResponse(
@@ -32,6 +33,7 @@ def message_post(request: HttpRequest, person) -> JsonResponse:
             "chat_key": result.chat.chat_key,
             "message": message_json(result.message),
             "duplicate": result.duplicate,
+            "turn": turn_json(turn) if turn is not None else None,
         },
         status=200 if result.duplicate else 201,
     )
@@ -92,6 +94,15 @@ def search(request: HttpRequest, person) -> JsonResponse:
             raise not_found(UNKNOWN_CHAT)
     hits = message_search(person=person, query=query, chat=chat, limit=limit)
     return JsonResponse({"query": query, "results": [search_hit_json(hit) for hit in hits]})
+
+
+@api_endpoint("GET")
+def turn_detail(request: HttpRequest, person, turn_id: int) -> JsonResponse:
+    """A turn of a readable chat: status, reply, usage, error; others are 404."""
+    turn = turn_for_person(person, turn_id)
+    if turn is None:
+        raise not_found("No turn with this id is visible to you.")
+    return JsonResponse({"turn": turn_json(turn)})
 
 
 @csrf_exempt

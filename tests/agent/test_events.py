@@ -47,10 +47,11 @@ def test_delta_batcher_joins_fast_deltas():
     assert emitted[-1] == "late"
 
 
-def test_interrupt_flags_cross_processes_through_redis():
+def test_interrupt_flags_cross_processes_through_redis(settings):
     turn_id = int(time.time() * 1000)
     assert interrupts.interrupt_reason(turn_id) is None
-    hub_redis.get_redis().set(f"hermes:interrupt:{turn_id}", "from another process")
+    prefix = settings.REDIS_KEY_PREFIX
+    hub_redis.get_redis().set(f"{prefix}:interrupt:{turn_id}", "from another process")
     assert interrupts.interrupt_reason(turn_id) == "from another process"
     interrupts.clear_interrupt(turn_id)
     assert interrupts.interrupt_reason(turn_id) is None

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 import openai
 from django.conf import settings
+from openai import Stream
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from chats.agent.llm.base import (
     Finish,
@@ -252,7 +254,17 @@ class OpenAICompatProvider:
             params["tools"] = tools
         if max_tokens is not None:
             params["max_tokens"] = max_tokens
-        return self.client.chat.completions.create(**params)
+        # The SDK's typed `chat.completions.create` walks every message through its TypedDict
+        # transformer: ~150 ms for a 200-message prompt on these machines. Our messages are
+        # already plain JSON, so post them through the same client, auth and stream parser.
+        return self.client.post(
+            "/chat/completions",
+            body=params,
+            cast_to=ChatCompletion,
+            options={"security": {"bearer_auth": True}},
+            stream=True,
+            stream_cls=Stream[ChatCompletionChunk],
+        )
 
     def _model_name(self) -> str:
         """LLM_MODEL, or when it is empty the first model the server lists (llama.cpp, LM

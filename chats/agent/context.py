@@ -1,0 +1,1074 @@
+"""The context builder: what one model request contains, counted in tokens (seed 003).
+
+A request is one system message (identity, channel hints, the multi-user note, the date, the
+registered prompt sections, and the summary of older turns), the history newest-first
+until its budget is spent, and the trigger message last. Every part has a share of the
+window; an oversized single message is cut in the middle with a visible marker, by tokens;
+`enforce_window` makes it impossible for a request to exceed the input limit. The turn
+loop calls it again before every follow-up request inside a turn. Nothing assembled here is
+ever stored.
+
+Token accounting (`count_messages_tokens`) is the one used everywhere: the tokens of every
+content string, tool-call name, arguments and id, a fixed overhead per message and per tool
+call, the JSON of the tool specs, and the priming of the reply. The builder reaches the
+same number without re-encoding history: stored messages cache their token count, and the
+name prefix or interrupted note is accounted for exactly at a token boundary.
+"""
+
+import json
+import logging
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from django.conf import settings
+from django.db.models import Q, TextField
+from django.db.models.functions import Cast
+from django.utils import timezone
+
+from chats.agent.convert import (
+    SUMMARY_HEADER,
+    StoredMessage,
+    content_pieces,
+    flatten_tool_group,
+    message_extras,
+    missing_result_message,
+    openai_role,
+)
+from chats.agent.registry import PromptSectionProvider, TurnContext, registry
+from chats.agent.tokens import count_tokens, decode, encode
+from chats.models import Chat, Message
+
+logger = logging.getLogger(__name__)
+
+MESSAGE_OVERHEAD = 4  # role and separators of one message in a chat template
+TOOL_CALL_OVERHEAD = 6  # type, framing of name and arguments of one tool call
+TOOLS_OVERHEAD = 12  # framing of the tool specs block
+REPLY_PRIMING = 3  # the assistant header the reply starts with
+
+CUT_FLOOR = 48  # the guard never cuts a content below this many tokens
+HISTORY_CUT_FLOOR = 32  # nor the minimum history below this
+SECTION_MIN_TOKENS = 24  # a prompt section squeezed below this is left out instead
+CUT_HEAD_SHARE = 0.6  # a cut keeps 60% of what it keeps from the start, 40% from the end
+
+IDENTITY = (
+    "You are {name}, a helpful AI agent working with a team. Be accurate and concise, say "
+    "when you are unsure, and use the tools you are given when they help."
+)
+CHANNEL_HINTS = {
+    "web": "You are talking in the web dashboard: Markdown (lists, tables, code blocks) is "
+    "rendered.",
+    "telegram": "You are talking on Telegram: keep messages short; use only simple Markdown "
+    "(bold, italic, inline code, code blocks, links), no tables or headings.",
+    "cli": "You are talking in a terminal: write plain text without Markdown, short lines.",
+    "api": "You are answering through an API: write plain text unless asked for a format.",
+}
+MULTI_USER_NOTE = (
+    "Several people talk in this chat. Each user message starts with its author's name in "
+    "brackets, like [Alice]. Address people by name and keep track of who said what; do not "
+    "start your own replies with a bracketed name."
+)
+
+
+class ContextWindowExceeded(Exception):
+    """Even the system prompt, the trigger message and the tool specs cannot fit the window."""
+
+
+# --- Budget ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ContextBudget:
+    """Token shares of one model's window (seed 003), from the CONTEXT_SHARE_* settings."""
+
+    window: int
+    reply_reserve: int
+    input_limit: int
+    system: int
+    history: int
+    current: int
+
+    @classmethod
+    def from_settings(cls, window_tokens: int) -> "ContextBudget":
+        """Reply reserve = CONTEXT_SHARE_REPLY × window; input_limit = window − reserve; the
+        system, history and current shares are scaled down if together they exceed it."""
+        window = max(int(window_tokens), 1)
+        reserve = min(int(window * settings.CONTEXT_SHARE_REPLY), window - 1)
+        input_limit = window - reserve
+        shares = [
+            int(window * settings.CONTEXT_SHARE_SYSTEM),
+            int(window * settings.CONTEXT_SHARE_HISTORY),
+            int(window * settings.CONTEXT_SHARE_CURRENT),
+        ]
+        if sum(shares) > input_limit:
+            scale = input_limit / sum(shares)
+            shares = [int(share * scale) for share in shares]
+        system, history, current = shares
+        return cls(window, reserve, input_limit, system, history, current)
+
+    def as_dict(self) -> dict:
+        return {
+            "window": self.window,
+            "reply_reserve": self.reply_reserve,
+            "input_limit": self.input_limit,
+            "system": self.system,
+            "history": self.history,
+            "current": self.current,
+        }
+
+
+# --- Token accounting --------------------------------------------------------------------
+
+_SHORT_TEXT = 256
+
+
+@lru_cache(maxsize=32_768)
+def _cached_count(text: str) -> int:
+    return count_tokens(text)
+
+
+def _tokens(text: str) -> int:
+    """`count_tokens`, remembered for short strings (tool-call ids, names and arguments, short
+    messages): encoding has a per-call cost, and the same history is counted every turn."""
+    if len(text) <= _SHORT_TEXT:
+        return _cached_count(text)
+    return count_tokens(text)
+
+
+def content_tokens(content: object) -> int:
+    """Tokens of a message content: a string, or a list of parts (text parts counted)."""
+    if isinstance(content, str):
+        return _tokens(content)
+    if isinstance(content, list):
+        return sum(
+            _tokens(part.get("text", ""))
+            for part in content
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
+        )
+    return 0
+
+
+def _extras_tokens(message: dict) -> int:
+    tokens = 0
+    for call in message.get("tool_calls") or ():
+        function = call.get("function") or {}
+        tokens += TOOL_CALL_OVERHEAD + _tokens(str(call.get("id", "")))
+        tokens += _tokens(str(function.get("name", "")))
+        tokens += _tokens(str(function.get("arguments", "")))
+    if message.get("tool_call_id"):
+        tokens += _tokens(str(message["tool_call_id"]))
+    if message.get("name"):
+        tokens += _tokens(str(message["name"])) + 1
+    return tokens
+
+
+def message_tokens(message: dict) -> int:
+    """Tokens one message costs in a request: overhead, content, tool calls, ids."""
+    return MESSAGE_OVERHEAD + content_tokens(message.get("content")) + _extras_tokens(message)
+
+
+def tools_tokens(tool_specs: Sequence[dict] | None) -> int:
+    """Tokens of the `tools` block: its compact JSON plus a fixed framing."""
+    if not tool_specs:
+        return 0
+    text = json.dumps(list(tool_specs), ensure_ascii=False, separators=(",", ":"))
+    return TOOLS_OVERHEAD + count_tokens(text)
+
+
+def count_messages_tokens(
+    messages: Sequence[dict], tool_specs: Sequence[dict] | None = None
+) -> int:
+    """The prompt size of a request: every message, the tool specs and the reply priming."""
+    return REPLY_PRIMING + tools_tokens(tool_specs) + sum(message_tokens(m) for m in messages)
+
+
+# A space preceded by a non-space character is a boundary of the tokenizer's pre-split in
+# every string containing those two characters (no pre-split piece holds a non-space
+# followed by a space). Text on either side of such a boundary is encoded independently, so
+# count(prefix + body) = count(body) + count(prefix + head) − count(head) with head =
+# body[:boundary]: exact, while encoding only a word instead of the whole body.
+_BOUNDARY = re.compile(r"(?<=\S) ")
+_EDGE_SCAN = 256  # characters searched for a boundary near each end of a body
+_SHORT_BODY = 48  # shorter bodies are simply encoded whole
+
+
+# (name prefix or note, first or last word, side) -> tokens the prefix or note adds
+_DELTAS: dict[tuple[str, str, bool], int] = {}
+_DELTAS_MAX = 20_000
+
+
+def _delta(extra: str, piece: str, *, before: bool) -> int:
+    """Tokens that `extra` adds when joined before (or after) `piece`."""
+    joined = extra + piece if before else piece + extra
+    if len(joined) > _SHORT_TEXT:  # a system prompt or a long word: not worth keeping
+        return count_tokens(joined) - _tokens(piece)
+    key = (extra, piece, before)
+    delta = _DELTAS.get(key)
+    if delta is None:
+        delta = _tokens(joined) - _tokens(piece)
+        if len(_DELTAS) >= _DELTAS_MAX:
+            _DELTAS.clear()
+        _DELTAS[key] = delta
+    return delta
+
+
+def _joined_tokens(prefix: str, body: str, suffix: str, body_tokens: int) -> int:
+    """Exactly count_tokens(prefix + body + suffix), from the body's cached count."""
+    if not prefix and not suffix:
+        return body_tokens
+    if len(body) < _SHORT_BODY:
+        return _tokens(prefix + body + suffix)
+    total = body_tokens
+    start = 1
+    if prefix:
+        match = _BOUNDARY.search(body, 1, _EDGE_SCAN)
+        if match is None:
+            return count_tokens(prefix + body + suffix)
+        start = match.start()
+        total += _delta(prefix, body[:start], before=True)
+    if suffix:
+        end = _last_boundary(body, start)
+        if end is None:
+            return count_tokens(prefix + body + suffix)
+        total += _delta(suffix, body[end:], before=False)
+    return total
+
+
+def _last_boundary(body: str, not_before: int) -> int | None:
+    position = len(body)
+    floor = max(not_before, len(body) - _EDGE_SCAN)
+    while True:
+        position = body.rfind(" ", floor, position)
+        if position <= 0 or position < floor:
+            return None
+        if not body[position - 1].isspace():
+            return position
+
+
+# --- Cutting -----------------------------------------------------------------------------
+
+
+def cut_marker(tokens_cut: int) -> str:
+    return f"[… {tokens_cut:,} tokens cut …]"
+
+
+def _decode_clean(tokens: list[int], *, trim_end: bool) -> tuple[str, int]:
+    """Decode, dropping up to 3 tokens at the cut edge that split a multi-byte character."""
+    for dropped in range(4):
+        if dropped >= len(tokens) and dropped:
+            return "", len(tokens)
+        piece = tokens[: len(tokens) - dropped] if trim_end else tokens[dropped:]
+        text = decode(piece)
+        edge = text[-1:] if trim_end else text[:1]
+        if edge != "\ufffd":
+            return text, len(piece)
+    return decode(piece), len(piece)
+
+
+def cut_text(text: str, max_tokens: int) -> tuple[str, int]:
+    """`text` cut by tokens to at most `max_tokens`, keeping its head and tail around a
+    visible `[… N tokens cut …]` marker. Returns (text, tokens cut); (text, 0) if it fits."""
+    tokens = encode(text)
+    if len(tokens) <= max_tokens:
+        return text, 0
+    marker_tokens = count_tokens("\n" + cut_marker(len(tokens)) + "\n")
+    keep = max_tokens - marker_tokens - 2
+    while True:
+        if keep <= 0:
+            marker = cut_marker(len(tokens))
+            return (marker if count_tokens(marker) <= max_tokens else ""), len(tokens)
+        head_count = int(keep * CUT_HEAD_SHARE)
+        head, head_kept = _decode_clean(tokens[:head_count], trim_end=True)
+        tail, tail_kept = _decode_clean(tokens[len(tokens) - (keep - head_count) :], trim_end=False)
+        removed = len(tokens) - head_kept - tail_kept
+        result = f"{head}\n{cut_marker(removed)}\n{tail}"
+        size = count_tokens(result)
+        if size <= max_tokens:
+            return result, removed
+        keep -= size - max_tokens + 1
+
+
+# --- Request items -----------------------------------------------------------------------
+
+
+@dataclass(slots=True, eq=False)
+class _Item:
+    """One message of a request being assembled, with its exact token count."""
+
+    role: str
+    prefix: str = ""
+    body: str = ""
+    suffix: str = ""
+    extras: dict = field(default_factory=dict)
+    body_tokens: int = 0
+    tokens: int = 0
+    source_id: int | None = None
+    cuttable: bool = True
+    raw: dict | None = None  # a message with non-text content, passed through unchanged
+    original: str | None = None  # the body before it was cut
+
+    @classmethod
+    def from_pieces(
+        cls,
+        role: str,
+        prefix: str,
+        body: str,
+        suffix: str,
+        *,
+        body_tokens: int | None = None,
+        extras: dict | None = None,
+        source_id: int | None = None,
+    ) -> "_Item":
+        extras = extras or _NO_EXTRAS
+        if body_tokens is None or (body_tokens == 0 and body):
+            body_tokens = _tokens(body)
+        item = cls(role, prefix, body, suffix, extras, body_tokens, 0, source_id)
+        item.tokens = MESSAGE_OVERHEAD + _joined_tokens(prefix, body, suffix, body_tokens)
+        if extras:
+            item.tokens += _extras_tokens(extras)
+        return item
+
+    @classmethod
+    def from_dict(cls, message: dict) -> "_Item":
+        content = message.get("content")
+        role = str(message.get("role", ""))
+        if not isinstance(content, str):
+            return cls(role, tokens=message_tokens(message), cuttable=False, raw=message)
+        extras = {key: value for key, value in message.items() if key not in ("role", "content")}
+        body_tokens = _tokens(content)
+        tokens = MESSAGE_OVERHEAD + body_tokens + _extras_tokens(extras)
+        return cls(role, "", content, "", extras, body_tokens, tokens)
+
+    @property
+    def was_cut(self) -> bool:
+        return self.original is not None
+
+    def message(self) -> dict:
+        if self.raw is not None:
+            return self.raw
+        message = {"role": self.role, "content": self.prefix + self.body + self.suffix}
+        message.update(self.extras)
+        return message
+
+    def cut_body(self, max_body_tokens: int) -> bool:
+        """Cut the body to `max_body_tokens` with a marker (from the uncut original)."""
+        if not self.cuttable or self.body_tokens <= max_body_tokens:
+            return False
+        source = self.original if self.original is not None else self.body
+        text, removed = cut_text(source, max(max_body_tokens, 0))
+        if not removed:
+            return False
+        self.original = source
+        self.body = text
+        self.body_tokens = count_tokens(text)
+        self.tokens = message_tokens(self.message())
+        return True
+
+    def cut_to(self, max_tokens: int) -> bool:
+        """Cut the body so that the whole message costs at most `max_tokens`."""
+        changed = False
+        for _ in range(4):
+            if self.tokens <= max_tokens:
+                break
+            fixed = self.tokens - self.body_tokens
+            target = max(max_tokens - fixed, 0)
+            if not self.cut_body(min(target, self.body_tokens - 1)):
+                break
+            changed = True
+        return changed
+
+
+def _units(items: Sequence[_Item], start: int, end: int) -> list[list[int]]:
+    """Indexes of items[start:end] grouped: a tool-calling assistant message and the tool
+    results right after it are one unit; every other message is a unit of its own."""
+    units: list[list[int]] = []
+    index = start
+    while index < end:
+        item = items[index]
+        unit = [index]
+        calls = item.extras.get("tool_calls") if item.raw is None else item.raw.get("tool_calls")
+        if item.role == "assistant" and calls:
+            ids = {str(call.get("id")) for call in calls}
+            while index + 1 < end:
+                follower = items[index + 1]
+                source = follower.raw if follower.raw is not None else follower.extras
+                if follower.role != "tool" or str(source.get("tool_call_id")) not in ids:
+                    break
+                index += 1
+                unit.append(index)
+        units.append(unit)
+        index += 1
+    return units
+
+
+def _enforce(
+    items: list[_Item], fixed_tokens: int, limit: int, min_history: int
+) -> tuple[list[_Item], int, int]:
+    total = REPLY_PRIMING + fixed_tokens + sum(item.tokens for item in items)
+    if total <= limit:
+        return items, 0, 0
+    head = 1 if items and items[0].role == "system" else 0
+    last_user = max(
+        (index for index in range(head, len(items)) if items[index].role == "user"),
+        default=None,
+    )
+    tail = last_user if last_user is not None else max(head, len(items) - 1)
+    units = _units(items, head, tail)
+    alive = [True] * len(items)
+    dropped = cut = 0
+
+    def drop(unit: list[int]) -> int:
+        nonlocal dropped
+        freed = 0
+        for index in unit:
+            if alive[index]:
+                alive[index] = False
+                freed += items[index].tokens
+                dropped += 1
+        return freed
+
+    newest_kept = 0
+    protected_from = len(units)
+    while protected_from > 0 and newest_kept < min_history:
+        protected_from -= 1
+        newest_kept += len(units[protected_from])
+    # 1. the oldest history beyond the minimum goes first, a whole group at a time
+    for unit in units[:protected_from]:
+        if total <= limit:
+            break
+        total -= drop(unit)
+    # 2. then the largest remaining contents are cut (history, system prompt, trigger, tools)
+    while total > limit:
+        candidates = [
+            index
+            for index, item in enumerate(items)
+            if alive[index] and item.cuttable and item.body_tokens > CUT_FLOOR
+        ]
+        if not candidates:
+            break
+        item = items[max(candidates, key=lambda index: items[index].body_tokens)]
+        before = item.tokens
+        target = max(CUT_FLOOR, item.body_tokens - (total - limit) - 8)
+        if item.cut_body(target):
+            cut += 1
+            total += item.tokens - before
+        else:
+            item.cuttable = False
+    # 3. then even the minimum history goes
+    for unit in units:
+        if total <= limit:
+            break
+        total -= drop(unit)
+    if total > limit:
+        raise ContextWindowExceeded(
+            f"The request needs {total:,} tokens but the model accepts at most {limit:,}, even "
+            f"after dropping all history and cutting long messages (tool specs: "
+            f"{fixed_tokens:,} tokens). Use a model with a larger context window or fewer tools."
+        )
+    return [item for index, item in enumerate(items) if alive[index]], dropped, cut
+
+
+def enforce_window(
+    messages: Sequence[dict],
+    tool_specs: Sequence[dict] | None,
+    limit: int,
+    *,
+    min_history: int | None = None,
+) -> list[dict]:
+    """Return the messages of a request that costs at most `limit` tokens
+    (`count_messages_tokens(result, tool_specs) <= limit`).
+
+    The leading system message and everything from the last user message on (the trigger
+    and the current turn's tool calls and results) are kept; if the request is too large,
+    the oldest history goes first (a tool call always with its results), keeping the newest
+    `min_history` messages (default CONTEXT_MIN_HISTORY_MESSAGES); then the largest
+    contents are cut with a visible marker; then the rest of the history goes. Raises
+    ContextWindowExceeded only if even that cannot fit. The input is not modified."""
+    if min_history is None:
+        min_history = settings.CONTEXT_MIN_HISTORY_MESSAGES
+    items = [_Item.from_dict(message) for message in messages]
+    kept, _, _ = _enforce(items, tools_tokens(tool_specs), limit, min_history)
+    return [item.message() for item in kept]
+
+
+# --- System prompt -----------------------------------------------------------------------
+
+
+def _water_level(sizes: Sequence[int], available: int) -> int:
+    """The largest cap c with sum(min(size, c)) <= available."""
+    if sum(sizes) <= available:
+        return max(sizes, default=0)
+    if available <= 0:
+        return 0
+    ordered = sorted(sizes)
+    remaining = available
+    for rank, size in enumerate(ordered):
+        share = remaining // (len(ordered) - rank)
+        if size > share:
+            return share
+        remaining -= size
+    return ordered[-1]
+
+
+def base_system_prompt(chat: Chat) -> str:
+    """Identity, channel hints, the multi-user note of shared chats and today's UTC date."""
+    parts = [IDENTITY.format(name=settings.AGENT_NAME)]
+    if chat.channel in CHANNEL_HINTS:
+        parts.append(CHANNEL_HINTS[chat.channel])
+    if chat.is_shared:
+        parts.append(MULTI_USER_NOTE)
+    parts.append(f"Today's date is {timezone.now():%Y-%m-%d} (UTC).")
+    return "\n".join(parts)
+
+
+def _render_sections(
+    sections: Sequence[PromptSectionProvider], turn_context: TurnContext, available: int
+) -> tuple[list[str], list[dict]]:
+    rendered: list[tuple[str, str]] = []
+    reports: list[dict] = []
+    for section in sections:
+        name = str(getattr(section, "name", type(section).__name__))
+        try:
+            text = section.render(turn_context)
+            if not isinstance(text, str):
+                raise TypeError(f"render() returned {type(text).__name__}, not str")
+        except Exception as exc:
+            logger.warning("prompt section %r failed and is left out: %s", name, exc, exc_info=True)
+            error = repr(exc)[:300]
+            reports.append({"name": name, "status": "failed", "tokens": 0, "error": error})
+            continue
+        text = text.strip()
+        if not text:
+            reports.append({"name": name, "status": "empty", "tokens": 0})
+            continue
+        rendered.append((name, text))
+        reports.append({"name": name, "status": "included", "tokens": count_tokens(text)})
+    texts: list[str] = []
+    measured = [report for report in reports if report["status"] == "included"]
+    level = _water_level([report["tokens"] + 2 for report in measured], available) - 2
+    for (_name, text), report in zip(rendered, measured, strict=True):
+        if report["tokens"] <= level:
+            texts.append(text)
+        elif level < SECTION_MIN_TOKENS:
+            report.update(status="omitted", original_tokens=report["tokens"], tokens=0)
+        else:
+            cut, _ = cut_text(text, level)
+            report.update(status="cut", original_tokens=report["tokens"], tokens=count_tokens(cut))
+            texts.append(cut)
+    return texts, reports
+
+
+# --- History -----------------------------------------------------------------------------
+
+
+@dataclass(slots=True, eq=False)
+class _Unit:
+    """A message, or a tool-calling assistant message with its results, as found in history."""
+
+    anchor: int  # id of the first message: where the unit sits in the conversation
+    rows: list[StoredMessage]
+    call: StoredMessage | None = None
+    orphan: bool = False  # a tool result whose call is not in this history: never sent
+
+
+@dataclass(frozen=True)
+class HistoryBounds:
+    """Where the history for a trigger starts and ends, and the summary standing in for it."""
+
+    marker_id: int | None  # the reset marker the history starts after, if that bounds it
+    end_id: int | None  # the first reset marker after the trigger
+    summary: StoredMessage | None  # the summary covering the most of the history
+    start_id: int  # history is what comes after this id (summary end, or marker, or 0)
+
+
+def history_bounds(chat: Chat, *, before_id: int | None = None) -> HistoryBounds:
+    """The newest valid summary and the reset markers that matter, read newest first.
+
+    A summary is valid if it ends before `before_id` (the trigger) and no reset marker
+    follows its range before the trigger; compression never lets a summary span a reset.
+    Markers are looked up only after the summary's range, so a long covered history is
+    never scanned."""
+    limit = before_id if before_id is not None else float("inf")
+    summaries = (
+        Message.objects.filter(chat=chat, role=Message.Role.SUMMARY)
+        .order_by("-id")
+        .values_list("id", "text", "metadata", "token_count")
+    )
+    summary = None
+    # The newest summary is almost always the one (LIMIT 1 stops the scan at once); older
+    # ones are read only when it ends after the trigger (a turn rebuilt for an old message).
+    for rows in (summaries[:1], summaries[1:]):
+        for message_id, text, metadata, token_count in rows:
+            metadata = metadata if isinstance(metadata, dict) else {}
+            covers_from = metadata.get("covers_from_id")
+            covers_to = metadata.get("covers_to_id")
+            if isinstance(covers_from, int) and isinstance(covers_to, int) and covers_to < limit:
+                summary = StoredMessage(
+                    message_id, Message.Role.SUMMARY, text, [], metadata, token_count
+                )
+                break
+        if summary is not None:
+            break
+    lower = summary.metadata["covers_to_id"] if summary else 0
+    resets = [
+        message_id
+        for message_id, metadata in Message.objects.filter(
+            chat=chat, role=Message.Role.MARKER, id__gt=lower
+        ).values_list("id", "metadata")
+        if isinstance(metadata, dict) and metadata.get("marker") == "reset"
+    ]
+    marker_id = max((marker for marker in resets if marker < limit), default=None)
+    end_id = min((marker for marker in resets if marker > limit), default=None)
+    if marker_id is not None:  # a reset after the summary's range: the summary is gone too
+        return HistoryBounds(marker_id, end_id, None, marker_id)
+    if summary is None:
+        return HistoryBounds(None, end_id, None, 0)
+    return HistoryBounds(None, end_id, summary, lower)
+
+
+# Shared, never modified: most rows carry no parts and no metadata, and not allocating a
+# fresh empty container per row keeps the garbage collector out of the way.
+_NO_PARTS: list = []
+_NO_METADATA: dict = {}
+_NO_EXTRAS: dict = {}
+
+
+def _json(raw: str | None, empty: list | dict):
+    """JSON read as text and parsed only when not empty (`empty` is returned as is)."""
+    if not raw or raw in ("{}", "[]", "null"):
+        return empty
+    value = json.loads(raw)
+    return value if isinstance(value, type(empty)) else empty
+
+
+class _HistoryScan:
+    """History rows newest first, fetched in batches sized to what the budget can still use."""
+
+    FIRST_BATCH = 64
+    MAX_BATCH = 2000
+    FIELDS = (
+        "id",
+        "role",
+        "text",
+        "parts_text",
+        "metadata_text",
+        "token_count",
+        "actor__display_name",
+    )
+
+    def __init__(self, chat: Chat, *, start_id: int, trigger_id: int, end_id: int | None, turn):
+        rows = Message.objects.filter(chat=chat, id__gt=start_id).exclude(
+            role__in=(Message.Role.SUMMARY, Message.Role.MARKER)
+        )
+        # Replies to earlier triggers finished after this trigger arrived (queue mode, an
+        # interrupted partial reply) belong before it; later user messages do not.
+        rows = rows.filter(
+            Q(id__lt=trigger_id)
+            | Q(id__gt=trigger_id, role__in=(Message.Role.ASSISTANT, Message.Role.TOOL))
+        )
+        if end_id is not None:
+            rows = rows.filter(id__lt=end_id)
+        self.queryset = rows.annotate(
+            parts_text=Cast("parts", TextField()), metadata_text=Cast("metadata", TextField())
+        )
+        self.turn_id = getattr(turn, "pk", None)
+        self.wanted = self.FIRST_BATCH  # the consumer's estimate of rows it can still use
+        self.exhausted = False
+
+    def __iter__(self) -> Iterator[StoredMessage]:
+        before = None
+        while True:
+            size = max(32, min(self.MAX_BATCH, self.wanted))
+            rows = self.queryset if before is None else self.queryset.filter(id__lt=before)
+            batch = list(rows.order_by("-id").values_list(*self.FIELDS)[:size])
+            for row in batch:
+                id_, role, text, parts, metadata, token_count, actor_name = row
+                message = StoredMessage(
+                    id_,
+                    role,
+                    text or "",
+                    _json(parts, _NO_PARTS),
+                    _json(metadata, _NO_METADATA),
+                    token_count or 0,
+                    actor_name or "",
+                )
+                if self.turn_id is not None and message.turn_id == self.turn_id:
+                    continue  # this turn's own steps are appended by the turn loop
+                yield message
+            if len(batch) < size:
+                self.exhausted = True
+                return
+            before = batch[-1][0]
+
+
+class _Grouper:
+    """Units newest first (by where they start): a tool result is held until its call."""
+
+    def __init__(self, rows: Iterator[StoredMessage]):
+        self.rows = rows
+        self.pending: dict[str, StoredMessage] = {}  # results seen before (newer than) their call
+
+    def __iter__(self) -> Iterator[_Unit]:
+        pending = self.pending
+        for row in self.rows:
+            if row.role == Message.Role.TOOL:
+                call_id = row.tool_call_id
+                if call_id and call_id not in pending:
+                    pending[call_id] = row
+                else:
+                    yield _Unit(row.id, [row], orphan=True)
+                continue
+            calls = row.tool_calls
+            if calls:
+                results = [
+                    pending.pop(str(call["id"])) for call in calls if str(call["id"]) in pending
+                ]
+                results.sort(key=lambda result: result.id)
+                yield _Unit(row.id, [row, *results], call=row)
+            else:
+                yield _Unit(row.id, [row])
+        while pending:
+            row = pending.pop(max(pending, key=lambda key: pending[key].id))
+            yield _Unit(row.id, [row], orphan=True)
+
+
+def _text_tokens(row: StoredMessage, body: str) -> int | None:
+    """The cached count of the row's text, when it is one: `token_count` is counted once at
+    write time over the text plus any structured parts (tool calls), so rows with parts or
+    a body other than the stored text are counted afresh."""
+    if body != row.text or row.parts:
+        return None
+    return row.token_count
+
+
+def _unit_items(unit: _Unit, *, shared: bool, supports_tools: bool) -> list[_Item]:
+    if unit.call is None:
+        row = unit.rows[0]
+        prefix, body, suffix = content_pieces(row, shared=shared)
+        return [
+            _Item.from_pieces(
+                openai_role(row),
+                prefix,
+                body,
+                suffix,
+                body_tokens=_text_tokens(row, body),
+                source_id=row.id,
+            )
+        ]
+    call, results = unit.call, unit.rows[1:]
+    if not supports_tools:
+        text = flatten_tool_group(call, results)
+        return [_Item.from_pieces("assistant", "", text, "", source_id=call.id)]
+    items = [
+        _Item.from_pieces(
+            "assistant",
+            "",
+            call.text,
+            "",
+            body_tokens=_text_tokens(call, call.text),
+            extras=message_extras(call),
+            source_id=call.id,
+        )
+    ]
+    answered = set()
+    for result in results:
+        answered.add(result.tool_call_id)
+        items.append(
+            _Item.from_pieces(
+                "tool",
+                "",
+                result.text,
+                "",
+                body_tokens=_text_tokens(result, result.text),
+                extras=message_extras(result),
+                source_id=result.id,
+            )
+        )
+    for entry in message_extras(call)["tool_calls"]:
+        if entry["id"] not in answered:
+            items.append(_Item.from_dict(missing_result_message(entry["id"])))
+    return items
+
+
+# --- The builder -------------------------------------------------------------------------
+
+
+@dataclass
+class BuiltContext:
+    """A request ready to send: OpenAI messages, their token count, the reply limit, and a
+    JSON-serialisable report of what went in, what was cut and what was left out."""
+
+    messages: list[dict]
+    prompt_tokens: int
+    max_reply_tokens: int
+    report: dict
+    budget: ContextBudget
+    tool_specs: list[dict]
+
+
+def _system_item(
+    chat: Chat,
+    sections: Sequence[PromptSectionProvider],
+    turn_context: TurnContext,
+    budget: ContextBudget,
+    summary: StoredMessage | None,
+) -> tuple[_Item, list[dict], dict | None]:
+    """The one system message: the base prompt (short, never cut here), the sections in the
+    rest of the system share, then the summary (at most half the history share)."""
+    base = base_system_prompt(chat)
+    available = budget.system - count_tokens(base) - 2
+    section_texts, section_reports = _render_sections(sections, turn_context, available)
+    prefix = "\n\n".join([base, *section_texts])
+    body, body_tokens, summary_report = "", 0, None
+    if summary is not None:
+        body, body_tokens = summary.text, summary.token_count or count_tokens(summary.text)
+        status = "included"
+        if body_tokens > budget.history // 2:
+            body, _ = cut_text(body, budget.history // 2)
+            body_tokens, status = count_tokens(body), "cut"
+        prefix = f"{prefix}\n\n{SUMMARY_HEADER}"
+        summary_report = {
+            "id": summary.id,
+            "covers_from_id": summary.metadata["covers_from_id"],
+            "covers_to_id": summary.metadata["covers_to_id"],
+            "messages": summary.metadata.get("messages"),
+            "status": status,
+            "tokens": body_tokens + count_tokens(SUMMARY_HEADER),
+        }
+    item = _Item.from_pieces("system", prefix, body, "", body_tokens=body_tokens)
+    # The guard cuts the system message as one text.
+    item.prefix, item.body, item.body_tokens = "", prefix + body, item.tokens - MESSAGE_OVERHEAD
+    return item, section_reports, summary_report
+
+
+def _trigger_item(trigger: Message, turn_context: TurnContext, *, shared: bool) -> _Item:
+    if turn_context.actor is not None and turn_context.actor.pk == trigger.actor_id:
+        trigger.actor = turn_context.actor  # spares a query
+    stored = StoredMessage.from_message(trigger)
+    prefix, body, suffix = content_pieces(stored, shared=shared)
+    return _Item.from_pieces(
+        openai_role(stored),
+        prefix,
+        body,
+        suffix,
+        body_tokens=_text_tokens(stored, body),
+        source_id=trigger.pk,
+    )
+
+
+def _dropped(row: StoredMessage) -> list:
+    return [row.id, row.role, row.token_count + MESSAGE_OVERHEAD, "dropped"]
+
+
+@dataclass
+class _Selection:
+    accepted: list[tuple[_Unit, list[_Item]]]  # newest first
+    statuses: dict[int, list]  # id -> [id, role, tokens, status] of the rows read
+    stopped: bool  # the budget was spent before the history was
+
+
+def _select_history(
+    scan: _HistoryScan,
+    budget_tokens: int,
+    *,
+    single_cap: int,
+    min_history: int,
+    shared: bool,
+    supports_tools: bool,
+) -> _Selection:
+    """Units newest first while they fit `budget_tokens`, a tool group whole or not at all,
+    each message cut to `single_cap`; the newest `min_history` messages are kept even when
+    they do not fit, cut to fit together (dropped only when even that cannot fit)."""
+    selection = _Selection([], {}, False)
+    accepted, statuses = selection.accepted, selection.statuses
+    used = kept_messages = seen_rows = 0
+    grouper = _Grouper(iter(scan))
+    for unit in grouper:
+        seen_rows += len(unit.rows)
+        if unit.orphan:
+            statuses[unit.anchor] = _dropped(unit.rows[0])
+            continue
+        items = _unit_items(unit, shared=shared, supports_tools=supports_tools)
+        cost = 0
+        for item in items:
+            if item.body_tokens > single_cap:
+                item.cut_body(single_cap)
+            cost += item.tokens
+        if used + cost > budget_tokens and kept_messages >= min_history:
+            statuses.update((row.id, _dropped(row)) for row in unit.rows)
+            selection.stopped = True
+            break
+        accepted.append((unit, items))
+        used += cost
+        kept_messages += len(unit.rows)
+        if len(accepted) % 16 == 1:  # how many more rows the budget can use, roughly
+            average = max(used / seen_rows, 1)
+            scan.wanted = int((budget_tokens - used) / average * 1.05) + 16
+        if kept_messages >= min_history and used >= budget_tokens - MESSAGE_OVERHEAD:
+            selection.stopped = True
+            break
+    for row in grouper.pending.values():  # results whose call lies beyond the stop
+        statuses[row.id] = _dropped(row)
+
+    if used > budget_tokens:  # the minimum history: cut the largest, then drop the oldest
+        items = [item for _, unit_items in accepted for item in unit_items]
+        fixed = sum(item.tokens - item.body_tokens for item in items)
+        level = _water_level([item.body_tokens for item in items], budget_tokens - fixed)
+        for item in items:
+            item.cut_body(max(level, HISTORY_CUT_FLOOR))
+        used = sum(item.tokens for item in items)
+        while used > budget_tokens and accepted:
+            unit, unit_items = accepted.pop()
+            used -= sum(item.tokens for item in unit_items)
+            statuses.update((row.id, _dropped(row)) for row in unit.rows)
+            selection.stopped = True
+    return selection
+
+
+def _record_statuses(selection: _Selection, alive: set[int], *, supports_tools: bool) -> None:
+    """The status of every accepted row once the guard has run: included, cut or dropped."""
+    statuses = selection.statuses
+    for unit, unit_items in selection.accepted:
+        if len(unit_items) == 1 and len(unit.rows) == 1:  # the common case: one message
+            row, item = unit.rows[0], unit_items[0]
+            if id(item) in alive:
+                status = "cut" if item.original is not None else "included"
+                statuses[row.id] = [row.id, row.role, item.tokens, status]
+            else:
+                statuses[row.id] = _dropped(row)
+            continue
+        by_source = {item.source_id: item for item in unit_items}
+        flattened = unit.call is not None and not supports_tools
+        for row in unit.rows:
+            item = by_source.get(unit.call.id if flattened else row.id)
+            if item is None or id(item) not in alive:
+                statuses[row.id] = _dropped(row)
+            else:
+                tokens = item.tokens if not flattened or row is unit.call else 0
+                statuses[row.id] = [row.id, row.role, tokens, "cut" if item.was_cut else "included"]
+
+
+def build_context(
+    *,
+    chat: Chat,
+    trigger: Message,
+    provider_info,
+    tool_specs: Sequence[dict] | None,
+    turn_context: TurnContext,
+    sections: Sequence[PromptSectionProvider] | None = None,
+) -> BuiltContext:
+    """Assemble the request answering `trigger`, never larger than the input limit.
+
+    System prompt (sections cut to its share; a failing section is left out and reported),
+    the summary of older turns, history newest first until its budget is spent (tool calls
+    with their results, at least CONTEXT_MIN_HISTORY_MESSAGES messages), the trigger cut to
+    its share. Unused shares flow to the history. Raises ContextWindowExceeded only if even
+    the system prompt, trigger and tool specs cannot fit."""
+    budget = ContextBudget.from_settings(provider_info.context_tokens)
+    supports_tools = bool(getattr(provider_info, "supports_tools", True))
+    tool_specs = list(tool_specs or [])
+    tool_tokens = tools_tokens(tool_specs)
+    shared = chat.is_shared
+    min_history = settings.CONTEXT_MIN_HISTORY_MESSAGES
+    if sections is None:
+        sections = registry.sections()
+
+    bounds = history_bounds(chat, before_id=trigger.pk)
+    system_item, section_reports, summary_report = _system_item(
+        chat, sections, turn_context, budget, bounds.summary
+    )
+    trigger_item = _trigger_item(trigger, turn_context, shared=shared)
+    trigger_original = trigger_item.tokens
+    trigger_item.cut_to(budget.current)
+
+    # History gets what is left: its share plus what system and trigger did not use.
+    history_budget = (
+        budget.input_limit - REPLY_PRIMING - tool_tokens - system_item.tokens - trigger_item.tokens
+    )
+    scan = _HistoryScan(
+        chat,
+        start_id=bounds.start_id,
+        trigger_id=trigger.pk,
+        end_id=bounds.end_id,
+        turn=turn_context.turn,
+    )
+    selection = _select_history(
+        scan,
+        history_budget,
+        single_cap=max(budget.current, HISTORY_CUT_FLOOR),
+        min_history=min_history,
+        shared=shared,
+        supports_tools=supports_tools,
+    )
+    selection.accepted.sort(key=lambda pair: pair[0].anchor)
+    history_items = [item for _, items in selection.accepted for item in items]
+    items = [system_item, *history_items, trigger_item]
+    kept, guard_dropped, guard_cut = _enforce(items, tool_tokens, budget.input_limit, min_history)
+    alive = {id(item) for item in kept}
+    _record_statuses(selection, alive, supports_tools=supports_tools)
+
+    statuses = selection.statuses
+    older = None  # what the scan never read: everything between the start and the oldest row
+    if selection.stopped and not scan.exhausted and statuses:
+        oldest = min(statuses)
+        if oldest > bounds.start_id + 1:
+            older = {"after_id": bounds.start_id, "before_id": oldest, "status": "dropped"}
+    prompt_tokens = REPLY_PRIMING + tool_tokens + sum(item.tokens for item in kept)
+    summary_tokens = summary_report["tokens"] if summary_report else 0
+    report = {
+        "budget": {**budget.as_dict(), "history_available": history_budget},
+        "tokens": {
+            "system": system_item.tokens - summary_tokens,
+            "sections": {section["name"]: section["tokens"] for section in section_reports},
+            "summary": summary_tokens,
+            "history": sum(item.tokens for item in history_items if id(item) in alive),
+            "current": trigger_item.tokens,
+            "tools": tool_tokens,
+            "total": prompt_tokens,
+        },
+        "sections": section_reports,
+        "reset_marker_id": bounds.marker_id,
+        "start_id": bounds.start_id,
+        "summary": summary_report,
+        "trigger": {
+            "id": trigger.pk,
+            "tokens": trigger_item.tokens,
+            "original_tokens": trigger_original,
+            "status": "cut" if trigger_item.was_cut else "included",
+        },
+        "history_columns": ["id", "role", "tokens", "status"],
+        "history": [statuses[key] for key in sorted(statuses)],
+        "older_dropped": older,
+        "guard": {"dropped_messages": guard_dropped, "cut_messages": guard_cut},
+    }
+    return BuiltContext(
+        messages=[item.message() for item in kept],
+        prompt_tokens=prompt_tokens,
+        max_reply_tokens=budget.reply_reserve,
+        report=report,
+        budget=budget,
+        tool_specs=tool_specs,
+    )
+
+
+def explain_message(report: dict, message_id: int) -> dict:
+    """What a prompt report says about one message: why the model did or did not see it."""
+    for row in report.get("history", ()):
+        if row[0] == message_id:
+            return dict(zip(report["history_columns"], row, strict=True))
+    trigger = report.get("trigger") or {}
+    if message_id == trigger.get("id"):
+        return {"id": message_id, "role": "trigger", "status": trigger["status"]}
+    summary = report.get("summary")
+    if summary and summary["covers_from_id"] <= message_id <= summary["covers_to_id"]:
+        return {"id": message_id, "status": "summarised", "summary_id": summary["id"]}
+    marker = report.get("reset_marker_id")
+    if marker is not None and message_id < marker:
+        return {"id": message_id, "status": "before_reset", "reset_marker_id": marker}
+    older = report.get("older_dropped")
+    if older and older["after_id"] < message_id < older["before_id"]:
+        return {"id": message_id, "status": "dropped"}
+    if message_id <= report.get("start_id", 0):
+        return {"id": message_id, "status": "before_history_start"}
+    return {"id": message_id, "status": "not_in_history"}

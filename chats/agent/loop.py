@@ -1,0 +1,293 @@
+"""The turn loop: build the context, call the model, run tools, persist and publish each step.
+
+Runs one claimed turn to its end: `completed`, `failed` (the model failed for good; the
+user's message is kept and the error is visible) or `interrupted` (a newer message or a
+Stop; the partial reply is stored marked interrupted). Never leaves a turn `running`.
+"""
+
+import logging
+import time
+from collections.abc import Callable
+
+from django.conf import settings
+
+from chats.agent import events
+from chats.agent.compression import compress_history, needs_compression
+from chats.agent.context import ContextBudget, build_context, enforce_window
+from chats.agent.interrupts import interrupt_reason
+from chats.agent.llm.base import ChatProvider, Finish, LLMError, TextDelta, ToolCall, Usage
+from chats.agent.registry import TurnContext, registry
+from chats.agent.tools import execute_tool_call
+from chats.agent.turns import message_payload, turn_finish, turn_renew_lease
+from chats.models import Message, Turn
+from chats.services import message_append
+
+logger = logging.getLogger(__name__)
+
+INTERRUPT_POLL_SECONDS = 0.05
+EventSink = Callable[[dict], None]
+
+
+class _Stopped(Exception):
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class TurnRunner:
+    """Runs one claimed turn. `on_event` also receives every event (the in-process CLI)."""
+
+    def __init__(self, turn: Turn, provider: ChatProvider, on_event: EventSink | None = None):
+        self.turn = turn
+        self.chat = turn.chat
+        self.trigger = Message.objects.select_related("actor__person", "chat").get(
+            pk=turn.trigger_id
+        )
+        self.provider = provider
+        self.on_event = on_event
+        actor = self.trigger.actor
+        self.context = TurnContext(
+            chat=self.chat,
+            trigger=self.trigger,
+            turn=turn,
+            actor=actor,
+            person=actor.person if actor else None,
+        )
+        self._partial_on_error = ""
+        self._last_poll = 0.0
+        self._last_renew = time.monotonic()
+        self._started = time.monotonic()
+
+    # --- events -----------------------------------------------------------------------
+
+    def emit(self, event_type: str, **data) -> None:
+        event = events.publish(self.chat.pk, event_type, turn_id=self.turn.pk, **data)
+        if self.on_event is not None:
+            self.on_event(event or {"type": event_type, "turn_id": self.turn.pk, **data})
+
+    # --- interrupt and lease --------------------------------------------------------------
+
+    def should_stop(self) -> bool:
+        now = time.monotonic()
+        if now - self._last_renew > settings.TURN_LEASE_SECONDS / 3:
+            turn_renew_lease(turn=self.turn)
+            self._last_renew = now
+        if now - self._last_poll < INTERRUPT_POLL_SECONDS:
+            return False
+        self._last_poll = now
+        return interrupt_reason(self.turn.pk) is not None
+
+    def check_interrupt(self) -> None:
+        reason = interrupt_reason(self.turn.pk)
+        if reason is not None:
+            raise _Stopped(reason)
+
+    # --- the loop -------------------------------------------------------------------------
+
+    def run(self) -> Turn:
+        info = self.provider.info
+        self.turn.model, self.turn.provider = info.model, info.name
+        self.emit(
+            "turn.started",
+            trigger_id=self.trigger.pk,
+            model=info.model,
+            provider=info.name,
+            demo=info.is_demo,
+        )
+        partial = ""
+        try:
+            tools = registry.tools_for(self.chat.channel) if info.supports_tools else []
+            tool_map = {tool.name: tool for tool in tools}
+            specs = [tool.spec() for tool in tools]
+            self._compress_if_needed(info.context_tokens)
+            built = build_context(
+                chat=self.chat,
+                trigger=self.trigger,
+                provider_info=info,
+                tool_specs=specs,
+                turn_context=self.context,
+            )
+            self.turn.prompt_report = built.report
+            limit = ContextBudget.from_settings(info.context_tokens).input_limit
+            messages = built.messages
+            for iteration in range(1, settings.AGENT_MAX_ITERATIONS + 1):
+                self.turn.iterations = iteration
+                if iteration > 1:
+                    messages = enforce_window(messages, specs, limit)
+                partial, calls, finish = self._call_model(messages, specs, built.max_reply_tokens)
+                if finish == "cancelled":
+                    raise _Stopped(interrupt_reason(self.turn.pk) or "stopped")
+                if not calls:
+                    return self._complete(partial)
+                step_text, partial = partial, ""  # stored with the tool-call step
+                messages += self._run_tools(step_text, calls, tool_map)
+            return self._complete(
+                f"I stopped after {settings.AGENT_MAX_ITERATIONS} steps without finishing "
+                "(the step budget of one reply). Tell me to continue if you want me to go on.",
+                budget_exhausted=True,
+            )
+        except _Stopped as stop:
+            return self._interrupted(partial, stop.reason)
+        except LLMError as exc:
+            logger.warning("turn %s failed: %s", self.turn.pk, exc)
+            return self._failed(partial, exc.user_message)
+        except Exception:
+            logger.exception("turn %s crashed", self.turn.pk)
+            return self._failed(partial, "The agent hit an internal error; it has been logged.")
+
+    def _compress_if_needed(self, window: int) -> None:
+        try:
+            if needs_compression(self.chat, window):
+                summary = compress_history(
+                    chat=self.chat,
+                    provider=self.provider,
+                    window_tokens=window,
+                    before_id=self.trigger.pk,
+                )
+                if summary is not None:
+                    self.emit("summary.created", message=message_payload(summary))
+        except Exception:  # noqa: BLE001 - the turn runs on truncation alone; retried next turn
+            logger.warning("compression failed in chat %s", self.chat.pk, exc_info=True)
+
+    def _call_model(self, messages, specs, max_tokens) -> tuple[str, list[ToolCall], str]:
+        text: list[str] = []
+        calls: list[ToolCall] = []
+        finish = "stop"
+        batcher = events.DeltaBatcher(lambda chunk: self.emit("turn.delta", text=chunk))
+        stream = self.provider.stream(
+            messages, tools=specs or None, max_tokens=max_tokens, should_stop=self.should_stop
+        )
+        try:
+            for event in stream:
+                if isinstance(event, TextDelta):
+                    if self.turn.first_delta_ms is None:
+                        self.turn.first_delta_ms = int((time.monotonic() - self._started) * 1000)
+                    text.append(event.text)
+                    batcher.add(event.text)
+                elif isinstance(event, ToolCall):
+                    calls.append(event)
+                elif isinstance(event, Usage):
+                    self.turn.prompt_tokens += event.prompt_tokens
+                    self.turn.completion_tokens += event.completion_tokens
+                elif isinstance(event, Finish):
+                    finish = event.reason
+        except LLMError:
+            batcher.flush()
+            self._partial_on_error = "".join(text)
+            raise
+        finally:
+            batcher.flush()
+        return "".join(text), calls, finish
+
+    def _run_tools(self, text: str, calls: list[ToolCall], tool_map) -> list[dict]:
+        """Persist the tool-call step and every result; the step is complete even when stopped."""
+        parts = [
+            {"type": "tool_call", "id": c.id, "name": c.name, "arguments": c.arguments}
+            for c in calls
+        ]
+        message_append(
+            chat=self.chat,
+            role=Message.Role.ASSISTANT,
+            text=text,
+            parts=parts,
+            metadata={"turn": self.turn.pk},
+            reply_to=self.trigger,
+        )
+        sent = [
+            {
+                "role": "assistant",
+                "content": text or None,
+                "tool_calls": [
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": c.arguments},
+                    }
+                    for c in calls
+                ],
+            }
+        ]
+        stopped = None
+        for call in calls:
+            if stopped is None:
+                stopped = interrupt_reason(self.turn.pk)
+            if stopped is not None:
+                content, is_error, duration = "Not run: the reply was interrupted.", True, 0
+            else:
+                self.emit("tool.started", call_id=call.id, name=call.name)
+                result = execute_tool_call(tool_map, call.name, call.arguments, self.context)
+                content, is_error, duration = result.content, result.is_error, result.duration_ms
+                self.emit(
+                    "tool.finished",
+                    call_id=call.id,
+                    name=call.name,
+                    ok=not is_error,
+                    duration_ms=duration,
+                    error=content[:300] if is_error else "",
+                )
+            message_append(
+                chat=self.chat,
+                role=Message.Role.TOOL,
+                text=content,
+                metadata={
+                    "turn": self.turn.pk,
+                    "tool_call_id": call.id,
+                    "tool_name": call.name,
+                    "is_error": is_error,
+                    "duration_ms": duration,
+                },
+            )
+            sent.append({"role": "tool", "tool_call_id": call.id, "content": content})
+        if stopped is not None:
+            raise _Stopped(stopped)
+        return sent
+
+    # --- outcomes -------------------------------------------------------------------------
+
+    def _store_reply(self, text: str, **flags) -> Message:
+        return message_append(
+            chat=self.chat,
+            role=Message.Role.ASSISTANT,
+            text=text,
+            metadata={"turn": self.turn.pk, **flags},
+            reply_to=self.trigger,
+        )
+
+    def _complete(self, text: str, **flags) -> Turn:
+        reply = self._store_reply(text, **flags)
+        turn_finish(turn=self.turn, status=Turn.Status.COMPLETED, reply=reply)
+        self.emit("turn.finished", message=message_payload(reply), usage=self._usage())
+        return self.turn
+
+    def _interrupted(self, partial: str, reason: str) -> Turn:
+        reply = self._store_reply(partial, interrupted=True) if partial else None
+        turn_finish(
+            turn=self.turn, status=Turn.Status.INTERRUPTED, reply=reply, interrupt_reason=reason
+        )
+        self.emit(
+            "turn.interrupted",
+            reason=reason,
+            message=message_payload(reply) if reply else None,
+        )
+        return self.turn
+
+    def _failed(self, partial: str, error: str) -> Turn:
+        partial = partial or getattr(self, "_partial_on_error", "")
+        reply = self._store_reply(partial, failed=True) if partial else None
+        turn_finish(turn=self.turn, status=Turn.Status.FAILED, reply=reply, error=error)
+        self.emit("turn.failed", error=error, message=message_payload(reply) if reply else None)
+        return self.turn
+
+    def _usage(self) -> dict:
+        return {
+            "prompt_tokens": self.turn.prompt_tokens,
+            "completion_tokens": self.turn.completion_tokens,
+            "iterations": self.turn.iterations,
+        }
+
+
+def run_claimed_turn(
+    turn: Turn, *, provider: ChatProvider, on_event: EventSink | None = None
+) -> Turn:
+    """Run a turn that `turn_claim` moved to running, to its end."""
+    return TurnRunner(turn, provider, on_event).run()

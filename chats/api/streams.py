@@ -1,0 +1,132 @@
+"""`GET /api/v1/turns/<id>/events`: a turn's events as Server-Sent Events.
+
+The stream subscribes to the chat's channel-layer group first, then replays what the turn
+already published (from the Redis replay buffer, after `Last-Event-ID` or `?after=` when
+given), then relays live events in `seq` order without duplicates, and closes after the
+turn's final event. Each SSE message has `id: <seq>`, `event: <type>` and the event as
+JSON `data`. A turn that finished longer ago than the buffer keeps gets one final event
+built from the database. Comments (`: keep-alive`) are sent every 15 s of silence.
+"""
+
+import asyncio
+import json
+
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from chats.agent.events import chat_group_name, events_since
+from chats.api.auth import authenticate
+from chats.api.errors import ApiError, error_response, not_found
+from chats.api.ratelimit import rate_limit_check
+from chats.models import Turn
+from chats.selectors import turn_for_person
+
+KEEPALIVE_SECONDS = 15
+FINAL_EVENTS = frozenset({"turn.finished", "turn.failed", "turn.interrupted"})
+
+
+def _authorize(request: HttpRequest, turn_id: int) -> Turn:
+    token = authenticate(request)
+    rate_limit_check(token)
+    turn = turn_for_person(token.person, turn_id)
+    if turn is None:
+        raise not_found("No turn with this id is visible to you.")
+    return turn
+
+
+def _sse(event: dict) -> str:
+    data = json.dumps(event, ensure_ascii=False, default=str)
+    seq = f"id: {event['seq']}\n" if "seq" in event else ""
+    return f"{seq}event: {event['type']}\ndata: {data}\n\n"
+
+
+def _final_from_database(turn_id: int) -> dict | None:
+    from chats.agent.turns import message_payload
+
+    turn = Turn.objects.select_related("reply__actor").filter(pk=turn_id).first()
+    if turn is None or not turn.is_finished:
+        return None
+    reply = message_payload(turn.reply) if turn.reply else None
+    kind = "turn.finished" if turn.status == Turn.Status.COMPLETED else f"turn.{turn.status}"
+    event = {"type": kind, "turn_id": turn.pk, "message": reply}
+    if turn.status == Turn.Status.FAILED:
+        event["error"] = turn.error
+    if turn.status == Turn.Status.INTERRUPTED:
+        event["reason"] = turn.interrupt_reason
+    return event
+
+
+def _after_seq(request: HttpRequest) -> int:
+    raw = request.headers.get("Last-Event-ID") or request.GET.get("after") or "0"
+    try:
+        return max(int(raw), 0)
+    except ValueError:
+        raise ApiError(400, "invalid_parameter", "after must be an integer.") from None
+
+
+@csrf_exempt
+async def turn_events(request: HttpRequest, turn_id: int) -> HttpResponse:
+    """Streams one turn's events in order, exactly once each, ending with its final event."""
+    if request.method != "GET":
+        return error_response(
+            ApiError(405, "method_not_allowed", "Use GET.", headers={"Allow": "GET"})
+        )
+    try:
+        turn = await sync_to_async(_authorize)(request, turn_id)
+        after = _after_seq(request)
+    except ApiError as error:
+        return error_response(error)
+    response = StreamingHttpResponse(
+        _stream(turn.chat_id, turn.pk, after), content_type="text/event-stream"
+    )
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    return response
+
+
+async def _stream(chat_id: int, turn_id: int, after: int):
+    layer = get_channel_layer()
+    group = chat_group_name(chat_id)
+    channel = await layer.new_channel()
+    await layer.group_add(group, channel)
+    last = after
+    try:
+        # Subscribed first, so nothing published from now on can be missed; replay the rest.
+        for event in await sync_to_async(events_since)(chat_id, last):
+            last = event["seq"]
+            if event.get("turn_id") == turn_id:
+                yield _sse(event)
+                if event["type"] in FINAL_EVENTS:
+                    return
+        final = await sync_to_async(_final_from_database)(turn_id)
+        if final is not None:
+            yield _sse(final)
+            return
+        while True:
+            try:
+                message = await asyncio.wait_for(layer.receive(channel), KEEPALIVE_SECONDS)
+            except TimeoutError:
+                yield ": keep-alive\n\n"
+                final = await sync_to_async(_final_from_database)(turn_id)
+                if final is not None:  # its final event came and went while we were away
+                    yield _sse(final)
+                    return
+                continue
+            event = message.get("event", {})
+            if event.get("seq", 0) <= last:
+                continue  # already sent from the replay
+            if event["seq"] > last + 1:  # a gap in the live stream: fill it from the buffer
+                missed = await sync_to_async(events_since)(chat_id, last)
+                batch = [e for e in missed if e["seq"] < event["seq"]] + [event]
+            else:
+                batch = [event]
+            for item in batch:
+                last = item["seq"]
+                if item.get("turn_id") == turn_id:
+                    yield _sse(item)
+                    if item["type"] in FINAL_EVENTS:
+                        return
+    finally:
+        await layer.group_discard(group, channel)

@@ -1,0 +1,168 @@
+"""The terminal channel: talk to the agent in the chat `cli:<profile>`.
+
+Turns run in this process with the same engine as the workers; the reply streams as it
+arrives and tool calls show inline. `/new` starts a fresh context (history kept), `/stop`
+or Ctrl-C interrupts the running reply, `/quit` or Ctrl-D leaves. `-m "text"` sends one
+message, prints the reply and exits (status 1 if the turn failed).
+"""
+
+import getpass
+import sys
+import threading
+import time
+import uuid
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from chats.agent.interrupts import request_interrupt
+from chats.agent.llm import get_provider
+from chats.agent.loop import run_claimed_turn
+from chats.agent.turns import Claim, message_received, turn_claim
+from chats.models import Turn
+from chats.services import IngestError, chat_get_or_create, chat_reset, message_ingest
+
+CLAIM_WAIT_SECONDS = 0.2
+
+
+class Command(BaseCommand):
+    help = "Chat with the agent from the terminal (channel cli, chat cli:<profile>)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("-m", "--message", help="send one message, print the reply, exit")
+        parser.add_argument(
+            "--profile", default="default", help="the terminal chat to use (default: default)"
+        )
+        parser.add_argument(
+            "--user", help="the dashboard username to speak as (links this terminal to them)"
+        )
+        parser.add_argument("--name", help="display name (default: your login name)")
+
+    def handle(self, *args, message=None, profile="default", user=None, name=None, **options):
+        self.person = None
+        if user:
+            self.person = get_user_model().objects.filter(username=user).first()
+            if self.person is None:
+                raise CommandError(f"no dashboard user named {user!r}")
+        login = getpass.getuser()
+        self.user_id = self.person.username if self.person else login
+        self.display_name = name or (self.person.get_username() if self.person else login)
+        self.profile = profile
+        try:
+            self.chat, _ = chat_get_or_create(
+                channel="cli", chat_id=profile, title=f"Terminal: {profile}"
+            )
+        except IngestError as exc:
+            raise CommandError(str(exc)) from exc
+        self.provider = get_provider()
+        notice = self.provider.info.notice
+        if notice:
+            self.stderr.write(notice)
+        if message is not None:
+            turn = self.send(message)
+            if turn is not None and turn.status == Turn.Status.FAILED:
+                sys.exit(1)
+            return
+        self.repl()
+
+    # --- interactive ----------------------------------------------------------------------
+
+    def repl(self) -> None:
+        self.stdout.write(
+            f"Chat {self.chat.chat_key} as {self.display_name}. "
+            "/new fresh context · /stop or Ctrl-C interrupts · /quit leaves"
+        )
+        while True:
+            try:
+                line = input("you> ")
+            except EOFError:
+                self.stdout.write("")
+                return
+            except KeyboardInterrupt:
+                self.stdout.write("")
+                continue
+            text = line.strip()
+            if not text:
+                continue
+            if text in ("/quit", "/exit"):
+                return
+            if text == "/new":
+                chat_reset(chat=self.chat)
+                self.stdout.write("Fresh context: earlier messages stay in the history.")
+                continue
+            if text == "/stop":
+                running = Turn.objects.filter(chat=self.chat, status=Turn.Status.RUNNING)
+                for turn_id in running.values_list("id", flat=True):
+                    request_interrupt(turn_id, "stopped from the terminal")
+                self.stdout.write("Stopped." if running.exists() else "Nothing is running.")
+                continue
+            self.send(line)
+
+    # --- one turn -------------------------------------------------------------------------
+
+    def send(self, text: str) -> Turn | None:
+        try:
+            result = message_ingest(
+                channel="cli",
+                chat_id=self.profile,
+                user_id=self.user_id,
+                user_name=self.display_name,
+                message_id=f"cli-{uuid.uuid4().hex}",
+                text=text,
+                person=self.person,
+                member=self.person,
+            )
+        except IngestError as exc:
+            self.stderr.write(f"Not sent: {exc}")
+            return None
+        turn = message_received(result, enqueue=False)
+        outcome: dict = {}
+        worker = threading.Thread(target=self._run, args=(turn, outcome), daemon=True)
+        worker.start()
+        while worker.is_alive():
+            try:
+                worker.join(timeout=0.1)
+            except KeyboardInterrupt:
+                request_interrupt(turn.pk, "stopped from the terminal (Ctrl-C)")
+        if "error" in outcome:
+            raise outcome["error"]
+        turn.refresh_from_db()
+        return turn
+
+    def _run(self, turn: Turn, outcome: dict) -> None:
+        from django.db import connections
+
+        try:
+            while True:
+                claim = turn_claim(turn_id=turn.pk, worker=f"cli:{getpass.getuser()}")
+                if claim.outcome is Claim.CLAIMED:
+                    run_claimed_turn(claim.turn, provider=self.provider, on_event=self.show)
+                    return
+                if claim.outcome is Claim.GONE:
+                    return
+                time.sleep(CLAIM_WAIT_SECONDS)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the main thread
+            outcome["error"] = exc
+        finally:
+            connections.close_all()
+
+    def show(self, event: dict) -> None:
+        kind = event.get("type")
+        out = self.stdout
+        if kind == "turn.started":
+            out.write("agent> ", ending="")
+        elif kind == "turn.delta":
+            out.write(event["text"], ending="")
+        elif kind == "tool.started":
+            out.write(f"\n  [tool {event['name']} …", ending="")
+        elif kind == "tool.finished":
+            state = "done" if event["ok"] else "error"
+            out.write(f" {state}, {event['duration_ms']} ms]\n", ending="")
+        elif kind == "turn.finished":
+            out.write("")
+        elif kind == "turn.interrupted":
+            out.write(f"\n[interrupted: {event['reason']}]")
+        elif kind == "turn.failed":
+            out.write("")
+            self.stderr.write(f"[failed] {event['error']}")
+        out.flush()

@@ -1,0 +1,99 @@
+"""`manage.py chat`, the terminal channel."""
+
+import io
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from chats.agent.interrupts import request_interrupt
+from chats.models import Chat, Message, Turn
+from chats.selectors import chat_history
+from tests.fakes import openai_server as fake_openai
+from tests.live import database_url_for_subprocesses
+
+pytestmark = pytest.mark.django_db(transaction=True)
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+
+
+def test_one_shot_message_prints_the_streamed_reply(fake_llm):
+    fake_llm.script(fake_openai.text("Hello from the agent."))
+    out = io.StringIO()
+    call_command("chat", "-m", "hello there", "--profile", "ops", stdout=out)
+    assert "agent> Hello from the agent." in out.getvalue()
+    chat = Chat.objects.get(chat_key="cli:ops")
+    assert chat.kind == "cli"
+    assert [m.role for m in chat_history(chat)] == ["user", "assistant"]
+
+
+def test_tool_progress_is_shown_inline(fake_llm):
+    fake_llm.script(
+        fake_openai.tool_calls([("c1", "current_time", {"timezone": "UTC"})]),
+        fake_openai.text("It is late."),
+    )
+    out = io.StringIO()
+    call_command("chat", "-m", "what time is it?", stdout=out)
+    assert "[tool current_time … done" in out.getvalue()
+    assert "It is late." in out.getvalue()
+
+
+def test_one_shot_exits_with_an_error_when_the_turn_fails(settings):
+    settings.LLM_PROVIDER = "none"
+    err = io.StringIO()
+    with pytest.raises(SystemExit) as exit_info:
+        call_command("chat", "-m", "hello", stdout=io.StringIO(), stderr=err)
+    assert exit_info.value.code == 1
+    assert "LLM_BASE_URL" in err.getvalue()
+    assert Message.objects.get(role="user").text == "hello"
+
+
+def test_an_interrupt_stops_a_slow_reply_and_keeps_the_partial_text(fake_llm):
+    fake_llm.script(fake_openai.text("tick " * 200, delay=0.05))
+
+    def interrupt_when_running():
+        fake_llm.wait_for_requests(1, timeout=10)
+        turn = Turn.objects.get()
+        threading.Timer(0.3, request_interrupt, args=(turn.pk, "stopped from the terminal")).start()
+
+    threading.Thread(target=interrupt_when_running).start()
+    out = io.StringIO()
+    call_command("chat", "-m", "count slowly", stdout=out)
+    assert "[interrupted: stopped from the terminal]" in out.getvalue()
+    turn = Turn.objects.get()
+    assert turn.status == "interrupted"
+    assert Message.objects.get(pk=turn.reply_id).metadata["interrupted"] is True
+
+
+def test_interactive_session_new_keeps_history_but_starts_fresh_context(fake_llm):
+    fake_llm.default = fake_openai.echo("you said: ")
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url_for_subprocesses(),
+        "LLM_PROVIDER": "openai",
+        "LLM_BASE_URL": fake_llm.base_url,
+        "LLM_MODEL": "fake-model",
+    }
+    result = subprocess.run(
+        [sys.executable, "manage.py", "chat", "--profile", "repl"],
+        input="first question\n/new\nsecond question\n/stop\n/quit\n",
+        capture_output=True,
+        text=True,
+        cwd=BASE_DIR,
+        env=env,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "you said: first question" in result.stdout
+    assert "Fresh context" in result.stdout and "Nothing is running." in result.stdout
+    chat = Chat.objects.get(chat_key="cli:repl")
+    assert [m.text for m in chat_history(chat, since_reset=False) if m.role == "user"] == [
+        "first question",
+        "second question",
+    ]
+    # After /new the model no longer sees the first exchange.
+    sent = fake_llm.requests[-1]["messages"]
+    assert not any("first question" in str(m.get("content")) for m in sent)

@@ -1,0 +1,154 @@
+"""The real product's processes for end-to-end tests: daphne and a Celery worker started as
+subprocesses against the test database, the test Redis and a fake model server.
+
+Use through the `live_stack` fixture (tests/conftest.py) in `transactional_db` tests, so
+what the test writes is committed and visible to the subprocesses.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from django.conf import settings
+from django.db import connection
+
+from hermes_site.embedded_valkey import free_port
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+
+
+def database_url_for_subprocesses() -> str:
+    """The URL of the database this test run uses (pytest-django's test database)."""
+    db = settings.DATABASES["default"]
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{db['NAME']}"
+    user = db.get("USER") or "postgres"
+    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
+    host = db.get("HOST") or "127.0.0.1"
+    port = db.get("PORT") or 5432
+    return f"postgres://{user}{password}@{host}:{port}/{db['NAME']}"
+
+
+class LiveStack:
+    def __init__(self, *, llm_base_url: str | None, worker_name: str, extra_env=None):
+        self.port = free_port()
+        self.worker_name = worker_name
+        self.env = {
+            **os.environ,
+            "DATABASE_URL": database_url_for_subprocesses(),
+            "REDIS_URL": settings.REDIS_URL,
+            "REDIS_KEY_PREFIX": settings.REDIS_KEY_PREFIX,
+            "SECRET_KEY": settings.SECRET_KEY,
+            "ALLOWED_HOSTS": "127.0.0.1,localhost",
+            "LOG_LEVEL": "INFO",
+            "PYTHONUNBUFFERED": "1",
+            "LLM_CONTEXT_TOKENS": str(settings.LLM_CONTEXT_TOKENS),
+            "LLM_RETRY_BASE_SECONDS": "0",
+            "LLM_TIMEOUT_SECONDS": "10",
+            **(extra_env or {}),
+        }
+        if llm_base_url:
+            self.env.update(
+                LLM_PROVIDER="openai", LLM_BASE_URL=llm_base_url, LLM_MODEL="fake-model"
+            )
+        else:
+            self.env["LLM_PROVIDER"] = "none"
+        self.logs = BASE_DIR / "var" / "test-logs"
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.web: subprocess.Popen | None = None
+        self.worker: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _spawn(self, name: str, command: list[str]) -> subprocess.Popen:
+        log = open(self.logs / f"{name}-{os.getpid()}.log", "ab")  # noqa: SIM115 - owned by Popen
+        return subprocess.Popen(
+            command,
+            cwd=BASE_DIR,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def start_web(self) -> None:
+        self.web = self._spawn(
+            "daphne",
+            [
+                str(BIN / "daphne"),
+                "-b",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                "hermes_site.asgi:application",
+            ],
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(f"{self.url}/accounts/login/", timeout=1)
+                return
+            except (urllib.error.URLError, ConnectionError, OSError):
+                if self.web.poll() is not None:
+                    raise RuntimeError(f"daphne exited; see {self.logs}") from None
+                time.sleep(0.1)
+        raise RuntimeError("daphne did not start within 30 s")
+
+    def start_worker(self) -> None:
+        self.worker = self._spawn(
+            "worker",
+            [
+                str(BIN / "celery"),
+                "-A",
+                "hermes_site",
+                "worker",
+                "--pool",
+                "solo",
+                "--loglevel",
+                "INFO",
+                "-Q",
+                settings.REDIS_KEY_PREFIX,
+                "-n",
+                self.worker_name,
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+            ],
+        )
+        self.wait_for_log("worker", "ready", 60)
+
+    def wait_for_log(self, name: str, text: str, timeout: float) -> None:
+        path = self.logs / f"{name}-{os.getpid()}.log"
+        deadline = time.monotonic() + timeout
+        start = 0
+        if name == "worker" and hasattr(self, "_worker_log_offset"):
+            start = self._worker_log_offset
+        while time.monotonic() < deadline:
+            if path.exists() and text in path.read_text(errors="replace")[start:]:
+                return
+            time.sleep(0.1)
+        raise RuntimeError(f"{name} did not log {text!r} within {timeout} s")
+
+    def kill_worker(self) -> None:
+        """SIGKILL: the worker dies mid-whatever, as in a crash or an OOM kill."""
+        os.killpg(self.worker.pid, signal.SIGKILL)
+        self.worker.wait(timeout=10)
+        path = self.logs / f"worker-{os.getpid()}.log"
+        self._worker_log_offset = len(path.read_text(errors="replace"))
+
+    def stop(self) -> None:
+        for process in (self.web, self.worker):
+            if process is not None and process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+                try:
+                    process.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    os.killpg(process.pid, signal.SIGKILL)
