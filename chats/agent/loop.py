@@ -18,8 +18,9 @@ from chats.agent.interrupts import interrupt_reason
 from chats.agent.llm.base import ChatProvider, Finish, LLMError, TextDelta, ToolCall, Usage
 from chats.agent.registry import TurnContext, registry
 from chats.agent.tools import execute_tool_call
-from chats.agent.turns import message_payload, turn_finish, turn_renew_lease
+from chats.agent.turns import turn_finish, turn_renew_lease
 from chats.models import Message, Turn
+from chats.payloads import message_payload
 from chats.services import message_append
 
 logger = logging.getLogger(__name__)

@@ -17,6 +17,7 @@ from django.utils import timezone
 from chats.agent import events
 from chats.agent.interrupts import clear_interrupt, request_interrupt
 from chats.models import BusyMode, Chat, Message, Turn
+from chats.payloads import message_payload
 from chats.services import IngestResult
 
 logger = logging.getLogger(__name__)
@@ -24,20 +25,6 @@ logger = logging.getLogger(__name__)
 SUPERSEDED = "superseded by a newer message"
 LEASE_EXPIRED = "the worker running it stopped (lease expired)"
 WORKER_RESTARTED = "the worker running it restarted"
-
-
-def message_payload(message: Message) -> dict:
-    """A message as events and APIs show it."""
-    actor = message.actor
-    return {
-        "id": message.pk,
-        "message_id": message.external_id,
-        "role": message.role,
-        "text": message.text,
-        "author": {"user_id": actor.external_id, "name": actor.display_name} if actor else None,
-        "ts": (message.source_ts or message.created_at).isoformat(),
-        "metadata": message.metadata,
-    }
 
 
 def turn_request(*, message: Message, enqueue: bool = True) -> Turn:

@@ -1,23 +1,13 @@
 """JSON shapes of the API's objects; one function per object so every endpoint agrees."""
 
 from chats.models import Chat, Message, Turn
+from chats.payloads import message_payload
 
 
 def message_json(message: Message) -> dict:
-    actor = message.actor
-    return {
-        "id": message.pk,
-        "message_id": message.external_id,
-        "role": message.role,
-        "text": message.text,
-        "author": None
-        if actor is None
-        else {"user_id": actor.external_id, "name": actor.display_name},
-        # When it was said (platform time when the sender gave one), then when we stored it.
-        "ts": message.source_ts or message.created_at,
-        "stored_at": message.created_at,
-        "token_count": message.token_count,
-    }
+    payload = message_payload(message)
+    del payload["metadata"]  # internal bookkeeping (turn ids, tool call ids), not API surface
+    return payload
 
 
 def chat_json(chat: Chat, *, role: str | None) -> dict:

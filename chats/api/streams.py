@@ -21,6 +21,7 @@ from chats.api.auth import authenticate
 from chats.api.errors import ApiError, error_response, not_found
 from chats.api.ratelimit import rate_limit_check
 from chats.models import Turn
+from chats.payloads import message_payload
 from chats.selectors import turn_for_person
 
 KEEPALIVE_SECONDS = 15
@@ -43,8 +44,6 @@ def _sse(event: dict) -> str:
 
 
 def _final_from_database(turn_id: int) -> dict | None:
-    from chats.agent.turns import message_payload
-
     turn = Turn.objects.select_related("reply__actor").filter(pk=turn_id).first()
     if turn is None or not turn.is_finished:
         return None
