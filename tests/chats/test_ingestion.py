@@ -133,3 +133,26 @@ def test_twenty_simultaneous_deliveries_store_one_row():
     assert Chat.objects.count() == 1 and Actor.objects.count() == 1
     assert sum(result.created for result in results) == 1
     assert len({result.message.pk for result in results}) == 1
+
+
+def test_every_stored_message_moves_last_activity_forward_never_back():
+    from chats.services import chat_reset, message_append
+
+    first = ingest(message_id="1").message
+    chat = Chat.objects.get()
+    reply = message_append(chat=chat, role=Message.Role.ASSISTANT, text="hello back")
+    chat.refresh_from_db()
+    assert chat.last_activity_at == reply.created_at > first.created_at
+    marker = chat_reset(chat=chat)
+    chat.refresh_from_db()
+    assert chat.last_activity_at == marker.created_at
+    # A message stored with an older time (an import) does not move the chat back.
+    Message.objects.create(
+        chat=chat,
+        role="user",
+        text="old",
+        external_id="old",
+        created_at=datetime(2020, 1, 1, tzinfo=UTC),
+    )
+    chat.refresh_from_db()
+    assert chat.last_activity_at == marker.created_at
