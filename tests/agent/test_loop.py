@@ -258,3 +258,33 @@ def test_a_hundred_turns_in_a_4000_token_window_never_overflow(fake, settings):
     assert identity in fake.requests[-1]["messages"][0]["content"]
     assert not Message.objects.filter(text__contains=identity).exists(), "a prompt was stored"
     assert not Message.objects.filter(text__contains="Today's date is").exists()
+
+
+def test_the_admin_explains_what_the_model_saw(fake, settings, admin_client):
+    settings.LLM_CONTEXT_TOKENS = 2000
+    settings.CONTEXT_MIN_HISTORY_MESSAGES = 0
+    for index in range(30):
+        say(f"old message {index} " + "filler " * 60, user=f"u{index}")
+    Turn.objects.all().delete()
+    turn = run(say("what did I say first? " + "long " * 400))
+    page = admin_client.get(f"/admin/chats/turn/{turn.pk}/change/").content.decode()
+    assert "What the model saw" in page
+    assert "current message (cut)" in page and f"{turn.trigger_id}" in page
+    assert "dropped" in page  # the oldest messages did not fit
+    assert "total sent" in page
+
+
+def test_a_model_server_that_is_down_fails_the_turn_after_retries(settings):
+    from hermes_site.embedded_valkey import free_port
+
+    settings.LLM_PROVIDER = "openai"
+    settings.LLM_BASE_URL = f"http://127.0.0.1:{free_port()}/v1"  # nobody listens there
+    settings.LLM_MODEL = "m"
+    settings.LLM_MAX_RETRIES = 2
+    settings.LLM_RETRY_BASE_SECONDS = 0.0
+    seen = []
+    turn = run(say("anyone home?"), seen.append)
+    assert turn.status == Turn.Status.FAILED
+    assert "Your message is saved" in turn.error
+    assert seen[-1]["type"] == "turn.failed"
+    assert Message.objects.get(role="user").text == "anyone home?"
