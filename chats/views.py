@@ -4,6 +4,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from chats.agent.llm import get_provider
 from chats.selectors import chats_readable_by
 
 
@@ -11,4 +12,4 @@ from chats.selectors import chats_readable_by
 def chat_list(request: HttpRequest) -> HttpResponse:
     """Every chat the person belongs to, newest activity first."""
     chats = chats_readable_by(request.user)[:200]
-    return render(request, "chats/chat_list.html", {"chats": chats})
+    return render(request, "chats/chat_list.html", {"chats": chats, "model": get_provider().info})
