@@ -1,3 +1,10 @@
-"""WebSocket routes of the chats app (the dashboard's live updates arrive with the dashboard)."""
+"""WebSocket routes of the chats app."""
 
-websocket_urlpatterns: list = []
+from django.urls import path
+
+from chats.consumers import ChatConsumer
+
+websocket_urlpatterns = [
+    # `path:` because ids may contain `/`; `:` and `%` arrive percent-decoded by the server.
+    path("ws/chats/<path:chat_key>/", ChatConsumer.as_asgi(), name="ws_chat"),
+]

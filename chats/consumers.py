@@ -1,0 +1,140 @@
+"""WebSocket consumers of the dashboard.
+
+`ChatConsumer` (`ws/chats/<chat_key>/`) relays one chat's events (docs/EVENTS.md) to a
+browser: replay after the client's last `seq`, then live events in order, each exactly once.
+"""
+
+import json
+import logging
+from urllib.parse import parse_qs
+
+from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from chats.agent.events import chat_group_name, events_since, last_seq
+from chats.selectors import chat_for_person
+
+logger = logging.getLogger(__name__)
+
+# Application close codes (4000-4999), so a page can tell "log in again" from "gone".
+CLOSE_BAD_REQUEST = 4400
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_NOT_FOUND = 4404
+
+# Redis reads block; run them off the event loop without queueing behind database work.
+_events_since = sync_to_async(events_since, thread_sensitive=False)
+_last_seq = sync_to_async(last_seq, thread_sensitive=False)
+
+
+def _after_from_query(query_string: bytes) -> tuple[int | None, bool]:
+    """(`after`, valid): `after` is None when the client did not pass one."""
+    values = parse_qs(query_string.decode("latin-1")).get("after")
+    if not values:
+        return None, True
+    try:
+        after = int(values[-1])
+    except ValueError:
+        return None, False
+    return (after, True) if after >= 0 else (None, False)
+
+
+class ChatConsumer(AsyncJsonWebsocketConsumer):
+    """Sends a chat's members its events in `seq` order, each at most once, none missed that
+    the replay buffer still holds; everybody else gets the same 4404 as for a missing chat."""
+
+    chat_id: int | None = None
+    group: str | None = None
+    last_sent: int = 0
+
+    async def connect(self):
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self._refuse(CLOSE_UNAUTHENTICATED)
+            return
+        chat_key = self.scope["url_route"]["kwargs"]["chat_key"]
+        chat = await database_sync_to_async(chat_for_person)(user, chat_key)
+        if chat is None:  # outsiders and unknown keys look the same: existence never leaks
+            await self._refuse(CLOSE_NOT_FOUND)
+            return
+        after, valid = _after_from_query(self.scope.get("query_string", b""))
+        if not valid:
+            await self._refuse(CLOSE_BAD_REQUEST, reason="after must be an integer >= 0")
+            return
+
+        self.chat_id = chat.pk
+        self.group = chat_group_name(chat.pk)
+        # Subscribed before reading the buffer, so nothing published from now on is missed;
+        # live events already replayed are dropped by their seq.
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        newest = await _last_seq(self.chat_id)
+        if after is None or after > newest:
+            # No `after`: only what happens from now on. An `after` beyond the newest number
+            # means the numbering restarted (Redis lost its keys): resume from the new one.
+            self.last_sent = newest
+        else:
+            self.last_sent = after
+        # Accepted only now: every event published after the page sees the socket open
+        # reaches it, even without `after`.
+        await self.accept()
+        await self._catch_up(before=None)
+
+    async def _refuse(self, code: int, reason: str = ""):
+        # Accept, then close with an application code: a refused handshake reaches the
+        # browser as a bare 1006, and the page could not tell "log in" from "not found".
+        await self.accept()
+        await self.close(code=code, reason=reason or None)
+
+    async def disconnect(self, code):
+        if self.group is not None:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+            self.group = None
+
+    async def chat_event(self, message: dict):
+        """A live event from the chat's group (`chats.agent.events.CHANNEL_MESSAGE_TYPE`)."""
+        if self.group is None:
+            return
+        event = message.get("event") or {}
+        seq = event.get("seq")
+        if not isinstance(seq, int) or seq <= self.last_sent:
+            return  # already sent (from the replay, or delivered twice)
+        if seq > self.last_sent + 1:  # a gap in the live stream: fill it from the buffer
+            await self._catch_up(before=seq)
+        await self._send_in_order(event)
+
+    async def receive_json(self, content, **kwargs):
+        if self.group is None or not isinstance(content, dict):
+            return
+        if content.get("type") == "ping":
+            # Send whatever this socket has not delivered yet first, so a pong whose number
+            # matches the page's last seq means "you have everything up to here".
+            newest = await _last_seq(self.chat_id)
+            await self._catch_up(before=None)
+            await self.send_json({"type": "pong", "last_seq": max(newest, self.last_sent)})
+
+    async def receive(self, text_data=None, bytes_data=None, **kwargs):
+        try:
+            await super().receive(text_data=text_data, bytes_data=bytes_data, **kwargs)
+        except ValueError:  # not JSON (or binary): nothing a page sends, ignore it
+            logger.debug("ignored a malformed WebSocket frame")
+
+    @classmethod
+    async def encode_json(cls, content):
+        return json.dumps(content, ensure_ascii=False, default=str)
+
+    async def send_event(self, event: dict):
+        """Render one event to the socket; override to send HTML partials instead of JSON."""
+        await self.send_json(event)
+
+    async def _catch_up(self, *, before: int | None):
+        """Send recorded events after the last one sent (and below `before`), in order."""
+        for event in await _events_since(self.chat_id, self.last_sent):
+            if before is not None and event["seq"] >= before:
+                break
+            await self._send_in_order(event)
+
+    async def _send_in_order(self, event: dict):
+        if event["seq"] <= self.last_sent:
+            return
+        self.last_sent = event["seq"]
+        await self.send_event(event)

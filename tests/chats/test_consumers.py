@@ -1,0 +1,325 @@
+"""The dashboard's WebSocket for one chat, through the real ASGI application (origin check,
+session auth, routing) and real Redis (replay buffer, channel layer)."""
+
+from urllib.parse import quote
+
+import pytest
+from asgiref.sync import async_to_sync, sync_to_async
+from channels.layers import get_channel_layer
+from channels.testing import WebsocketCommunicator
+from django.test import Client
+
+from chats import consumers
+from chats.agent import events
+from chats.services import chat_get_or_create, chat_member_ensure
+from hermes_site.asgi import application
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ORIGIN = b"http://localhost"
+TIMEOUT = 3
+
+
+def run(coroutine_function):
+    """Run an async test body on an event loop (pytest-asyncio is not installed)."""
+    return async_to_sync(coroutine_function)()
+
+
+def session_headers(person=None, origin: bytes = ORIGIN) -> list[tuple[bytes, bytes]]:
+    headers = [(b"origin", origin)]
+    if person is not None:
+        client = Client()
+        client.force_login(person)
+        headers.append((b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode()))
+    return headers
+
+
+def socket(chat_key: str, headers, after: int | str | None = None) -> WebsocketCommunicator:
+    # Encoded as a browser's encodeURIComponent would; the server hands the route decoded text.
+    path = f"/ws/chats/{quote(chat_key, safe='')}/"
+    if after is not None:
+        path += f"?after={after}"
+    return WebsocketCommunicator(application, path, headers=headers)
+
+
+async def publish(chat_id: int, event_type: str, **data) -> dict:
+    event = await sync_to_async(events.publish)(chat_id, event_type, **data)
+    assert event is not None, "Redis must be reachable for these tests"
+    return event
+
+
+async def receive_events(communicator: WebsocketCommunicator, count: int) -> list[dict]:
+    return [await communicator.receive_json_from(timeout=TIMEOUT) for _ in range(count)]
+
+
+async def close_code(communicator: WebsocketCommunicator) -> int:
+    """The code a refused socket ends with, whether refused at the handshake or just after."""
+    connected, code = await communicator.connect(timeout=TIMEOUT)
+    if connected:
+        message = await communicator.receive_output(timeout=TIMEOUT)
+        assert message["type"] == "websocket.close"
+        code = message["code"]
+    await communicator.disconnect()
+    return code
+
+
+def test_member_receives_events_published_after_connecting(member, team_chat):
+    headers = session_headers(member)
+
+    async def body():
+        communicator = socket(team_chat.chat_key, headers)
+        connected, _ = await communicator.connect(timeout=TIMEOUT)
+        assert connected
+        started = await publish(team_chat.pk, "turn.started", turn_id=7, model="m")
+        delta = await publish(team_chat.pk, "turn.delta", turn_id=7, text="héllo")
+        assert await receive_events(communicator, 2) == [started, delta]
+        assert delta["text"] == "héllo" and delta["seq"] == started["seq"] + 1
+        assert await communicator.receive_nothing(timeout=0.3)
+        layer = get_channel_layer()
+        group_key = layer._group_key(events.chat_group_name(team_chat.pk))
+        async with layer.connection(layer.consistent_hash(group_key)) as connection:
+            assert await connection.zcard(group_key) == 1
+            await communicator.disconnect()
+            assert await connection.zcard(group_key) == 0  # left the group
+
+    run(body)
+
+
+def test_without_after_nothing_old_is_sent(owner, team_chat):
+    headers = session_headers(owner)
+
+    async def body():
+        await publish(team_chat.pk, "turn.delta", text="old")
+        communicator = socket(team_chat.chat_key, headers)
+        assert (await communicator.connect(timeout=TIMEOUT))[0]
+        assert await communicator.receive_nothing(timeout=0.3)
+        new = await publish(team_chat.pk, "turn.delta", text="new")
+        assert await receive_events(communicator, 1) == [new]
+        await communicator.disconnect()
+
+    run(body)
+
+
+def test_after_replays_missed_events_once_in_order_then_live_ones(member, team_chat):
+    headers = session_headers(member)
+
+    async def body():
+        seen = await publish(team_chat.pk, "turn.started", turn_id=1)
+        missed = [await publish(team_chat.pk, "turn.delta", turn_id=1, text=text) for text in "ab"]
+        communicator = socket(team_chat.chat_key, headers, after=seen["seq"])
+        assert (await communicator.connect(timeout=TIMEOUT))[0]
+        assert await receive_events(communicator, 2) == missed
+        live = await publish(team_chat.pk, "turn.finished", turn_id=1, message=None)
+        assert await receive_events(communicator, 1) == [live]
+        assert await communicator.receive_nothing(timeout=0.3)
+        await communicator.disconnect()
+
+    run(body)
+
+
+def test_after_zero_replays_everything_in_the_buffer(member, team_chat):
+    headers = session_headers(member)
+
+    async def body():
+        published = [await publish(team_chat.pk, "turn.delta", text=str(i)) for i in range(3)]
+        communicator = socket(team_chat.chat_key, headers, after=0)
+        assert (await communicator.connect(timeout=TIMEOUT))[0]
+        assert await receive_events(communicator, 3) == published
+        assert await communicator.receive_nothing(timeout=0.3)
+        await communicator.disconnect()
+
+    run(body)
+
+
+def test_event_both_replayed_and_live_is_sent_once(member, team_chat, monkeypatch):
+    """Published while the socket reads the buffer: one event lands in both the buffer and the
+    live stream (sent once), the next only in the live stream (still sent: the socket
+    subscribed before it read)."""
+    headers = session_headers(member)
+    read_buffer = consumers._events_since
+    racing = []
+
+    async def read_while_publishing(chat_id, after_seq):
+        if racing:
+            return await read_buffer(chat_id, after_seq)
+        racing.append(await publish(chat_id, "turn.delta", text="in buffer and live"))
+        recorded = await read_buffer(chat_id, after_seq)
+        racing.append(await publish(chat_id, "turn.delta", text="live only"))
+        return recorded
+
+    monkeypatch.setattr(consumers, "_events_since", read_while_publishing)
+
+    async def body():
+        before = await publish(team_chat.pk, "turn.started", turn_id=2)
+        communicator = socket(team_chat.chat_key, headers, after=0)
+        assert (await communicator.connect(timeout=TIMEOUT))[0]
+        assert await receive_events(communicator, 3) == [before, *racing]
+        later = await publish(team_chat.pk, "turn.delta", text="later")
+        assert await receive_events(communicator, 1) == [later]
+        assert await communicator.receive_nothing(timeout=0.3)
+        await communicator.disconnect()
+
+    run(body)
+
+
+def test_a_gap_in_live_events_is_filled_from_the_buffer(member, team_chat, monkeypatch):
+    headers = session_headers(member)
+
+    async def body():
+        communicator = socket(team_chat.chat_key, headers)
+        assert (await communicator.connect(timeout=TIMEOUT))[0]
+        # Recorded but never broadcast, as when the channel layer dropped them.
+        with monkeypatch.context() as patch:
+            patch.setattr(events, "_group_send", lambda group, message: None)
+            dropped = [await publish(team_chat.pk, "turn.delta", text=t) for t in "xy"]
+        live = await publish(team_chat.pk, "turn.delta", text="z")
+        assert await receive_events(communicator, 3) == [*dropped, live]
+        assert await communicator.receive_nothing(timeout=0.3)
+        await communicator.disconnect()
+
+    run(body)
+
+
+def test_duplicate_live_delivery_is_dropped(member, team_chat):
+    headers = session_headers(member)
+
+    async def body():
+        communicator = socket(team_chat.chat_key, headers)
+        assert (await communicator.connect(timeout=TIMEOUT))[0]
+        event = await publish(team_chat.pk, "turn.delta", text="once")
+        await get_channel_layer().group_send(
+            events.chat_group_name(team_chat.pk),
+            {"type": events.CHANNEL_MESSAGE_TYPE, "event": event},
+        )
+        assert await receive_events(communicator, 1) == [event]
+        assert await communicator.receive_nothing(timeout=0.3)
+        await communicator.disconnect()
+
+    run(body)
+
+
+def test_chat_key_with_colon_and_percent_in_its_id(member):
+    chat, _ = chat_get_or_create(channel="web", chat_id="ops:50%/night")
+    chat_member_ensure(chat=chat, person=member)
+    assert "%3A" in chat.chat_key and "%25" in chat.chat_key
+    headers = session_headers(member)
+
+    async def body():
+        communicator = socket(chat.chat_key, headers)
+        assert (await communicator.connect(timeout=TIMEOUT))[0]
+        event = await publish(chat.pk, "turn.delta", text="ok")
+        assert await receive_events(communicator, 1) == [event]
+        await communicator.disconnect()
+
+    run(body)
+
+
+def test_ping_answers_pong_with_the_newest_seq(member, team_chat, monkeypatch):
+    headers = session_headers(member)
+
+    async def body():
+        communicator = socket(team_chat.chat_key, headers)
+        assert (await communicator.connect(timeout=TIMEOUT))[0]
+        await communicator.send_json_to({"type": "ping"})
+        assert await communicator.receive_json_from(timeout=TIMEOUT) == {
+            "type": "pong",
+            "last_seq": 0,
+        }
+        first = await publish(team_chat.pk, "turn.delta", text="1")
+        assert await receive_events(communicator, 1) == [first]
+        # An event that never arrived live is sent before the pong, so the pong means
+        # "you have everything up to last_seq".
+        with monkeypatch.context() as patch:
+            patch.setattr(events, "_group_send", lambda group, message: None)
+            unseen = await publish(team_chat.pk, "turn.delta", text="2")
+        await communicator.send_json_to({"type": "ping"})
+        assert await receive_events(communicator, 2) == [
+            unseen,
+            {"type": "pong", "last_seq": unseen["seq"]},
+        ]
+        # Malformed frames and unknown messages are ignored; the socket stays usable.
+        await communicator.send_to(text_data="not json")
+        await communicator.send_json_to({"type": "subscribe"})
+        await communicator.send_json_to(["ping"])
+        await communicator.send_json_to({"type": "ping"})
+        assert await communicator.receive_json_from(timeout=TIMEOUT) == {
+            "type": "pong",
+            "last_seq": unseen["seq"],
+        }
+        await communicator.disconnect()
+
+    run(body)
+
+
+def test_outsider_and_unknown_chat_are_refused_alike(outsider, member, team_chat):
+    outsider_headers = session_headers(outsider)
+    member_headers = session_headers(member)
+
+    async def body():
+        not_member = await close_code(socket(team_chat.chat_key, outsider_headers))
+        unknown = await close_code(socket("web:no-such-room", member_headers))
+        assert not_member == unknown == consumers.CLOSE_NOT_FOUND
+
+    run(body)
+
+
+def test_outsider_receives_nothing_of_the_chat(outsider, team_chat):
+    headers = session_headers(outsider)
+
+    async def body():
+        communicator = socket(team_chat.chat_key, headers, after=0)
+        await publish(team_chat.pk, "turn.delta", text="secret")
+        assert (await communicator.connect(timeout=TIMEOUT))[0]
+        message = await communicator.receive_output(timeout=TIMEOUT)
+        assert message == {"type": "websocket.close", "code": consumers.CLOSE_NOT_FOUND}
+        await publish(team_chat.pk, "turn.delta", text="secret too")
+        assert await communicator.receive_nothing(timeout=0.3)
+        await communicator.disconnect()
+
+    run(body)
+
+
+def test_anonymous_is_refused(team_chat):
+    headers = session_headers(None)
+
+    async def body():
+        assert await close_code(socket(team_chat.chat_key, headers)) == (
+            consumers.CLOSE_UNAUTHENTICATED
+        )
+
+    run(body)
+
+
+def test_deactivated_person_is_refused(member, team_chat):
+    headers = session_headers(member)
+    member.is_active = False
+    member.save(update_fields=["is_active"])
+
+    async def body():
+        # The session no longer authenticates anybody.
+        code = await close_code(socket(team_chat.chat_key, headers))
+        assert code == consumers.CLOSE_UNAUTHENTICATED
+
+    run(body)
+
+
+@pytest.mark.parametrize("origin", [b"http://evil.example", b"null"])
+def test_foreign_origin_is_refused_at_the_handshake(member, team_chat, origin):
+    headers = session_headers(member, origin=origin)
+
+    async def body():
+        connected, _ = await socket(team_chat.chat_key, headers).connect(timeout=TIMEOUT)
+        assert not connected
+
+    run(body)
+
+
+@pytest.mark.parametrize("after", ["-1", "abc", "1.5"])
+def test_invalid_after_is_refused(member, team_chat, after):
+    headers = session_headers(member)
+
+    async def body():
+        code = await close_code(socket(team_chat.chat_key, headers, after=after))
+        assert code == consumers.CLOSE_BAD_REQUEST
+
+    run(body)
