@@ -1,4 +1,3 @@
-import time
 from html.parser import HTMLParser
 
 import pytest
@@ -256,12 +255,8 @@ def test_broken_markdown_renders_something(text):
     ids=["blockquotes", "brackets", "lists", "images", "lines"],
 )
 def test_pathological_input_is_bounded(text):
-    # A hang guard with a wide margin, not a benchmark: these take milliseconds.
-    started = time.perf_counter()
+    # The timeout marker is the hang guard; these take milliseconds (no timing assert here).
     html = render_markdown(text)
-    elapsed = time.perf_counter() - started
-
-    assert elapsed < 1.0
     assert_only_allowed_markup(html)
     assert text_of(html).strip()
 
@@ -290,11 +285,7 @@ def test_huge_input_is_escaped_plain_text():
     text = ("<script>alert(1)</script> **not bold**\n" * 8_000)[: 300 * 1024]
     assert len(text) > MAX_MARKDOWN_CHARS
 
-    started = time.perf_counter()
     html = render_markdown(text)
-    elapsed = time.perf_counter() - started
-
-    assert elapsed < 1.0
     assert elements(html, "script") == []
     assert elements(html, "strong") == []
     assert len(elements(html, "pre")) == 1
