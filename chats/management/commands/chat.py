@@ -7,6 +7,7 @@ message, prints the reply and exits (status 1 if the turn failed).
 """
 
 import getpass
+import logging
 import sys
 import threading
 import time
@@ -39,6 +40,9 @@ class Command(BaseCommand):
         parser.add_argument("--name", help="display name (default: your login name)")
 
     def handle(self, *args, message=None, profile="default", user=None, name=None, **options):
+        if options.get("verbosity", 1) < 2:
+            # Keep the terminal for the conversation: INFO logs only with -v 2.
+            logging.getLogger().setLevel(logging.WARNING)
         self.person = None
         if user:
             self.person = get_user_model().objects.filter(username=user).first()
