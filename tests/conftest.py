@@ -185,9 +185,14 @@ def fake_llm(settings):
 
 
 @pytest.fixture
-def live_stack(transactional_db, fake_llm):
+def live_stack(transactional_db, fake_llm, settings):
     """daphne + a Celery worker as subprocesses on the test database, Redis and fake model."""
+    from django.conf import global_settings
+
     from tests.live import LiveStack
+
+    # The subprocesses use the real password hashers: people made here must log in there.
+    settings.PASSWORD_HASHERS = global_settings.PASSWORD_HASHERS
 
     stack = LiveStack(llm_base_url=fake_llm.base_url, worker_name=f"e2e-{os.getpid()}@%h")
     try:
