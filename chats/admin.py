@@ -64,8 +64,8 @@ class ChatChannelFilter(ChannelFilter):
     field_path = "chat__channel"
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """View and search only: nobody, not even a superuser, adds, changes or deletes."""
+class NoWrites:
+    """Nobody, not even a superuser, adds, changes or deletes through this admin."""
 
     def has_add_permission(self, request, obj=None):
         return False
@@ -77,18 +77,13 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
-class ReadOnlyInline(admin.TabularInline):
+class ReadOnlyAdmin(NoWrites, admin.ModelAdmin):
+    """View and search only."""
+
+
+class ReadOnlyInline(NoWrites, admin.TabularInline):
     extra = 0
     can_delete = False
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 # --- actors -----------------------------------------------------------------------------
