@@ -1,0 +1,232 @@
+// Dashboard behaviour, no inline handlers: local times everywhere; on a chat page the
+// composer (Enter sends, Shift+Enter adds a line, disabled while sending) and live updates
+// from the chat's WebSocket (docs/EVENTS.md), each message shown exactly once.
+(function () {
+  "use strict";
+
+  function localizeTimes(root) {
+    root.querySelectorAll("time[datetime][data-local]").forEach(function (el) {
+      var when = new Date(el.getAttribute("datetime"));
+      if (!isNaN(when)) {
+        el.textContent = when.toLocaleString([], { dateStyle: "medium", timeStyle: "short" });
+        el.title = when.toString();
+      }
+      el.removeAttribute("data-local");
+    });
+  }
+
+  function newId() {
+    if (window.crypto && crypto.randomUUID) return crypto.randomUUID();
+    var b = crypto.getRandomValues(new Uint8Array(16));
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    var h = Array.from(b, function (x) { return x.toString(16).padStart(2, "0"); }).join("");
+    return [h.slice(0, 8), h.slice(8, 12), h.slice(12, 16), h.slice(16, 20), h.slice(20)].join("-");
+  }
+
+  function setupChat(chat) {
+    var list = document.getElementById("messages");
+    var form = document.getElementById("composer");
+    var agentName = chat.dataset.agentName;
+    var messagesUrl = chat.dataset.messagesUrl;
+    var lastSeq = parseInt(chat.dataset.lastSeq, 10) || 0;
+    var olderHeight = null;
+
+    function nearBottom() {
+      return list.scrollHeight - list.scrollTop - list.clientHeight < 80;
+    }
+
+    function show(el, follow) {
+      var empty = document.getElementById("no-messages");
+      if (empty) empty.remove();
+      localizeTimes(el);
+      if (window.htmx) htmx.process(el);
+      if (follow) list.scrollTop = list.scrollHeight;
+    }
+
+    // Insert a rendered message in id order, replacing its streaming placeholder if any.
+    function place(html, placeholder) {
+      var tpl = document.createElement("template");
+      tpl.innerHTML = html.trim();
+      var el = tpl.content.firstElementChild;
+      if (!el || document.getElementById(el.id)) return;
+      var follow = nearBottom();
+      if (placeholder && placeholder.isConnected) {
+        placeholder.replaceWith(el);
+      } else {
+        var id = parseInt(el.dataset.id, 10);
+        var later = Array.from(list.querySelectorAll("article[data-id]")).find(function (m) {
+          return parseInt(m.dataset.id, 10) > id;
+        });
+        list.insertBefore(el, later || list.querySelector(".is-streaming"));
+      }
+      show(el, follow);
+    }
+
+    function fetchMessage(message, placeholder) {
+      if (!message || document.getElementById("message-" + message.id)) {
+        if (placeholder && message) placeholder.remove();
+        return;
+      }
+      fetch(messagesUrl + "/" + message.id, {
+        headers: { "HX-Request": "true" },
+        credentials: "same-origin",
+      })
+        .then(function (r) { return r.ok ? r.text() : ""; })
+        .then(function (html) { if (html) place(html, placeholder); });
+    }
+
+    function streaming(turnId) {
+      var el = document.getElementById("streaming-" + turnId);
+      if (el) return el;
+      el = document.createElement("article");
+      el.id = "streaming-" + turnId;
+      el.className = "message message-assistant is-streaming";
+      el.innerHTML = '<header class="meta"><span class="author"></span>' +
+        '<span class="typing">typing…</span></header><div class="tools"></div>' +
+        '<div class="body"></div>';
+      el.querySelector(".author").textContent = agentName;
+      var follow = nearBottom();
+      list.appendChild(el);
+      show(el, follow);
+      return el;
+    }
+
+    function toolChip(event) {
+      var box = streaming(event.turn_id).querySelector(".tools");
+      var chip = box.querySelector('[data-call="' + CSS.escape(event.call_id) + '"]');
+      if (!chip) {
+        chip = document.createElement("span");
+        chip.dataset.call = event.call_id;
+        box.appendChild(chip);
+      }
+      var state = event.type === "tool.started" ? "running" : event.ok ? "done" : "error";
+      chip.className = "chip chip-" + state;
+      chip.textContent = event.name + " · " + state +
+        (event.duration_ms != null ? " · " + event.duration_ms + " ms" : "");
+      if (event.error) chip.title = event.error;
+    }
+
+    function finish(event) {
+      var placeholder = document.getElementById("streaming-" + event.turn_id);
+      if (event.message) return fetchMessage(event.message, placeholder);
+      if (!placeholder) return;
+      if (event.type === "turn.failed" || event.type === "turn.interrupted") {
+        placeholder.querySelector(".typing").textContent = event.error || event.reason || "";
+        placeholder.classList.remove("is-streaming");
+        placeholder.classList.add(event.type === "turn.failed" ? "is-failed" : "is-interrupted");
+      } else {
+        placeholder.remove();
+      }
+    }
+
+    function handle(event) {
+      if (typeof event.seq === "number") {
+        if (event.seq <= lastSeq) return; // seen already (replayed after a reconnect)
+        lastSeq = event.seq;
+      }
+      switch (event.type) {
+        case "message.created":
+        case "summary.created":
+          return fetchMessage(event.message, null);
+        case "turn.started":
+          return void streaming(event.turn_id);
+        case "turn.delta": {
+          var follow = nearBottom();
+          streaming(event.turn_id).querySelector(".body").textContent += event.text;
+          if (follow) list.scrollTop = list.scrollHeight;
+          return;
+        }
+        case "tool.started":
+        case "tool.finished":
+          return toolChip(event);
+        case "turn.finished":
+        case "turn.interrupted":
+        case "turn.failed":
+          return finish(event);
+      }
+    }
+
+    var delay = 1000;
+    function connect() {
+      var scheme = location.protocol === "https:" ? "wss://" : "ws://";
+      var socket = new WebSocket(scheme + location.host + chat.dataset.wsPath + "?after=" + lastSeq);
+      socket.addEventListener("open", function () { delay = 1000; });
+      socket.addEventListener("message", function (e) {
+        var event;
+        try { event = JSON.parse(e.data); } catch (err) { return; }
+        handle(event);
+      });
+      socket.addEventListener("close", function (e) {
+        if (e.code === 4400 || e.code === 4401 || e.code === 4404) return; // retrying won't help
+        setTimeout(connect, delay);
+        delay = Math.min(delay * 2, 15000);
+      });
+    }
+
+    if (form) {
+      var text = form.querySelector("textarea");
+      var clientId = form.querySelector('input[name="client_id"]');
+      var button = form.querySelector("button[type=submit]");
+      text.addEventListener("keydown", function (e) {
+        if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
+          e.preventDefault();
+          if (!text.readOnly && text.value.trim()) form.requestSubmit();
+        }
+      });
+      form.addEventListener("htmx:configRequest", function (e) {
+        // One id per message, kept until it is stored: a resend after a failure stores once.
+        if (!clientId.value) clientId.value = newId();
+        e.detail.parameters.client_id = clientId.value;
+      });
+      form.addEventListener("htmx:beforeRequest", function () {
+        text.readOnly = true;
+        button.disabled = true;
+      });
+      form.addEventListener("htmx:afterRequest", function (e) {
+        text.readOnly = false;
+        button.disabled = false;
+        if (e.detail.successful) {
+          form.reset();
+          clientId.value = "";
+          var error = document.getElementById("composer-error");
+          if (error) error.textContent = "";
+        }
+        text.focus();
+      });
+    }
+
+    document.body.addEventListener("htmx:beforeSwap", function (e) {
+      var xhr = e.detail.xhr;
+      if (xhr.status === 400) { // validation errors come back as partials to show
+        e.detail.shouldSwap = true;
+        e.detail.isError = false;
+      }
+      if (e.detail.target === list && xhr.status < 300) {
+        var id = (xhr.responseText.match(/id="(message-\d+)"/) || [])[1];
+        if (id && document.getElementById(id)) e.detail.shouldSwap = false; // came live first
+      }
+      if (e.detail.target.classList.contains("load-older")) olderHeight = list.scrollHeight;
+    });
+    document.body.addEventListener("htmx:afterSwap", function (e) {
+      localizeTimes(document);
+      var empty = document.getElementById("no-messages");
+      if (empty && list.querySelector("article")) empty.remove();
+      if (olderHeight !== null) { // keep the reader where they were
+        list.scrollTop += list.scrollHeight - olderHeight;
+        olderHeight = null;
+      } else if (e.detail.target === list) {
+        list.scrollTop = list.scrollHeight;
+      }
+    });
+
+    list.scrollTop = list.scrollHeight;
+    if (chat.dataset.wsPath) connect();
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    localizeTimes(document);
+    var chat = document.getElementById("chat");
+    if (chat) setupChat(chat);
+  });
+})();
