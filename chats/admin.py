@@ -16,8 +16,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
-from django.utils.html import format_html, format_html_join
-from django.utils.safestring import mark_safe
+from django.utils.html import format_html
 from django.utils.text import Truncator
 
 from chats.keys import InvalidKey, validate_channel, validate_id
@@ -31,6 +30,7 @@ from chats.models import (
     MessageEdit,
     Turn,
 )
+from chats.prompt_report import render_prompt_report
 from chats.services import api_token_create, api_token_revoke
 
 SHORT_TEXT = 80
@@ -316,60 +316,6 @@ class TurnAdmin(ReadOnlyAdmin):
     @admin.display(description="prompt report (raw)")
     def prompt_report_json(self, turn: Turn) -> str:
         return _pretty_json(turn.prompt_report)
-
-
-def render_prompt_report(report: dict) -> str:
-    if not report:
-        return "No report: the turn did not reach the model."
-    tokens = report.get("tokens", {})
-    budget = report.get("budget", {})
-    rows = [
-        ("system prompt", tokens.get("system", 0)),
-        *((f"section: {name}", count) for name, count in tokens.get("sections", {}).items()),
-        ("summary", tokens.get("summary", 0)),
-        ("history", tokens.get("history", 0)),
-        ("current message", tokens.get("current", 0)),
-        ("tool specs", tokens.get("tools", 0)),
-        ("total sent", tokens.get("total", 0)),
-    ]
-    parts = [
-        format_html(
-            "<p>Window {} tokens, input limit {}, reply reserve {}.</p>",
-            budget.get("window", "?"),
-            budget.get("input_limit", "?"),
-            budget.get("reply_reserve", "?"),
-        ),
-        format_html("<table><tr><th>part</th><th>tokens</th></tr>{}</table>", _rows(rows)),
-    ]
-    columns = report.get("history_columns", ["id", "role", "tokens", "status"])
-    by_status: dict[str, list[str]] = {}
-    for row in report.get("history", []):
-        entry = dict(zip(columns, row, strict=False))
-        by_status.setdefault(str(entry.get("status")), []).append(str(entry.get("id")))
-    trigger = report.get("trigger") or {}
-    if trigger:
-        by_status.setdefault(f"current message ({trigger.get('status')})", []).append(
-            str(trigger.get("id"))
-        )
-    summary = report.get("summary")
-    if summary:
-        by_status.setdefault("summarised", []).append(
-            f"{summary['covers_from_id']}–{summary['covers_to_id']} (summary #{summary['id']})"
-        )
-    older = report.get("older_dropped")
-    if older:
-        by_status.setdefault("dropped (older, not read)", []).append(
-            f"{older.get('after_id')}–{older.get('before_id')}"
-        )
-    status_rows = [(status, ", ".join(ids)) for status, ids in by_status.items()]
-    parts.append(
-        format_html("<table><tr><th>messages</th><th>ids</th></tr>{}</table>", _rows(status_rows))
-    )
-    return mark_safe("".join(parts))  # every part was built by format_html  # noqa: S308
-
-
-def _rows(rows) -> str:
-    return format_html_join("", "<tr><td>{}</td><td>{}</td></tr>", rows)
 
 
 # --- API tokens -------------------------------------------------------------------------

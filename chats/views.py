@@ -25,7 +25,7 @@ from django_htmx.http import HttpResponseClientRedirect, reswap, retarget
 
 from chats.agent.events import last_seq
 from chats.agent.llm import get_provider
-from chats.agent.turns import message_received
+from chats.agent.turns import message_received, turn_stop
 from chats.forms import MemberAddForm, MessagePostForm, RoomCreateForm
 from chats.models import Channel, Chat, ChatKind, ChatMember, Message
 from chats.selectors import chat_for_person, chat_messages_page, chat_role, chats_readable_by
@@ -306,3 +306,14 @@ def member_remove(request: HttpRequest, chat_key: str, person_id: int) -> HttpRe
             return HttpResponseClientRedirect(reverse("chat_list"))
         return redirect("chat_list")
     return _members_response(request, chat, role)
+
+
+@login_required
+@require_POST
+def turn_stop_view(request: HttpRequest, chat_key: str, turn_id: int) -> HttpResponse:
+    """The Stop button: any member may stop the agent's reply in their chat (204), others 404."""
+    chat = _chat_or_404(request, chat_key)
+    name = request.user.get_full_name() or request.user.get_username()
+    if not turn_stop(turn_id=turn_id, chat=chat, reason=f"stopped by {name}"):
+        return HttpResponse(status=409)
+    return HttpResponse(status=204)

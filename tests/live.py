@@ -102,6 +102,12 @@ class LiveStack:
                 time.sleep(0.1)
         raise RuntimeError("daphne did not start within 30 s")
 
+    def restart_web(self) -> None:
+        """Stop daphne hard (every WebSocket drops) and start it again on the same port."""
+        os.killpg(self.web.pid, signal.SIGKILL)
+        self.web.wait(timeout=10)
+        self.start_web()
+
     def start_worker(self) -> None:
         self.worker = self._spawn(
             "worker",

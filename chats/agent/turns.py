@@ -202,3 +202,24 @@ def turn_finish(
         setattr(turn, name, value)
     clear_interrupt(turn.pk)
     return bool(updated)
+
+
+def turn_stop(*, turn_id: int, chat: Chat, reason: str) -> bool:
+    """Stop a turn of `chat` on a person's request (the Stop button, /stop): a running turn
+    stops at its next delta or tool boundary, a queued one never starts. False when the turn
+    is not in that chat or already finished."""
+    with transaction.atomic():
+        turn = Turn.objects.select_for_update().filter(pk=turn_id, chat=chat).first()
+        if turn is None or turn.is_finished:
+            return False
+        if turn.status == Turn.Status.QUEUED:
+            turn.status = Turn.Status.INTERRUPTED
+            turn.interrupt_reason = reason
+            turn.finished_at = timezone.now()
+            turn.save(update_fields=["status", "interrupt_reason", "finished_at"])
+            transaction.on_commit(
+                lambda: events.publish(chat.pk, "turn.interrupted", turn_id=turn_id, reason=reason)
+            )
+            return True
+    request_interrupt(turn_id, reason)
+    return True

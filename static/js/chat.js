@@ -24,6 +24,15 @@
     return [h.slice(0, 8), h.slice(8, 12), h.slice(12, 16), h.slice(16, 20), h.slice(20)].join("-");
   }
 
+  // The CSRF header htmx sends (set on <body> by base.html), for our own fetch() calls.
+  function csrfHeaders() {
+    try {
+      return JSON.parse(document.body.getAttribute("hx-headers") || "{}");
+    } catch (err) {
+      return {};
+    }
+  }
+
   function setupChat(chat) {
     var list = document.getElementById("messages");
     var form = document.getElementById("composer");
@@ -83,9 +92,18 @@
       el.id = "streaming-" + turnId;
       el.className = "message message-assistant is-streaming";
       el.innerHTML = '<header class="meta"><span class="author"></span>' +
-        '<span class="typing">typing…</span></header><div class="tools"></div>' +
-        '<div class="body"></div>';
+        '<span class="typing">typing…</span>' +
+        '<button type="button" class="link stop">Stop</button></header>' +
+        '<div class="tools"></div><div class="body"></div>';
       el.querySelector(".author").textContent = agentName;
+      el.querySelector(".stop").addEventListener("click", function (e) {
+        e.target.disabled = true;
+        fetch(chat.dataset.chatUrl + "turns/" + turnId + "/stop", {
+          method: "POST",
+          headers: csrfHeaders(),
+          credentials: "same-origin",
+        });
+      });
       var follow = nearBottom();
       list.appendChild(el);
       show(el, follow);
@@ -109,6 +127,10 @@
 
     function finish(event) {
       var placeholder = document.getElementById("streaming-" + event.turn_id);
+      if (placeholder) {
+        var stop = placeholder.querySelector(".stop");
+        if (stop) stop.remove();
+      }
       if (event.message) return fetchMessage(event.message, placeholder);
       if (!placeholder) return;
       if (event.type === "turn.failed" || event.type === "turn.interrupted") {
