@@ -80,3 +80,23 @@ def test_an_outsider_gets_404_for_the_room_and_its_websocket(page_for, make_pers
         f"/ws/chats/{chat.chat_key}/",
     )
     assert code == 4404
+
+
+def test_older_messages_load_when_scrolling_up(page_for, make_person):
+    from chats.services import message_ingest
+
+    alice = make_person("alice")
+    chat = room_with(alice, title="Long room")
+    for index in range(120):
+        message_ingest(
+            channel="web", chat_id=chat.external_id, user_id="alice", text=f"note {index}"
+        )
+    page = page_for(alice)
+    open_room(page, chat)
+    expect(page.locator("article.message-user")).to_have_count(50)
+    expect(page.locator("#messages")).to_contain_text("note 119")
+    page.locator("#messages").evaluate("list => { list.scrollTop = 0; }")
+    expect(page.locator("article.message-user")).to_have_count(100, timeout=10_000)
+    page.locator("#messages").evaluate("list => { list.scrollTop = 0; }")
+    expect(page.locator("article.message-user")).to_have_count(120, timeout=10_000)
+    expect(page.locator("#messages")).to_contain_text("note 0")

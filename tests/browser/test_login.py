@@ -1,5 +1,7 @@
 """The first thing a person does: log in and see their chats."""
 
+import os
+
 from playwright.sync_api import expect
 
 from chats.models import ChatMember
@@ -20,3 +22,5 @@ def test_log_in_and_see_only_my_chats(page_for, make_person, settings, tmp_path)
     # htmx is served locally from the npm build, never a CDN.
     assert page.evaluate("typeof window.htmx") == "object"
     page.screenshot(path=str(tmp_path / "chat-list.png"))
+    if os.environ.get("HERMES_SCREENSHOTS"):  # docs/screenshots/ is made this way
+        page.screenshot(path=os.environ["HERMES_SCREENSHOTS"] + "/chat-list.png")
