@@ -130,13 +130,13 @@ def test_search_and_filters_narrow_the_lists(admin_client, history, owner):
         assert response.status_code == 200
         return list(response.context["cl"].result_list)
 
-    assert [a.display_name for a in results("actor", q="User 2")] == ["User 2"]
+    assert [a.display_name for a in results("actor", q='"User 2"')] == ["User 2"]
     assert [a.external_id for a in results("actor", q="u1")] == ["u1"]
     assert [a.external_id for a in results("actor", person__isempty="0")] == ["u0"]
     assert len(results("actor", channel="telegram")) == 3
     assert results("actor", channel="web") == []
 
-    assert {m.external_id for m in results("message", q="answer 2")} == {"2-2"}
+    assert {m.external_id for m in results("message", q='"answer 2"')} == {"2-2"}
     assert [m.external_id for m in results("message", q="0-1")] == ["0-1"]  # external id
     assert {m.role for m in results("message", role__exact="assistant")} == {"assistant"}
     assert len(results("message", role__exact="assistant")) == 3
@@ -146,9 +146,9 @@ def test_search_and_filters_narrow_the_lists(admin_client, history, owner):
 
     assert len(results("chat", kind__exact="group", channel="telegram")) == 3
     assert results("chat", kind__exact="room") == []
-    assert [e.new_text for e in results("messageedit", q="hello again 1")] == ["hello again 1"]
+    assert [e.new_text for e in results("messageedit", q='"hello again 1"')] == ["hello again 1"]
     assert len(results("chatmember", q=owner.username)) == 3
-    assert len(results("apitoken", q="token 2")) == 1
+    assert len(results("apitoken", q='"token 2"')) == 1
 
     revoked = ApiToken.objects.first()
     revoked.revoked_at = revoked.created_at
