@@ -1,39 +1,16 @@
 """The server-rendered dashboard: chat list, chat page, composer, members panel."""
 
 import uuid
-from urllib.parse import quote
 
 import pytest
-from django.test import Client
 
 from chats.models import Chat, ChatMember, Message, Turn
 from chats.services import chat_member_ensure, chat_reset, message_ingest
+from tests.chats.dashboard_helpers import login, page_url, say
 
 pytestmark = pytest.mark.django_db
 
 HTMX = {"HX-Request": "true"}
-
-
-def login(person, **kwargs):
-    client = Client(**kwargs)
-    client.force_login(person)
-    return client
-
-
-def page_url(chat):
-    return f"/chats/{quote(chat.chat_key, safe='/:')}/"
-
-
-def say(chat, text, *, user="ana", name="Ana", role=Message.Role.USER, **extra):
-    return message_ingest(
-        channel=chat.channel,
-        chat_id=chat.external_id,
-        user_id=user if role == Message.Role.USER else None,
-        user_name=name if role == Message.Role.USER else "",
-        text=text,
-        role=role,
-        **extra,
-    ).message
 
 
 # --- chat list ----------------------------------------------------------------------------
