@@ -26,6 +26,7 @@ from chats.models import (
     MessageEdit,
     hash_api_token,
 )
+from chats.signals import actor_linked
 
 MAX_DISPLAY_NAME = 255
 MAX_TITLE = 255
@@ -228,6 +229,27 @@ def actor_refresh(
             setattr(actor, field, value)
         _actors.put((actor.channel, actor.external_id), actor)
     return actor
+
+
+def actor_link(*, actor: Actor, person: AbstractBaseUser) -> Actor:
+    """Link `actor` to `person` (replacing an earlier link); listeners hear `actor_linked`
+    after commit, so memory about the actor can follow the Person."""
+    with transaction.atomic():
+        locked = Actor.objects.select_for_update().get(pk=actor.pk)
+        previous_id = locked.person_id
+        if previous_id != person.pk:
+            Actor.objects.filter(pk=locked.pk).update(person=person, updated_at=timezone.now())
+        locked.person = person
+        _actors.put((locked.channel, locked.external_id), locked)
+
+        def announce() -> None:
+            previous = None
+            if previous_id is not None and previous_id != person.pk:
+                previous = type(person)._default_manager.filter(pk=previous_id).first()
+            actor_linked.send(sender=Actor, actor=locked, person=person, previous_person=previous)
+
+        transaction.on_commit(announce)
+    return locked
 
 
 def chat_member_ensure(

@@ -218,6 +218,20 @@ TURN_LEASE_SECONDS = env_int("TURN_LEASE_SECONDS", 60, minimum=5)
 # Text deltas are batched into one event at most this often (milliseconds).
 EVENT_DELTA_BATCH_MS = env_int("EVENT_DELTA_BATCH_MS", 75, minimum=10)
 
+# --- Memory -----------------------------------------------------------------------------
+# Character budgets per scope instance (the team, one chat, one person), counted on the
+# approved entries plus pending additions. A MemoryBook may override its own in the admin.
+MEMORY_BUDGET_TEAM = env_int("MEMORY_BUDGET_TEAM", 2200, minimum=100)
+MEMORY_BUDGET_CHAT = env_int("MEMORY_BUDGET_CHAT", 2200, minimum=100)
+MEMORY_BUDGET_USER = env_int("MEMORY_BUDGET_USER", 1375, minimum=100)
+# Who approves: user entries "subject" (the person they are about) or "auto"; team entries
+# "staff" or "auto"; chat entries "chat_admin" (chat owners/admins and staff) or "auto".
+MEMORY_APPROVAL_USER = env_str("MEMORY_APPROVAL_USER", "subject")
+MEMORY_APPROVAL_TEAM = env_str("MEMORY_APPROVAL_TEAM", "staff")
+MEMORY_APPROVAL_CHAT = env_str("MEMORY_APPROVAL_CHAT", "chat_admin")
+# Days a proposal waits for a decision before it expires.
+MEMORY_PROPOSAL_TTL_DAYS = env_float("MEMORY_PROPOSAL_TTL_DAYS", 14, minimum=0.001)
+
 # --- Logging ----------------------------------------------------------------------------
 
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO").upper()

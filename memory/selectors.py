@@ -1,0 +1,157 @@
+"""Reads of memory: what a prompt may show, what a person may review, what is held about whom."""
+
+from dataclasses import dataclass
+
+from django.contrib.auth import get_user_model
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+
+from chats.models import Actor, Chat, ChatKind, ChatMember, Message
+from memory.models import MemoryBook, MemoryEntry, Scope, Visibility
+
+Status = MemoryEntry.Status
+LIVE = (Status.ACTIVE, Status.PENDING)
+
+
+def _about_q(*, person=None, actor: Actor | None = None) -> Q:
+    if person is None and actor is not None and actor.person_id is not None:
+        person = actor.person
+    if person is not None:
+        return Q(book__scope=Scope.USER) & (Q(book__person=person) | Q(book__actor__person=person))
+    if actor is not None:
+        return Q(book__scope=Scope.USER, book__actor=actor)
+    return Q(pk__in=[])
+
+
+def memory_entries_about(*, person=None, actor: Actor | None = None) -> list[MemoryEntry]:
+    """Approved and pending entries about this person (or unlinked actor), oldest first."""
+    return list(
+        MemoryEntry.objects.filter(_about_q(person=person, actor=actor), status__in=LIVE)
+        .select_related("book", "source_chat", "author_actor")
+        .order_by("created_at", "id")
+    )
+
+
+def memory_reviewable(person) -> QuerySet[MemoryEntry]:
+    """Entries with a change waiting that `person` may decide, not yet expired, oldest first."""
+    if person is None or not person.is_authenticated or not person.is_active:
+        return MemoryEntry.objects.none()
+    allowed = _about_q(person=person)
+    if person.is_staff or person.is_superuser:
+        allowed |= Q(book__scope__in=[Scope.TEAM, Scope.CHAT])
+    else:
+        admin_of = ChatMember.objects.filter(
+            person=person, role__in=[ChatMember.Role.OWNER, ChatMember.Role.ADMIN]
+        ).values("chat_id")
+        allowed |= Q(book__scope=Scope.CHAT, book__chat_id__in=admin_of)
+    return (
+        MemoryEntry.objects.filter(allowed)
+        .exclude(pending_change="")
+        .filter(Q(proposal_expires_at__isnull=True) | Q(proposal_expires_at__gt=timezone.now()))
+        .select_related(
+            "book__chat",
+            "book__person",
+            "book__actor",
+            "proposed_by_actor",
+            "proposal_message__chat",
+            "source_chat",
+        )
+        .order_by("proposed_at", "id")
+    )
+
+
+def memory_pending_count(person) -> int:
+    """How many decisions wait for `person` (the badge in the navigation)."""
+    return memory_reviewable(person).count()
+
+
+def memory_review_recipients(*, entry: MemoryEntry, channel: str) -> list[Actor]:
+    """Actors on `channel` entitled to decide `entry`: the subject for user entries, linked
+    staff for team entries, linked chat owners/admins and staff for chat entries."""
+    book = entry.book
+    if book.scope == Scope.USER:
+        if book.person_id is not None:
+            return list(Actor.objects.filter(channel=channel, person_id=book.person_id))
+        if book.actor.channel == channel:
+            return [book.actor]
+        if book.actor.person_id is not None:
+            return list(Actor.objects.filter(channel=channel, person_id=book.actor.person_id))
+        return []
+    staff = get_user_model().objects.filter(Q(is_staff=True) | Q(is_superuser=True))
+    people = Q(person__in=staff.filter(is_active=True))
+    if book.scope == Scope.CHAT:
+        admins = ChatMember.objects.filter(
+            chat_id=book.chat_id, role__in=[ChatMember.Role.OWNER, ChatMember.Role.ADMIN]
+        ).values("person_id")
+        people |= Q(person_id__in=admins, person__is_active=True)
+    return list(Actor.objects.filter(people, channel=channel).order_by("id"))
+
+
+def is_private_to(chat: Chat, person, actor: Actor | None) -> bool:
+    """Is `chat` one of this person's own chats (a DM, their terminal, their API chats, a web
+    room with nobody else in it), where private user entries may appear?"""
+    if chat.kind in (ChatKind.DM, ChatKind.CLI, ChatKind.API):
+        return True
+    if chat.kind == ChatKind.ROOM and person is not None:
+        members = list(ChatMember.objects.filter(chat=chat).values_list("person_id", flat=True))
+        return members == [person.pk]
+    return False
+
+
+@dataclass(frozen=True)
+class PromptMemory:
+    """The approved entries one turn may see, per book."""
+
+    team: tuple[MemoryBook | None, list[MemoryEntry]]
+    chat: tuple[MemoryBook | None, list[MemoryEntry]]
+    user: tuple[MemoryBook | None, list[MemoryEntry]]
+
+
+def memory_for_prompt(*, chat: Chat, person=None, actor: Actor | None = None) -> PromptMemory:
+    """Approved team entries, this chat's, and the trigger author's own (private ones only in
+    their own chats). Pending proposals never appear."""
+    books = MemoryBook.objects.filter(
+        Q(scope=Scope.TEAM) | Q(scope=Scope.CHAT, chat=chat) | _user_book_q(person, actor)
+    )
+    by_book: dict[int, list[MemoryEntry]] = {book.pk: [] for book in books}
+    book_rows = {book.pk: book for book in books}
+    private_ok = is_private_to(chat, person, actor)
+    for entry in MemoryEntry.objects.filter(
+        book_id__in=list(by_book), status=Status.ACTIVE
+    ).order_by("created_at", "id"):
+        book = book_rows[entry.book_id]
+        if book.scope == Scope.USER and entry.visibility == Visibility.PRIVATE and not private_ok:
+            continue
+        by_book[entry.book_id].append(entry)
+
+    def pick(scope: str):
+        for book in book_rows.values():
+            if book.scope == scope:
+                return book, by_book[book.pk]
+        return None, []
+
+    return PromptMemory(team=pick(Scope.TEAM), chat=pick(Scope.CHAT), user=pick(Scope.USER))
+
+
+def _user_book_q(person, actor: Actor | None) -> Q:
+    if person is None and actor is not None and actor.person_id is not None:
+        person = actor.person
+    if person is not None:
+        return Q(scope=Scope.USER, person=person)
+    if actor is not None:
+        return Q(scope=Scope.USER, actor=actor)
+    return Q(pk__in=[])
+
+
+def chat_participants(chat: Chat) -> list[Actor]:
+    """Actors who wrote in `chat`, plus the web actors of its members, by display name."""
+    actor_ids = set(
+        Message.objects.filter(chat=chat, role=Message.Role.USER, actor__isnull=False)
+        .values_list("actor_id", flat=True)
+        .distinct()
+    )
+    members = ChatMember.objects.filter(chat=chat).values("person_id")
+    actors = Actor.objects.filter(Q(pk__in=actor_ids) | Q(person_id__in=members)).select_related(
+        "person"
+    )
+    return sorted(actors, key=lambda actor: (actor.display_name.casefold(), actor.pk))

@@ -1,0 +1,149 @@
+"""The `memory` tool: the agent proposes add / replace / remove in a scope it chooses."""
+
+from chats.agent.registry import Tool, TurnContext
+from chats.models import Actor
+from memory import policy
+from memory.models import Scope, Visibility
+from memory.selectors import chat_participants, is_private_to
+from memory.services import Author, memory_book, memory_expire_proposals, memory_propose
+
+DESCRIPTION = (
+    "Long-term memory that outlives this conversation. Store short declarative facts "
+    "(preferences, environment facts, conventions, decisions), never instructions to "
+    "yourself, secrets or commands. Scopes: `user` = one person's preferences and style "
+    "(the author of the current message; in a group set `about` only when the fact is "
+    "about another participant), `chat` = facts about this chat, group or topic, `team` = "
+    "facts everyone on the team relies on. People approve writes, except what a person "
+    "explicitly asked you to remember about themselves; the result says which. "
+    "`replace` and `remove` pick the entry by `old_text`, a unique part of its text. When a "
+    "scope is full the error lists its entries: consolidate with replace/remove and retry "
+    "in the same turn. Approved memory appears in your instructions from the next message on."
+)
+
+PARAMETERS = {
+    "type": "object",
+    "properties": {
+        "action": {"type": "string", "enum": ["add", "replace", "remove"]},
+        "scope": {"type": "string", "enum": ["user", "chat", "team"]},
+        "content": {
+            "type": "string",
+            "maxLength": 4000,
+            "description": "The fact (add) or the new text of the entry (replace).",
+        },
+        "old_text": {
+            "type": "string",
+            "maxLength": 4000,
+            "description": "A unique part of the entry to replace or remove.",
+        },
+        "about": {
+            "type": "string",
+            "maxLength": 255,
+            "description": "user scope only: the participant the fact is about, by name, "
+            "when it is not the author of the current message.",
+        },
+        "visibility": {
+            "type": "string",
+            "enum": ["private", "shared"],
+            "description": "user scope only: private facts appear only in that person's own "
+            "chats, shared ones also in groups. Default: where it was said.",
+        },
+    },
+    "required": ["action", "scope"],
+    "additionalProperties": False,
+}
+
+
+class _Refused(Exception):
+    pass
+
+
+def _names(actor: Actor) -> set[str]:
+    names = {actor.display_name.casefold(), actor.external_id.casefold()}
+    if actor.person is not None:
+        names.add(actor.person.get_username().casefold())
+        full = actor.person.get_full_name().strip()
+        if full:
+            names.add(full.casefold())
+            names.add(full.split()[0].casefold())
+    return names
+
+
+def _subject(context: TurnContext, about: str) -> tuple[object, Actor | None]:
+    """The (person, actor) a user-scope fact is about: the author unless `about` names
+    another participant of this chat."""
+    if not about.strip():
+        if context.actor is None and context.person is None:
+            raise _Refused("Error: this message has no known author, so there is no user memory.")
+        return context.person, context.actor
+    wanted = about.strip().lstrip("@").casefold()
+    participants = chat_participants(context.chat)
+    found = [actor for actor in participants if wanted in _names(actor)]
+    subjects = {(actor.person_id and f"p{actor.person_id}") or f"a{actor.pk}" for actor in found}
+    if not found:
+        listed = ", ".join(sorted({actor.display_name for actor in participants})) or "nobody"
+        raise _Refused(
+            f"Error: nobody in this chat is called {about!r}; nothing stored. "
+            f"Participants: {listed}."
+        )
+    if len(subjects) > 1:
+        listed = ", ".join(f"{actor.display_name} ({actor.channel})" for actor in found)
+        raise _Refused(f"Error: {about!r} could be several people ({listed}); be more specific.")
+    actor = found[0]
+    return actor.person, actor
+
+
+def _memory(context: TurnContext, arguments: dict) -> str:
+    scope = arguments["scope"]
+    change = arguments["action"]
+    memory_expire_proposals()
+    visibility = ""
+    author_asked = policy.asked_for(change, context.trigger.text)
+    try:
+        if scope == Scope.USER:
+            person, actor = _subject(context, arguments.get("about") or "")
+            book = memory_book(scope=scope, person=person, actor=actor)
+            visibility = arguments.get("visibility") or (
+                Visibility.PRIVATE
+                if is_private_to(context.chat, context.person, context.actor)
+                else Visibility.SHARED
+            )
+        else:
+            if arguments.get("about") or arguments.get("visibility"):
+                raise _Refused("Error: `about` and `visibility` apply to user scope only.")
+            book = memory_book(scope=scope, chat=context.chat)
+    except _Refused as refused:
+        return str(refused)
+    outcome = memory_propose(
+        book=book,
+        change=change,
+        author=Author(
+            actor=context.actor,
+            person=context.person,
+            chat=context.chat,
+            message=context.trigger,
+            asked=author_asked,
+        ),
+        content=arguments.get("content") or "",
+        match=arguments.get("old_text") or "",
+        visibility=visibility,
+    )
+    return outcome.message
+
+
+MEMORY_TOOL = Tool(
+    name="memory",
+    description=DESCRIPTION,
+    parameters=PARAMETERS,
+    handler=_memory,
+    timeout_seconds=15,
+)
+
+
+class MemoryTools:
+    """The memory app's tool provider."""
+
+    def tools(self):
+        return [MEMORY_TOOL]
+
+
+memory_tools = MemoryTools()
