@@ -527,7 +527,7 @@ def memory_review(
     reviewer = person if person is not None else (actor.person if actor else None)
     with transaction.atomic():
         entry = (
-            MemoryEntry.objects.select_for_update()
+            MemoryEntry.objects.select_for_update(of=("self",))
             .select_related("book", "book__actor")
             .filter(pk=entry_id)
             .first()
@@ -609,7 +609,7 @@ def memory_forget(
     reviewer = person if person is not None else (actor.person if actor else None)
     with transaction.atomic():
         entry = (
-            MemoryEntry.objects.select_for_update()
+            MemoryEntry.objects.select_for_update(of=("self",))
             .select_related("book", "book__actor")
             .filter(pk=entry_id)
             .first()

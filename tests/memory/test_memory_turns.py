@@ -7,7 +7,7 @@ from chats.agent.llm import get_provider
 from chats.agent.loop import run_claimed_turn
 from chats.agent.turns import Claim, message_received, turn_claim
 from chats.models import Chat, Turn
-from chats.services import actor_get_or_create, chat_member_ensure, message_ingest
+from chats.services import actor_get_or_create, message_ingest
 from memory.models import MemoryEntry, MemoryEvent
 from memory.services import memory_review
 from tests.fakes import openai_server as fake_openai
@@ -110,7 +110,11 @@ def test_alice_bob_group_and_dms_keep_private_entries_private(fake, make_person)
         remember(action="add", scope="user", content="Prefers short answers."),
         fake_openai.text("Will do."),
     )
-    run(say("remember I prefer short answers", chat_id="-100", user="10", name="Alice", kind="group"))
+    run(
+        say(
+            "remember I prefer short answers", chat_id="-100", user="10", name="Alice", kind="group"
+        )
+    )
     entry = MemoryEntry.objects.get()
     assert entry.status == "active" and entry.book.person == alice
     assert entry.visibility == "shared"
