@@ -462,6 +462,12 @@ _TEXT_RULES: tuple[_Rule, ...] = (
             rf"{_USER_OBJECT}\b(?!\s+to\b)",
             "tell|inform|mention|reveal|show|disclose",
         ),
+        # "never reveal to the user that …": the object comes first, then what is hidden.
+        (
+            rf"(?:{_NOT})\s+(?:ever\s+)?(?:mention|reveal|disclose|explain)(?:ing)?\s+to\s+"
+            rf"{_USER_OBJECT}\b",
+            "mention|reveal|disclose|explain",
+        ),
         (
             rf"(?:{_NOT})\s+(?:let(?:ting)?)\s+{_USER_OBJECT}\s+(?:know|see|find\s+out|notice)\b",
             "let",
