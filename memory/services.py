@@ -258,6 +258,7 @@ def memory_propose(
         if not result.allowed:
             return _blocked(book, author, change, content, result)
     visibility = (visibility or Visibility.PRIVATE) if book.scope == Scope.USER else ""
+    memory_expire_proposals(book=book)  # an expired proposal no longer takes budget
 
     with transaction.atomic():
         entries = _lock(book)
@@ -634,13 +635,17 @@ def memory_forget(
         return entry
 
 
-def memory_expire_proposals(*, entry_ids: list[int] | None = None, now=None) -> int:
-    """Expire every proposal past its time (only those in `entry_ids`, if given): an
-    addition becomes expired, a replacement or removal is dropped. Returns how many."""
+def memory_expire_proposals(
+    *, entry_ids: list[int] | None = None, book: MemoryBook | None = None, now=None
+) -> int:
+    """Expire every proposal past its time (only those in `entry_ids` or `book`, if given):
+    an addition becomes expired, a replacement or removal is dropped. Returns how many."""
     now = now or timezone.now()
     due = MemoryEntry.objects.exclude(pending_change="").filter(proposal_expires_at__lte=now)
     if entry_ids is not None:
         due = due.filter(pk__in=entry_ids)
+    if book is not None:
+        due = due.filter(book=book)
     count = 0
     for entry_id in due.values_list("pk", flat=True):
         with transaction.atomic():

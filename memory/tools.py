@@ -5,7 +5,7 @@ from chats.models import Actor
 from memory import policy
 from memory.models import Scope, Visibility
 from memory.selectors import chat_participants, is_private_to
-from memory.services import Author, memory_book, memory_expire_proposals, memory_propose
+from memory.services import Author, memory_book, memory_propose
 
 DESCRIPTION = (
     "Long-term memory that outlives this conversation. Store short declarative facts "
@@ -95,7 +95,6 @@ def _subject(context: TurnContext, about: str) -> tuple[object, Actor | None]:
 def _memory(context: TurnContext, arguments: dict) -> str:
     scope = arguments["scope"]
     change = arguments["action"]
-    memory_expire_proposals()
     visibility = ""
     author_asked = policy.asked_for(change, context.trigger.text)
     try:

@@ -332,3 +332,15 @@ def test_the_audit_log_of_one_entry_tells_its_whole_story(marco_book, member, ow
         (Kind.REJECTED, "remove", member, "", "Prefers green tea"),
         (Kind.REMOVED, "remove", member, "Prefers green tea", ""),
     ]
+
+
+def test_an_expired_proposal_stops_taking_budget_before_the_next_write(marco_book, owner):
+    marco_book.budget_chars = 100
+    marco_book.save()
+    stale = propose(marco_book, "x" * 90, by=owner).entry
+    assert propose(marco_book, "y" * 20, by=owner).code == "overflow"
+    MemoryEntry.objects.filter(pk=stale.pk).update(
+        proposal_expires_at=timezone.now() - timedelta(minutes=1)
+    )
+    assert propose(marco_book, "y" * 20, by=owner).code == "pending"
+    assert MemoryEntry.objects.get(pk=stale.pk).status == "expired"
