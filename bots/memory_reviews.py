@@ -1,0 +1,140 @@
+"""Memory approvals by Telegram inline buttons.
+
+When the memory app announces a proposal (`memory.signals.proposal_created`), each entitled
+reviewer with a Telegram account gets a message with Approve / Reject buttons in their
+private chat. A press calls the same review service as the dashboard with the presser as
+the reviewer (the service decides who is entitled), then the message shows the outcome.
+Callback data is `mem:<entry id>:a|r`; it names a decision, never a reviewer.
+"""
+
+import html
+import logging
+import re
+
+from django.db import transaction
+from telegram import CallbackQuery
+
+from bots.models import OutboundMessage
+from bots.updates import BotIdentity, display_name
+from chats.models import Channel
+from chats.services import actor_get_or_create
+
+logger = logging.getLogger(__name__)
+
+CALLBACK_RE = re.compile(r"^mem:(\d{1,18}):([ar])$")
+SCOPE_LABELS = {"user": "about you", "team": "for the whole team", "chat": "for a chat"}
+
+
+def _keyboard(entry_id: int) -> dict:
+    return {
+        "inline_keyboard": [
+            [
+                {"text": "✅ Approve", "callback_data": f"mem:{entry_id}:a"},
+                {"text": "✖️ Reject", "callback_data": f"mem:{entry_id}:r"},
+            ]
+        ]
+    }
+
+
+def prompt_text(entry) -> str:
+    scope = SCOPE_LABELS.get(getattr(entry, "scope", ""), "")
+    return (
+        f"🧠 I would like to remember this{' ' + scope if scope else ''}:\n\n"
+        f"<blockquote>{html.escape(entry.text)}</blockquote>\n"
+        "Approve it to let me use it in later conversations."
+    )
+
+
+def memory_proposal_notify(*, entry) -> list[OutboundMessage]:
+    """Queue an Approve/Reject message to every Telegram reviewer entitled to decide `entry`."""
+    from bots.services import outbox_send
+    from memory.selectors import memory_review_recipients
+
+    rows = []
+    for actor in memory_review_recipients(entry=entry, channel=Channel.TELEGRAM):
+        try:
+            chat_id = int(actor.external_id)  # a user's private chat id is their user id
+        except ValueError:
+            continue
+        rows.append(
+            outbox_send(
+                telegram_chat_id=chat_id,
+                text=prompt_text(entry),
+                reply_markup=_keyboard(entry.pk),
+                extra={"memory_entry_id": entry.pk},
+            )
+        )
+    return rows
+
+
+def on_proposal_created(sender=None, entry=None, **kwargs) -> None:
+    """Receiver of `memory.signals.proposal_created` (sent after commit)."""
+    if entry is None:
+        return
+    from django.conf import settings
+
+    if not settings.TELEGRAM_BOT_TOKEN:
+        return
+    try:
+        memory_proposal_notify(entry=entry)
+    except Exception:  # noqa: BLE001 - a notification must never break the proposal
+        logger.exception("could not queue Telegram review messages for memory entry %s", entry.pk)
+
+
+def _answer(query: CallbackQuery, text: str) -> OutboundMessage:
+    chat_id = query.message.chat.id if query.message is not None else query.from_user.id
+    return OutboundMessage.objects.create(
+        kind=OutboundMessage.Kind.ANSWER,
+        telegram_chat_id=chat_id,
+        payload={"callback_query_id": query.id, "text": text},
+    )
+
+
+def _edit(query: CallbackQuery, text: str) -> OutboundMessage | None:
+    if query.message is None:
+        return None
+    return OutboundMessage.objects.create(
+        kind=OutboundMessage.Kind.EDIT,
+        telegram_chat_id=query.message.chat.id,
+        payload={"message_id": query.message.message_id, "text": text, "parse_mode": "HTML"},
+    )
+
+
+def callback_query_apply(query: CallbackQuery, identity: BotIdentity):
+    """Apply a button press: a memory decision by the presser, or a polite no-op."""
+    from bots.services import UpdateOutcome
+
+    match = CALLBACK_RE.match(query.data or "")
+    if match is None:
+        return UpdateOutcome("callback:unknown", outbound=[_answer(query, "This button is old.")])
+    try:
+        from memory.services import ReviewConflict, ReviewNotAllowed, memory_review
+    except ImportError:
+        return UpdateOutcome("callback:no memory", outbound=[_answer(query, "Memory is off.")])
+    entry_id, decision = int(match.group(1)), "approve" if match.group(2) == "a" else "reject"
+    presser = query.from_user
+    actor = actor_get_or_create(
+        channel=Channel.TELEGRAM, user_id=presser.id, display_name=display_name(presser)
+    )
+    try:
+        with transaction.atomic():
+            entry = memory_review(
+                entry_id=entry_id, decision=decision, person=actor.person, actor=actor
+            )
+    except ReviewNotAllowed:
+        answer = _answer(query, "Only the person this is about, or a reviewer, can decide this.")
+        return UpdateOutcome("memory:not allowed", outbound=[answer])
+    except ReviewConflict:
+        outbound = [_answer(query, "Already decided (or expired).")]
+        edit = _edit(query, "🧠 This proposal was already decided or has expired.")
+        return UpdateOutcome("memory:conflict", outbound=outbound + ([edit] if edit else []))
+    verb = "Approved" if decision == "approve" else "Rejected"
+    text = (
+        f"🧠 <blockquote>{html.escape(entry.text)}</blockquote>\n"
+        f"{'✅' if decision == 'approve' else '✖️'} {verb} by {html.escape(display_name(presser))}."
+    )
+    outbound = [_answer(query, f"{verb}.")]
+    edit = _edit(query, text)
+    if edit:
+        outbound.append(edit)
+    return UpdateOutcome(f"memory:{decision}", outbound=outbound)

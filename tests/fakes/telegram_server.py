@@ -1,0 +1,657 @@
+"""A fake Telegram Bot API server: real HTTP on loopback, the real wire format.
+
+    with FakeTelegram() as tg:
+        tg.configure(settings)                       # TELEGRAM_API_BASE_URL, TELEGRAM_BOT_TOKEN
+        alice = tg_user(1001, "Alice")
+        tg.send(private_chat(alice), alice, "hello")  # queued for getUpdates
+        tg.wait_for(lambda: tg.bot_messages(1001))
+        assert tg.bot_messages(1001)[-1].text == "..."
+
+It answers the methods the bridge uses (getMe, getUpdates with offset/timeout long-poll
+semantics, deleteWebhook, setWebhook, setMyCommands, sendMessage, editMessageText,
+sendChatAction, answerCallbackQuery) at `/bot<token>/<method>`, with form-encoded or JSON
+parameters as python-telegram-bot sends them. Every call is recorded with a timestamp
+(`calls`), and the messages the bot sent are kept as a chat would show them, with their
+edit history. HTML is checked as Telegram does (known tags, balanced nesting, the
+4,096-character limit on the visible text); `fail_next` scripts a 429 with
+`parameters.retry_after`, a 400 "can't parse entities", or any other error.
+"""
+
+import contextlib
+import html
+import itertools
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qsl
+
+DEFAULT_TOKEN = "7654321:TEST-token-for-the-fake-server"
+ALLOWED_TAGS = {
+    "b",
+    "strong",
+    "i",
+    "em",
+    "u",
+    "ins",
+    "s",
+    "strike",
+    "del",
+    "span",
+    "tg-spoiler",
+    "a",
+    "code",
+    "pre",
+    "blockquote",
+    "tg-emoji",
+}
+STRING_PARAMS = {
+    "text",
+    "caption",
+    "parse_mode",
+    "action",
+    "callback_query_id",
+    "url",
+    "secret_token",
+    "callback_data",
+}
+LIMIT = 4096
+
+
+def utf16_len(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+# --- building updates -------------------------------------------------------------------
+
+
+def tg_user(user_id: int, first_name: str, *, username: str | None = None, **extra) -> dict:
+    user = {"id": user_id, "is_bot": False, "first_name": first_name, **extra}
+    if username:
+        user["username"] = username
+    return user
+
+
+def private_chat(user: dict) -> dict:
+    chat = {"id": user["id"], "type": "private", "first_name": user["first_name"]}
+    if user.get("username"):
+        chat["username"] = user["username"]
+    return chat
+
+
+def group_chat(chat_id: int, title: str, *, forum: bool = False) -> dict:
+    chat = {"id": chat_id, "type": "supergroup", "title": title}
+    if forum:
+        chat["is_forum"] = True
+    return chat
+
+
+def _entities(text: str) -> list[dict]:
+    """Entities the Telegram client would attach: a leading /command and @mentions."""
+    entities = []
+    position = 0
+    for word in text.split(" "):
+        offset = utf16_len(text[:position])
+        if word.startswith("/") and position == 0 and len(word) > 1:
+            entities.append({"type": "bot_command", "offset": 0, "length": utf16_len(word)})
+        elif word.startswith("@") and len(word) > 1:
+            clean = word.rstrip(",.!?:;")
+            entities.append({"type": "mention", "offset": offset, "length": utf16_len(clean)})
+        position += len(word) + 1
+    return entities
+
+
+@dataclass
+class BotMessage:
+    """A message the bot sent, as the chat shows it now (with its edit history)."""
+
+    chat_id: int
+    message_id: int
+    text: str
+    parse_mode: str | None
+    thread_id: int | None
+    reply_to: int | None
+    reply_markup: dict | None
+    sent_at: float
+    history: list[tuple[float, str, str | None]] = field(default_factory=list)
+
+    @property
+    def edits(self) -> int:
+        return len(self.history) - 1
+
+
+@dataclass
+class Call:
+    method: str
+    params: dict
+    at: float
+    status: int = 200
+
+
+# --- Telegram's HTML check --------------------------------------------------------------
+
+
+class _HtmlCheck(HTMLParser):
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.stack: list[str] = []
+        self.text: list[str] = []
+        self.error: str | None = None
+
+    def handle_starttag(self, tag, attrs):
+        if tag not in ALLOWED_TAGS:
+            self.error = self.error or f'unsupported start tag "{tag}"'
+        self.stack.append(tag)
+
+    def handle_endtag(self, tag):
+        if not self.stack or self.stack[-1] != tag:
+            self.error = self.error or f'can\'t find end tag corresponding to start tag "{tag}"'
+            return
+        self.stack.pop()
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def check_html(text: str) -> tuple[str | None, str]:
+    """(error or None, visible text) the way Telegram parses parse_mode=HTML."""
+    if "<" in text.replace("&lt;", "") and text.count("<") != text.count(">"):
+        return "Unexpected end of name token", text
+    parser = _HtmlCheck()
+    parser.feed(text)
+    parser.close()
+    if parser.error is None and parser.stack:
+        parser.error = f'can\'t find end tag corresponding to start tag "{parser.stack[-1]}"'
+    return parser.error, html.unescape("".join(parser.text))
+
+
+# --- the server -------------------------------------------------------------------------
+
+
+class FakeTelegram:
+    def __init__(
+        self,
+        *,
+        token: str = DEFAULT_TOKEN,
+        username: str = "hermes_test_bot",
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ):
+        self.token = token
+        self.bot_id = int(token.split(":", 1)[0])
+        self.username = username
+        self.host, self._port = host, port
+        self.calls: list[Call] = []
+        self.messages: dict[tuple[int, int], BotMessage] = {}
+        self.webhook: dict | None = None
+        self.check_html = True
+        self._updates: list[dict] = []  # not yet confirmed, in update_id order
+        self._redeliver: list[dict] = []
+        self._update_ids = itertools.count(500_000)
+        self._message_ids: dict[int, itertools.count] = {}
+        self._chats: dict[int, dict] = {}
+        self._failures: list[tuple[str, Callable[[dict], bool] | None, int, dict]] = []
+        self._lock = threading.Condition()
+        self._stopping = threading.Event()
+        self._server: _Server | None = None
+
+    # lifecycle
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self._server.server_address[1]}"
+
+    @property
+    def bot_user(self) -> dict:
+        return {
+            "id": self.bot_id,
+            "is_bot": True,
+            "first_name": "Hermes",
+            "username": self.username,
+        }
+
+    def start(self) -> "FakeTelegram":
+        self._server = _Server((self.host, self._port), _Handler, fake=self)
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        with self._lock:
+            self._lock.notify_all()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.close_connections()
+            self._server.server_close()
+
+    def __enter__(self) -> "FakeTelegram":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def configure(self, settings) -> None:
+        settings.TELEGRAM_BOT_TOKEN = self.token
+        settings.TELEGRAM_API_BASE_URL = self.base_url
+
+    def env(self) -> dict[str, str]:
+        return {"TELEGRAM_BOT_TOKEN": self.token, "TELEGRAM_API_BASE_URL": self.base_url}
+
+    # updates
+
+    def next_message_id(self, chat_id: int) -> int:
+        with self._lock:
+            counter = self._message_ids.setdefault(chat_id, itertools.count(1))
+            return next(counter)
+
+    def push(self, update: dict) -> dict:
+        """Queue an update (an `update_id` is assigned when it has none); returns it."""
+        with self._lock:
+            if "update_id" not in update:
+                update = {"update_id": next(self._update_ids), **update}
+            self._updates.append(update)
+            self._lock.notify_all()
+        return update
+
+    def redeliver(self, update: dict) -> None:
+        """Deliver an update again on the next getUpdates, whatever the offset says (what
+        Telegram does when a confirmation was lost)."""
+        with self._lock:
+            self._redeliver.append(update)
+            self._lock.notify_all()
+
+    def pending_updates(self) -> int:
+        with self._lock:
+            return len(self._updates) + len(self._redeliver)
+
+    def message(
+        self,
+        chat: dict,
+        sender: dict,
+        text: str | None = None,
+        *,
+        thread_id: int | None = None,
+        topic_name: str = "Topic",
+        reply_to: dict | None = None,
+        caption: str | None = None,
+        photo: bool = False,
+        extra: dict | None = None,
+    ) -> dict:
+        """A message update as Telegram builds it (message id, date, entities, topic reply)."""
+        self._chats[chat["id"]] = chat
+        data = {
+            "message_id": self.next_message_id(chat["id"]),
+            "from": sender,
+            "chat": chat,
+            "date": int(time.time()),
+        }
+        if text is not None:
+            data["text"] = text
+            entities = _entities(text)
+            if entities:
+                data["entities"] = entities
+        if photo:
+            data["photo"] = [
+                {"file_id": "small-id", "file_unique_id": "s1", "width": 90, "height": 60},
+                {
+                    "file_id": "large-id",
+                    "file_unique_id": "l1",
+                    "width": 1280,
+                    "height": 853,
+                    "file_size": 123456,
+                },
+            ]
+        if caption is not None:
+            data["caption"] = caption
+        if thread_id is not None:
+            data["message_thread_id"] = thread_id
+            data["is_topic_message"] = True
+            data["reply_to_message"] = reply_to or {
+                "message_id": thread_id,
+                "from": sender,
+                "chat": chat,
+                "date": int(time.time()) - 3600,
+                "message_thread_id": thread_id,
+                "is_topic_message": True,
+                "forum_topic_created": {"name": topic_name, "icon_color": 7322096},
+            }
+        elif reply_to is not None:
+            data["reply_to_message"] = reply_to
+        data.update(extra or {})
+        return {"update_id": next(self._update_ids), "message": data}
+
+    def send(self, chat: dict, sender: dict, text: str | None = None, **kwargs) -> dict:
+        """Build a message update and queue it; returns the update (with its update_id)."""
+        return self.push(self.message(chat, sender, text, **kwargs))
+
+    def press(self, presser: dict, bot_message: BotMessage, data: str) -> dict:
+        """Queue a callback query: `presser` pressed a button of `bot_message`."""
+        chat = self._chats.get(bot_message.chat_id) or {
+            "id": bot_message.chat_id,
+            "type": "private",
+        }
+        return self.push(
+            {
+                "callback_query": {
+                    "id": f"cq-{next(self._update_ids)}",
+                    "from": presser,
+                    "chat_instance": "ci-1",
+                    "data": data,
+                    "message": {
+                        "message_id": bot_message.message_id,
+                        "from": self.bot_user,
+                        "chat": chat,
+                        "date": int(bot_message.sent_at),
+                        "text": bot_message.text,
+                    },
+                }
+            }
+        )
+
+    def bot_reply_to(self, bot_message: BotMessage) -> dict:
+        """`reply_to_message` of a user's reply to one of the bot's messages."""
+        return {
+            "message_id": bot_message.message_id,
+            "from": self.bot_user,
+            "chat": self._chats.get(bot_message.chat_id, {"id": bot_message.chat_id}),
+            "date": int(bot_message.sent_at),
+            "text": bot_message.text,
+        }
+
+    # scripted failures
+
+    def fail_next(
+        self,
+        method: str,
+        *,
+        status: int = 400,
+        description: str = "Bad Request",
+        retry_after: int | None = None,
+        when: Callable[[dict], bool] | None = None,
+        times: int = 1,
+    ) -> None:
+        """The next `times` calls of `method` (matching `when`) fail with this error."""
+        body = {"ok": False, "error_code": status, "description": description}
+        if retry_after is not None:
+            body["parameters"] = {"retry_after": retry_after}
+        with self._lock:
+            self._failures.append((method, when, times, body))
+
+    def _scripted_failure(self, method: str, params: dict) -> dict | None:
+        with self._lock:
+            for index, (name, when, times, body) in enumerate(self._failures):
+                if name == method and (when is None or when(params)):
+                    if times <= 1:
+                        del self._failures[index]
+                    else:
+                        self._failures[index] = (name, when, times - 1, body)
+                    return body
+        return None
+
+    # what the bot did
+
+    def calls_of(self, method: str) -> list[Call]:
+        with self._lock:
+            return [call for call in self.calls if call.method == method]
+
+    def bot_messages(self, chat_id: int, thread_id: int | None = None) -> list[BotMessage]:
+        with self._lock:
+            found = [m for m in self.messages.values() if m.chat_id == chat_id]
+        if thread_id is not None:
+            found = [m for m in found if m.thread_id == thread_id]
+        return sorted(found, key=lambda m: m.message_id)
+
+    def wait_for(self, predicate: Callable[[], object], timeout: float = 30.0, what: str = ""):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = predicate()
+            if value:
+                return value
+            time.sleep(0.05)
+        raise AssertionError(f"timed out waiting for {what or predicate}")
+
+    # request handling (called from the handler threads)
+
+    def _record(self, method: str, params: dict) -> Call:
+        call = Call(method, params, time.monotonic())
+        with self._lock:
+            self.calls.append(call)
+        return call
+
+    def _chat(self, chat_id: int) -> dict:
+        return self._chats.get(chat_id) or {
+            "id": chat_id,
+            "type": "private" if chat_id > 0 else "supergroup",
+            **({"first_name": "User"} if chat_id > 0 else {"title": "Group"}),
+        }
+
+    def handle(self, method: str, params: dict) -> tuple[int, dict]:
+        call = self._record(method, params)
+        failure = self._scripted_failure(method, params)
+        if failure is not None:
+            call.status = failure["error_code"]
+            return failure["error_code"], failure
+        status, body = self._dispatch(method, params)
+        call.status = status
+        return status, body
+
+    def _error(self, description: str, status: int = 400) -> tuple[int, dict]:
+        return status, {"ok": False, "error_code": status, "description": description}
+
+    def _ok(self, result) -> tuple[int, dict]:
+        return 200, {"ok": True, "result": result}
+
+    def _dispatch(self, method: str, params: dict) -> tuple[int, dict]:
+        if method == "getMe":
+            return self._ok(
+                {**self.bot_user, "can_join_groups": True, "supports_inline_queries": False}
+            )
+        if method == "getUpdates":
+            return self._ok(self._get_updates(params))
+        if method in ("deleteWebhook", "setMyCommands", "sendChatAction", "answerCallbackQuery"):
+            if method == "deleteWebhook":
+                self.webhook = None
+            return self._ok(True)
+        if method == "setWebhook":
+            self.webhook = params
+            return self._ok(True)
+        if method == "getWebhookInfo":
+            return self._ok(
+                {
+                    "url": (self.webhook or {}).get("url", ""),
+                    "pending_update_count": 0,
+                    "has_custom_certificate": False,
+                }
+            )
+        if method == "sendMessage":
+            return self._send_message(params)
+        if method == "editMessageText":
+            return self._edit_message(params)
+        return self._error(f"Not Found: method {method} is not faked", 404)
+
+    def _check_text(self, params: dict) -> str | None:
+        text = params.get("text")
+        if not isinstance(text, str) or not text.strip():
+            return "Bad Request: message text is empty"
+        visible = text
+        if params.get("parse_mode") == "HTML" and self.check_html:
+            error, visible = check_html(text)
+            if error:
+                return f"Bad Request: can't parse entities: {error}"
+        if utf16_len(visible) > LIMIT:
+            return "Bad Request: message is too long"
+        return None
+
+    def _message_json(self, message: BotMessage) -> dict:
+        data = {
+            "message_id": message.message_id,
+            "from": self.bot_user,
+            "chat": self._chat(message.chat_id),
+            "date": int(message.sent_at),
+            "text": message.text,
+        }
+        if message.thread_id is not None:
+            data["message_thread_id"] = message.thread_id
+            data["is_topic_message"] = True
+        return data
+
+    def _send_message(self, params: dict) -> tuple[int, dict]:
+        error = self._check_text(params)
+        if error:
+            return self._error(error)
+        chat_id = int(params["chat_id"])
+        reply = params.get("reply_parameters") or {}
+        thread = params.get("message_thread_id")
+        now = time.time()
+        message = BotMessage(
+            chat_id=chat_id,
+            message_id=self.next_message_id(chat_id),
+            text=params["text"],
+            parse_mode=params.get("parse_mode"),
+            thread_id=int(thread) if thread is not None else None,
+            reply_to=reply.get("message_id") if isinstance(reply, dict) else None,
+            reply_markup=params.get("reply_markup"),
+            sent_at=now,
+            history=[(time.monotonic(), params["text"], params.get("parse_mode"))],
+        )
+        with self._lock:
+            self.messages[(chat_id, message.message_id)] = message
+        return self._ok(self._message_json(message))
+
+    def _edit_message(self, params: dict) -> tuple[int, dict]:
+        key = (int(params.get("chat_id", 0)), int(params.get("message_id", 0)))
+        with self._lock:
+            message = self.messages.get(key)
+        if message is None:
+            return self._error("Bad Request: message to edit not found")
+        error = self._check_text(params)
+        if error:
+            return self._error(error)
+        markup = params.get("reply_markup")
+        if (
+            message.text == params["text"]
+            and message.parse_mode == params.get("parse_mode")
+            and markup == message.reply_markup
+        ):
+            return self._error(
+                "Bad Request: message is not modified: specified new message content and "
+                "reply markup are exactly the same as a current content and reply markup of "
+                "the message"
+            )
+        with self._lock:
+            message.text = params["text"]
+            message.parse_mode = params.get("parse_mode")
+            message.reply_markup = markup
+            message.history.append((time.monotonic(), message.text, message.parse_mode))
+        return self._ok(self._message_json(message))
+
+    def _get_updates(self, params: dict) -> list[dict]:
+        offset = int(params.get("offset") or 0)
+        limit = int(params.get("limit") or 100)
+        timeout = float(params.get("timeout") or 0)
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while True:
+                if offset:
+                    # Everything below the offset is confirmed: Telegram forgets it.
+                    self._updates = [u for u in self._updates if u["update_id"] >= offset]
+                ready = self._redeliver + self._updates
+                if ready or self._stopping.is_set():
+                    self._redeliver = []
+                    return ready[:limit]
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return []
+                self._lock.wait(min(remaining, 0.5))
+
+
+def _decode(name: str, value: str):
+    if name in STRING_PARAMS:
+        return value
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address, handler, *, fake: FakeTelegram):
+        self.fake = fake
+        self._connections: set[socket.socket] = set()
+        self._connections_lock = threading.Lock()
+        super().__init__(address, handler)
+
+    def process_request(self, request, client_address):
+        with self._connections_lock:
+            self._connections.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request):
+        with self._connections_lock:
+            self._connections.discard(request)
+        super().shutdown_request(request)
+
+    def close_connections(self) -> None:
+        with self._connections_lock:
+            connections = list(self._connections)
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def log_message(self, format, *args):
+        pass
+
+    def finish(self):
+        with contextlib.suppress(OSError):
+            super().finish()
+
+    def _params(self) -> dict:
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        query = self.path.partition("?")[2]
+        params = {k: _decode(k, v) for k, v in parse_qsl(query)}
+        content_type = self.headers.get("Content-Type", "")
+        if "application/json" in content_type and raw:
+            params.update(json.loads(raw))
+        elif "multipart/form-data" in content_type:
+            raise ValueError("file uploads are not faked")
+        elif raw:
+            params.update({k: _decode(k, v) for k, v in parse_qsl(raw.decode())})
+        return params
+
+    def _answer(self):
+        path = self.path.split("?", 1)[0]
+        prefix = f"/bot{self.server.fake.token}/"
+        if not path.startswith(prefix):
+            status, body = 401, {"ok": False, "error_code": 401, "description": "Unauthorized"}
+        else:
+            try:
+                params = self._params()
+            except ValueError as exc:
+                status, body = 400, {"ok": False, "error_code": 400, "description": str(exc)}
+            else:
+                status, body = self.server.fake.handle(path[len(prefix) :], params)
+        payload = json.dumps(body).encode()
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+            self.wfile.flush()
+        except OSError:
+            self.close_connection = True
+
+    do_GET = _answer
+    do_POST = _answer
