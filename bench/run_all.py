@@ -18,11 +18,13 @@ RUNS = [
     ["context_bench.py", "--gc-freeze"],
     ["engine_bench.py", "--turns", "60"],
     ["ws_bench.py", "--clients", "200", "--chats", "50"],
+    ["memory_bench.py", "--runs", "200"],
 ]
 POSTGRES_RUNS = [
     ["ingest_bench.py", "--messages", "5000", "--runs", "5"],
     ["search_bench.py", "--messages", "100000", "--runs", "5"],
     ["context_bench.py", "--gc-freeze"],
+    ["memory_bench.py", "--runs", "200"],
 ]
 
 

@@ -2,7 +2,7 @@
 
 from chats.agent.registry import TurnContext
 from memory.selectors import memory_for_prompt
-from memory.services import book_usage
+from memory.services import Usage
 
 HEADER = (
     "## Memory\n"
@@ -21,17 +21,13 @@ class MemorySection:
     def render(self, context: TurnContext) -> str:
         held = memory_for_prompt(chat=context.chat, person=context.person, actor=context.actor)
         blocks = []
-        for (book, entries), title in (
-            (held.team, "Team"),
-            (held.chat, "This chat"),
-            (held.user, None),
-        ):
-            if book is None or not entries:
+        for shown, title in ((held.team, "Team"), (held.chat, "This chat"), (held.user, None)):
+            if shown is None:
                 continue
             if title is None:
-                title = f"About {book.subject_name} (who wrote the current message)"
-            lines = [f"### {title} — {book_usage(book)} used"]
-            lines += [f"- {entry.text}" for entry in entries]
+                title = f"About {shown.book.subject_name} (who wrote the current message)"
+            usage = Usage(shown.used, shown.book.budget)
+            lines = [f"### {title} — {usage} used", *(f"- {text}" for text in shown.texts)]
             blocks.append("\n".join(lines))
         if not blocks:
             return ""

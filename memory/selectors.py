@@ -99,36 +99,57 @@ def is_private_to(chat: Chat, person, actor: Actor | None) -> bool:
 
 
 @dataclass(frozen=True)
-class PromptMemory:
-    """The approved entries one turn may see, per book."""
+class PromptBook:
+    """One book as a prompt shows it: approved texts in order, and the book's usage."""
 
-    team: tuple[MemoryBook | None, list[MemoryEntry]]
-    chat: tuple[MemoryBook | None, list[MemoryEntry]]
-    user: tuple[MemoryBook | None, list[MemoryEntry]]
+    book: MemoryBook
+    texts: list[str]
+    used: int  # live characters (approved + pending), as the budget counts them
+
+
+@dataclass(frozen=True)
+class PromptMemory:
+    """The approved entries one turn may see, per scope (None: nothing to show)."""
+
+    team: PromptBook | None
+    chat: PromptBook | None
+    user: PromptBook | None
 
 
 def memory_for_prompt(*, chat: Chat, person=None, actor: Actor | None = None) -> PromptMemory:
     """Approved team entries, this chat's, and the trigger author's own (private ones only in
-    their own chats). Pending proposals never appear."""
-    books = MemoryBook.objects.filter(
-        Q(scope=Scope.TEAM) | Q(scope=Scope.CHAT, chat=chat) | _user_book_q(person, actor)
-    )
-    by_book: dict[int, list[MemoryEntry]] = {book.pk: [] for book in books}
-    book_rows = {book.pk: book for book in books}
+    their own chats). Pending proposals never appear. Two queries plus one for a web room."""
+    books = {
+        book.pk: book
+        for book in MemoryBook.objects.filter(
+            Q(scope=Scope.TEAM) | Q(scope=Scope.CHAT, chat=chat) | _user_book_q(person, actor)
+        ).select_related("chat", "person", "actor")
+    }
+    if not books:
+        return PromptMemory(None, None, None)
     private_ok = is_private_to(chat, person, actor)
-    for entry in MemoryEntry.objects.filter(
-        book_id__in=list(by_book), status=Status.ACTIVE
-    ).order_by("created_at", "id"):
-        book = book_rows[entry.book_id]
-        if book.scope == Scope.USER and entry.visibility == Visibility.PRIVATE and not private_ok:
+    texts: dict[int, list[str]] = {pk: [] for pk in books}
+    used: dict[int, int] = dict.fromkeys(books, 0)
+    rows = (
+        MemoryEntry.objects.filter(book_id__in=list(books), status__in=LIVE)
+        .order_by("created_at", "id")
+        .values_list("book_id", "status", "visibility", "text", "pending_change", "proposed_text")
+    )
+    for book_id, status, visibility, text, change, proposed in rows:
+        # The same arithmetic as services.entry_cost, without building model instances.
+        used[book_id] += max(len(text), len(proposed)) if change == "replace" else len(text)
+        if status != Status.ACTIVE:
             continue
-        by_book[entry.book_id].append(entry)
+        hidden = visibility == Visibility.PRIVATE and not private_ok
+        if hidden and books[book_id].scope == Scope.USER:
+            continue
+        texts[book_id].append(text)
 
-    def pick(scope: str):
-        for book in book_rows.values():
-            if book.scope == scope:
-                return book, by_book[book.pk]
-        return None, []
+    def pick(scope: str) -> PromptBook | None:
+        for pk, book in books.items():
+            if book.scope == scope and texts[pk]:
+                return PromptBook(book, texts[pk], used[pk])
+        return None
 
     return PromptMemory(team=pick(Scope.TEAM), chat=pick(Scope.CHAT), user=pick(Scope.USER))
 
