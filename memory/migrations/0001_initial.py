@@ -7,101 +7,390 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('chats', '0005_chat_activity_trigger'),
+        ("chats", "0005_chat_activity_trigger"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='MemoryBook',
+            name="MemoryBook",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('scope', models.CharField(choices=[('team', 'Team'), ('chat', 'Chat'), ('user', 'Person')], max_length=8)),
-                ('budget_chars', models.PositiveIntegerField(blank=True, help_text="Character budget; empty means the scope's default.", null=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('actor', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='memory_books', to='chats.actor')),
-                ('chat', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='memory_books', to='chats.chat')),
-                ('person', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='memory_books', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "scope",
+                    models.CharField(
+                        choices=[("team", "Team"), ("chat", "Chat"), ("user", "Person")],
+                        max_length=8,
+                    ),
+                ),
+                (
+                    "budget_chars",
+                    models.PositiveIntegerField(
+                        blank=True,
+                        help_text="Character budget; empty means the scope's default.",
+                        null=True,
+                    ),
+                ),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "actor",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="memory_books",
+                        to="chats.actor",
+                    ),
+                ),
+                (
+                    "chat",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="memory_books",
+                        to="chats.chat",
+                    ),
+                ),
+                (
+                    "person",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="memory_books",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='MemoryEntry',
+            name="MemoryEntry",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('text', models.TextField()),
-                ('visibility', models.CharField(blank=True, choices=[('private', 'Private (only in their own chats)'), ('shared', 'Shared (also in group chats)')], default='', max_length=8)),
-                ('status', models.CharField(choices=[('pending', 'Proposed'), ('active', 'Approved'), ('rejected', 'Rejected'), ('expired', 'Expired'), ('removed', 'Removed')], default='pending', max_length=8)),
-                ('pending_change', models.CharField(blank=True, choices=[('', 'None'), ('add', 'Add'), ('replace', 'Replace'), ('remove', 'Remove')], default='', max_length=8)),
-                ('proposed_text', models.TextField(blank=True, default='')),
-                ('proposed_at', models.DateTimeField(blank=True, null=True)),
-                ('proposal_expires_at', models.DateTimeField(blank=True, db_index=True, null=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('updated_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('approved_at', models.DateTimeField(blank=True, null=True)),
-                ('author_actor', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='memory_authored', to='chats.actor')),
-                ('author_person', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='memory_authored', to=settings.AUTH_USER_MODEL)),
-                ('book', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='entries', to='memory.memorybook')),
-                ('proposal_message', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='chats.message')),
-                ('proposed_by_actor', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='chats.actor')),
-                ('source_chat', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='chats.chat')),
-                ('source_message', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='chats.message')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("text", models.TextField()),
+                (
+                    "visibility",
+                    models.CharField(
+                        blank=True,
+                        choices=[
+                            ("private", "Private (only in their own chats)"),
+                            ("shared", "Shared (also in group chats)"),
+                        ],
+                        default="",
+                        max_length=8,
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Proposed"),
+                            ("active", "Approved"),
+                            ("rejected", "Rejected"),
+                            ("expired", "Expired"),
+                            ("removed", "Removed"),
+                        ],
+                        default="pending",
+                        max_length=8,
+                    ),
+                ),
+                (
+                    "pending_change",
+                    models.CharField(
+                        blank=True,
+                        choices=[
+                            ("", "None"),
+                            ("add", "Add"),
+                            ("replace", "Replace"),
+                            ("remove", "Remove"),
+                        ],
+                        default="",
+                        max_length=8,
+                    ),
+                ),
+                ("proposed_text", models.TextField(blank=True, default="")),
+                ("proposed_at", models.DateTimeField(blank=True, null=True)),
+                ("proposal_expires_at", models.DateTimeField(blank=True, db_index=True, null=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("updated_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("approved_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "author_actor",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="memory_authored",
+                        to="chats.actor",
+                    ),
+                ),
+                (
+                    "author_person",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="memory_authored",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "book",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="entries",
+                        to="memory.memorybook",
+                    ),
+                ),
+                (
+                    "proposal_message",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="chats.message",
+                    ),
+                ),
+                (
+                    "proposed_by_actor",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="chats.actor",
+                    ),
+                ),
+                (
+                    "source_chat",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="chats.chat",
+                    ),
+                ),
+                (
+                    "source_message",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="chats.message",
+                    ),
+                ),
             ],
             options={
-                'verbose_name_plural': 'memory entries',
+                "verbose_name_plural": "memory entries",
             },
         ),
         migrations.CreateModel(
-            name='MemoryEvent',
+            name="MemoryEvent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(choices=[('proposed', 'Proposed'), ('approved', 'Approved'), ('auto_approved', 'Approved automatically'), ('rejected', 'Rejected'), ('edited', 'Edited before approval'), ('replaced', 'Replaced'), ('removed', 'Removed'), ('expired', 'Expired'), ('blocked', 'Blocked by the scanner'), ('moved', 'Moved to another book')], max_length=16)),
-                ('change', models.CharField(blank=True, default='', max_length=8)),
-                ('via', models.CharField(choices=[('agent', 'Agent'), ('dashboard', 'Dashboard'), ('admin', 'Admin'), ('telegram', 'Telegram'), ('system', 'System')], max_length=16)),
-                ('before', models.TextField(blank=True, default='')),
-                ('after', models.TextField(blank=True, default='')),
-                ('detail', models.JSONField(blank=True, default=dict)),
-                ('created_at', models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
-                ('actor', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='chats.actor')),
-                ('book', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='events', to='memory.memorybook')),
-                ('entry', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='events', to='memory.memoryentry')),
-                ('person', models.ForeignKey(blank=True, help_text='The person who acted: the author of a proposal or the reviewer.', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='memory_events', to=settings.AUTH_USER_MODEL)),
-                ('source_chat', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='chats.chat')),
-                ('source_message', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='chats.message')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("proposed", "Proposed"),
+                            ("approved", "Approved"),
+                            ("auto_approved", "Approved automatically"),
+                            ("rejected", "Rejected"),
+                            ("edited", "Edited before approval"),
+                            ("replaced", "Replaced"),
+                            ("removed", "Removed"),
+                            ("expired", "Expired"),
+                            ("blocked", "Blocked by the scanner"),
+                            ("moved", "Moved to another book"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("change", models.CharField(blank=True, default="", max_length=8)),
+                (
+                    "via",
+                    models.CharField(
+                        choices=[
+                            ("agent", "Agent"),
+                            ("dashboard", "Dashboard"),
+                            ("admin", "Admin"),
+                            ("telegram", "Telegram"),
+                            ("system", "System"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("before", models.TextField(blank=True, default="")),
+                ("after", models.TextField(blank=True, default="")),
+                ("detail", models.JSONField(blank=True, default=dict)),
+                (
+                    "created_at",
+                    models.DateTimeField(db_index=True, default=django.utils.timezone.now),
+                ),
+                (
+                    "actor",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="chats.actor",
+                    ),
+                ),
+                (
+                    "book",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="events",
+                        to="memory.memorybook",
+                    ),
+                ),
+                (
+                    "entry",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="events",
+                        to="memory.memoryentry",
+                    ),
+                ),
+                (
+                    "person",
+                    models.ForeignKey(
+                        blank=True,
+                        help_text="The person who acted: the author of a proposal or the reviewer.",
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="memory_events",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "source_chat",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="chats.chat",
+                    ),
+                ),
+                (
+                    "source_message",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="chats.message",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['created_at', 'id'],
+                "ordering": ["created_at", "id"],
             },
         ),
         migrations.AddConstraint(
-            model_name='memorybook',
-            constraint=models.UniqueConstraint(condition=models.Q(('scope', 'team')), fields=('scope',), name='memory_one_team_book'),
+            model_name="memorybook",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("scope", "team")),
+                fields=("scope",),
+                name="memory_one_team_book",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='memorybook',
-            constraint=models.UniqueConstraint(condition=models.Q(('scope', 'chat')), fields=('chat',), name='memory_one_book_per_chat'),
+            model_name="memorybook",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("scope", "chat")),
+                fields=("chat",),
+                name="memory_one_book_per_chat",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='memorybook',
-            constraint=models.UniqueConstraint(condition=models.Q(('person__isnull', False), ('scope', 'user')), fields=('person',), name='memory_one_book_per_person'),
+            model_name="memorybook",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("person__isnull", False), ("scope", "user")),
+                fields=("person",),
+                name="memory_one_book_per_person",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='memorybook',
-            constraint=models.UniqueConstraint(condition=models.Q(('actor__isnull', False), ('scope', 'user')), fields=('actor',), name='memory_one_book_per_actor'),
+            model_name="memorybook",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("actor__isnull", False), ("scope", "user")),
+                fields=("actor",),
+                name="memory_one_book_per_actor",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='memorybook',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('actor__isnull', True), ('chat__isnull', True), ('person__isnull', True), ('scope', 'team')), models.Q(('actor__isnull', True), ('chat__isnull', False), ('person__isnull', True), ('scope', 'chat')), models.Q(('actor__isnull', True), ('chat__isnull', True), ('person__isnull', False), ('scope', 'user')), models.Q(('actor__isnull', False), ('chat__isnull', True), ('person__isnull', True), ('scope', 'user')), _connector='OR'), name='memory_book_owner_matches_scope'),
+            model_name="memorybook",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(
+                        ("actor__isnull", True),
+                        ("chat__isnull", True),
+                        ("person__isnull", True),
+                        ("scope", "team"),
+                    ),
+                    models.Q(
+                        ("actor__isnull", True),
+                        ("chat__isnull", False),
+                        ("person__isnull", True),
+                        ("scope", "chat"),
+                    ),
+                    models.Q(
+                        ("actor__isnull", True),
+                        ("chat__isnull", True),
+                        ("person__isnull", False),
+                        ("scope", "user"),
+                    ),
+                    models.Q(
+                        ("actor__isnull", False),
+                        ("chat__isnull", True),
+                        ("person__isnull", True),
+                        ("scope", "user"),
+                    ),
+                    _connector="OR",
+                ),
+                name="memory_book_owner_matches_scope",
+            ),
         ),
         migrations.AddIndex(
-            model_name='memoryentry',
-            index=models.Index(fields=['book', 'status'], name='memory_entry_book_status'),
+            model_name="memoryentry",
+            index=models.Index(fields=["book", "status"], name="memory_entry_book_status"),
         ),
         migrations.AddConstraint(
-            model_name='memoryentry',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('status', 'pending'), _negated=True), ('pending_change', 'add'), _connector='OR'), name='memory_pending_entry_is_an_addition'),
+            model_name="memoryentry",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("status", "pending"), _negated=True),
+                    ("pending_change", "add"),
+                    _connector="OR",
+                ),
+                name="memory_pending_entry_is_an_addition",
+            ),
         ),
     ]
