@@ -232,6 +232,27 @@ MEMORY_APPROVAL_CHAT = env_str("MEMORY_APPROVAL_CHAT", "chat_admin")
 # Days a proposal waits for a decision before it expires.
 MEMORY_PROPOSAL_TTL_DAYS = env_float("MEMORY_PROPOSAL_TTL_DAYS", 14, minimum=0.001)
 
+# --- Telegram ---------------------------------------------------------------------------
+# The bridge (`manage.py run_telegram_bot`, started by `make run`) runs when a token is set.
+TELEGRAM_BOT_TOKEN = env_str("TELEGRAM_BOT_TOKEN")
+# Another Bot API server (self-hosted `telegram-bot-api`, or a test server): its root URL.
+TELEGRAM_API_BASE_URL = env_str("TELEGRAM_API_BASE_URL", "https://api.telegram.org").rstrip("/")
+# "polling" (getUpdates, the default) or "webhook" (Telegram POSTs to TELEGRAM_WEBHOOK_URL,
+# which must reach /telegram/webhook; the bot process then only sends).
+TELEGRAM_MODE = env_str("TELEGRAM_MODE", "polling").lower()
+TELEGRAM_WEBHOOK_URL = env_str("TELEGRAM_WEBHOOK_URL")
+TELEGRAM_WEBHOOK_SECRET = env_str("TELEGRAM_WEBHOOK_SECRET")
+# Comma-separated Telegram user ids (private chats) and chat ids (groups) always allowed.
+TELEGRAM_ALLOWED_USERS = env_list("TELEGRAM_ALLOWED_USERS", "")
+TELEGRAM_ALLOWED_CHATS = env_list("TELEGRAM_ALLOWED_CHATS", "")
+# In groups the bot answers "mention" (a mention, a reply to it or a command) or "all".
+TELEGRAM_GROUP_TRIGGER = env_str("TELEGRAM_GROUP_TRIGGER", "mention").lower()
+# A streamed reply is edited at most once per this many seconds.
+TELEGRAM_EDIT_INTERVAL_SECONDS = env_float("TELEGRAM_EDIT_INTERVAL_SECONDS", 1.0, minimum=0.1)
+TELEGRAM_TYPING_INTERVAL_SECONDS = env_float("TELEGRAM_TYPING_INTERVAL_SECONDS", 4.0, minimum=1)
+TELEGRAM_POLL_TIMEOUT_SECONDS = env_int("TELEGRAM_POLL_TIMEOUT_SECONDS", 30, minimum=0)
+TELEGRAM_LINK_CODE_TTL_MINUTES = env_int("TELEGRAM_LINK_CODE_TTL_MINUTES", 15, minimum=1)
+
 # --- Logging ----------------------------------------------------------------------------
 
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO").upper()
