@@ -17,5 +17,6 @@ urlpatterns = [
         name="password_change_done",
     ),
     path("api/v1/", include("chats.api.urls")),
+    path("memory/", include("memory.urls")),
     path("", include("chats.urls")),
 ]

@@ -1,0 +1,224 @@
+"""Memory pages of the dashboard: the approvals queue and "my memory".
+
+One template per page with named partials: htmx requests get the item they changed
+(`"memory/approvals.html#proposal"`, `#outcome`, `#list`; `"memory/mine.html#entry"`) and the
+navigation badge out of band; without JavaScript the forms post and redirect back. Every
+decision goes through memory.services, which checks who may decide: an entry that is not the
+person's to decide answers 404 whether or not it exists.
+"""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils.cache import patch_vary_headers
+from django.views.decorators.http import require_GET, require_POST
+
+from chats.models import Chat
+from chats.selectors import chats_readable_by
+from memory.forms import BulkDecisionForm, DecisionForm
+from memory.models import MemoryBook, MemoryEntry, MemoryEvent
+from memory.selectors import memory_entries_about, memory_reviewable
+from memory.services import (
+    ReviewConflict,
+    ReviewInvalid,
+    ReviewNotAllowed,
+    memory_expire_proposals,
+    memory_forget,
+    memory_review,
+)
+
+DONE = {"approve": "Approved", "reject": "Rejected"}
+
+
+def _source_chat(entry: MemoryEntry) -> Chat | None:
+    if entry.proposal_message_id and entry.proposal_message is not None:
+        return entry.proposal_message.chat
+    return entry.source_chat
+
+
+def _annotate(entries: list[MemoryEntry], person, chat_of=_source_chat) -> list[MemoryEntry]:
+    """Attach where each entry came from and whether the person may open that chat: a chat
+    they are not in stays unnamed (its title is not theirs to read)."""
+    chats = {entry.pk: chat_of(entry) for entry in entries}
+    ids = {chat.pk for chat in chats.values() if chat is not None}
+    readable = set(chats_readable_by(person).filter(pk__in=ids).values_list("pk", flat=True))
+    for entry in entries:
+        chat = chats[entry.pk]
+        entry.where = chat
+        entry.where_readable = chat is not None and chat.pk in readable
+    return entries
+
+
+def _reviewable(person) -> list[MemoryEntry]:
+    return _annotate(list(memory_reviewable(person).select_related("author_person")), person)
+
+
+def _groups(entries: list[MemoryEntry]) -> list[tuple[MemoryBook, list[MemoryEntry]]]:
+    groups: dict[int, tuple[MemoryBook, list[MemoryEntry]]] = {}
+    for entry in entries:
+        groups.setdefault(entry.book_id, (entry.book, []))[1].append(entry)
+    return list(groups.values())
+
+
+def _approvals_context(person, *, notice: str = "") -> dict:
+    entries = _reviewable(person)
+    return {"groups": _groups(entries), "total": len(entries), "notice": notice}
+
+
+@login_required
+@require_GET
+def approvals_page(request: HttpRequest) -> HttpResponse:
+    """The proposals this person may decide, by book, oldest first; expired ones are
+    expired first so they are never offered."""
+    memory_expire_proposals()
+    response = render(request, "memory/approvals.html", _approvals_context(request.user))
+    patch_vary_headers(response, ["HX-Request"])
+    return response
+
+
+def _conflict(entry_id: int) -> tuple[str, str]:
+    """Why a proposal the person may decide has nothing left to decide: ("expired" or
+    "conflict", the words to show)."""
+    entry = MemoryEntry.objects.filter(pk=entry_id).first()
+    last = entry.events.order_by("-created_at", "-id").first() if entry else None
+    if last is not None and last.kind == MemoryEvent.Kind.EXPIRED:
+        return "expired", "This proposal expired before it was decided; nothing changed."
+    if entry is not None:
+        status = entry.get_status_display().lower()
+        return "conflict", f"This proposal was already decided ({status}); nothing changed."
+    return "conflict", "This proposal was already decided; nothing changed."
+
+
+def _decide_one(request, entry_id: int, decision: str, text: str | None):
+    """Returns (entry or None, outcome message, error kind or "")."""
+    try:
+        entry = memory_review(
+            entry_id=entry_id, decision=decision, person=request.user, text=text, via="dashboard"
+        )
+    except ReviewNotAllowed:
+        return None, "Not found.", "not_found"
+    except ReviewConflict:
+        error, message = _conflict(entry_id)
+        return None, message, error
+    except ReviewInvalid as exc:
+        return None, f"Not saved: {exc}.", "invalid"
+    return entry, DONE[decision], ""
+
+
+@login_required
+@require_POST
+def proposal_decide(request: HttpRequest, entry_id: int) -> HttpResponse:
+    """Approve or reject one proposal (approve with `text` applies the edited text); the
+    decision and any edit are audited with via="dashboard"."""
+    form = DecisionForm(request.POST)
+    if not form.is_valid():
+        return HttpResponse("Choose approve or reject.", status=400)
+    decision = form.cleaned_data["decision"]
+    text = form.cleaned_data["text"] if "text" in request.POST else None
+    entry, message, error = _decide_one(request, entry_id, decision, text)
+    if error == "not_found":
+        raise Http404("No such proposal.")
+    if error == "invalid":
+        return _edit_refused(request, entry_id, message, request.POST.get("text", ""))
+    if not request.htmx:
+        level = messages.WARNING if error else messages.SUCCESS
+        outcome = message if error else f"{message}: “{entry.text}”"
+        messages.add_message(request, level, outcome)
+        return redirect("memory_approvals")
+    context = {
+        "entry_id": entry_id,
+        "entry": entry,
+        "outcome": message,
+        "failed": bool(error),
+        "expired": error == "expired",
+    }
+    return render(request, "memory/approvals.html#outcome", context, status=409 if error else 200)
+
+
+def _edit_refused(request, entry_id: int, error: str, text: str) -> HttpResponse:
+    """The item again, with the reason next to the edit box and the text as typed."""
+    entries = _reviewable(request.user)
+    for entry in entries:
+        if entry.pk == entry_id:
+            entry.edit_error, entry.edit_text = error, text
+    if request.htmx:
+        entry = next((entry for entry in entries if entry.pk == entry_id), None)
+        if entry is None:  # decided or expired meanwhile
+            error, message = _conflict(entry_id)
+            context = {
+                "entry_id": entry_id,
+                "outcome": message,
+                "failed": True,
+                "expired": error == "expired",
+            }
+            return render(request, "memory/approvals.html#outcome", context, status=409)
+        return render(request, "memory/approvals.html#proposal", {"entry": entry}, status=400)
+    context = {"groups": _groups(entries), "total": len(entries), "notice": ""}
+    return render(request, "memory/approvals.html", context, status=400)
+
+
+@login_required
+@require_POST
+def proposals_decide(request: HttpRequest) -> HttpResponse:
+    """Approve or reject every ticked proposal, one decision each; what could not be decided
+    is reported and the rest still happens."""
+    form = BulkDecisionForm(request.POST)
+    if not form.is_valid():
+        notice = form.errors.get("entry", ["Choose approve or reject."])[0]
+        done, failures = 0, [notice]
+    else:
+        decision = form.cleaned_data["decision"]
+        done, failures = 0, []
+        for entry_id in form.cleaned_data["entry"]:
+            entry, message, error = _decide_one(request, entry_id, decision, None)
+            if error:
+                failures.append(f"#{entry_id}: {message}")
+            else:
+                done += 1
+        if done:
+            failures.insert(0, f"{DONE[decision]} {done} proposal{'s' if done != 1 else ''}.")
+    notice = " ".join(failures)
+    if not request.htmx:
+        messages.add_message(request, messages.INFO, notice)
+        return redirect("memory_approvals")
+    return render(
+        request, "memory/approvals.html#list", _approvals_context(request.user, notice=notice)
+    )
+
+
+# --- what the agent holds about me --------------------------------------------------------
+
+
+@login_required
+@require_GET
+def my_memory_page(request: HttpRequest) -> HttpResponse:
+    """Everything the agent holds or is asked to hold about the logged-in person (approved
+    and proposed), with where it came from."""
+    entries = _annotate(
+        memory_entries_about(person=request.user), request.user, lambda entry: entry.source_chat
+    )
+    pending = sum(1 for entry in entries if entry.pending_change)
+    return render(request, "memory/mine.html", {"entries": entries, "pending": pending})
+
+
+@login_required
+@require_POST
+def my_memory_delete(request: HttpRequest, entry_id: int) -> HttpResponse:
+    """Delete one entry about the logged-in person at once (audited); anything else is 404."""
+    try:
+        entry = memory_forget(entry_id=entry_id, person=request.user, via="dashboard")
+    except ReviewNotAllowed:
+        raise Http404("No such memory entry.") from None
+    except ReviewConflict as exc:
+        entry, error = None, f"Nothing to delete: {exc}."
+    else:
+        error = ""
+    if not request.htmx:
+        if error:
+            messages.warning(request, error)
+        else:
+            messages.success(request, f"Deleted: “{entry.text}”")
+        return redirect("memory_mine")
+    context = {"entry_id": entry_id, "entry": entry, "error": error}
+    return render(request, "memory/mine.html#deleted", context, status=409 if error else 200)
