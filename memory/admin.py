@@ -1,0 +1,329 @@
+"""Django admin for team memory: books (budget override), entries with review actions and
+their whole story, and the read-only audit trail (blocked writes included).
+
+Entries change only through memory.services: the admin shows them read-only, and its actions
+approve, reject or remove as the logged-in person with via="admin", so the same policy applies
+as everywhere else (staff decide team and chat entries; a person's entries are theirs).
+Entry text is untrusted (it may be a blocked injection attempt): it is always escaped.
+"""
+
+from django.contrib import admin, messages
+from django.db.models import Count, Q
+from django.urls import NoReverseMatch, reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.text import Truncator
+
+from chats.admin import NoWrites, ReadOnlyAdmin
+from memory.models import MemoryBook, MemoryEntry, MemoryEvent
+from memory.services import (
+    LIVE,
+    ReviewConflict,
+    ReviewNotAllowed,
+    book_usage,
+    memory_forget,
+    memory_review,
+)
+
+SHORT_TEXT = 80
+MAX_FAILURES_LISTED = 20
+
+
+def _short(text: str) -> str:
+    return Truncator(" ".join((text or "").split())).chars(SHORT_TEXT)
+
+
+def _admin_link(obj, label=None) -> str:
+    """A link to `obj`'s admin page, or its plain (escaped) label when it has none."""
+    if obj is None:
+        return "—"
+    label = str(obj) if label is None else label
+    meta = obj._meta
+    try:
+        url = reverse(f"admin:{meta.app_label}_{meta.model_name}_change", args=[obj.pk])
+    except NoReverseMatch:
+        return format_html("{}", label)
+    return format_html('<a href="{}">{}</a>', url, label)
+
+
+def _who(event: MemoryEvent) -> str:
+    parts = []
+    if event.person_id:
+        parts.append(_admin_link(event.person, event.person.get_username()))
+    if event.actor_id:
+        parts.append(format_html("{} ({})", event.actor.display_name, event.actor.channel))
+    if not parts:
+        return "the system" if event.via == MemoryEvent.Via.SYSTEM else "—"
+    return format_html_join(" / ", "{}", ((part,) for part in parts))
+
+
+# --- books --------------------------------------------------------------------------------
+
+
+@admin.register(MemoryBook)
+class MemoryBookAdmin(admin.ModelAdmin):
+    list_display = ("__str__", "scope", "budget_display", "usage", "live_entries", "created_at")
+    list_filter = ("scope",)
+    list_select_related = ("chat", "person", "actor")
+    search_fields = ("chat__chat_key", "chat__title", "person__username", "actor__display_name")
+    fields = ("scope", "chat", "person", "actor", "budget_chars", "usage", "created_at")
+    readonly_fields = ("scope", "chat", "person", "actor", "usage", "created_at")
+
+    def get_queryset(self, request):
+        live = Count("entries", filter=Q(entries__status__in=LIVE))
+        return super().get_queryset(request).annotate(live_total=live)
+
+    def has_add_permission(self, request):
+        return False  # books come into being with their first proposal
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # deleting a book would delete its audit trail
+
+    @admin.display(description="budget")
+    def budget_display(self, book: MemoryBook) -> str:
+        suffix = "" if book.budget_chars else " (default)"
+        return f"{book.budget:,} chars{suffix}"
+
+    @admin.display(description="usage")
+    def usage(self, book: MemoryBook) -> str:
+        usage = book_usage(book)
+        return f"{usage.used:,} of {usage.budget:,} chars ({usage.percent} %)"
+
+    @admin.display(description="live entries", ordering="live_total")
+    def live_entries(self, book: MemoryBook):
+        url = reverse("admin:memory_memoryentry_changelist") + f"?book__id__exact={book.pk}"
+        return format_html('<a href="{}">{}</a>', url, book.live_total)
+
+
+# --- entries ------------------------------------------------------------------------------
+
+
+class PendingFilter(admin.SimpleListFilter):
+    title = "waiting for a decision"
+    parameter_name = "pending"
+
+    def lookups(self, request, model_admin):
+        return (("yes", "Yes"), ("no", "No"))
+
+    def queryset(self, request, queryset):
+        if self.value() == "yes":
+            return queryset.exclude(pending_change="")
+        if self.value() == "no":
+            return queryset.filter(pending_change="")
+        return queryset
+
+
+@admin.register(MemoryEntry)
+class MemoryEntryAdmin(NoWrites, admin.ModelAdmin):
+    list_display = (
+        "id",
+        "short_text",
+        "scope",
+        "subject",
+        "status",
+        "pending",
+        "visibility",
+        "proposal_expires_at",
+        "updated_at",
+    )
+    list_filter = (PendingFilter, "status", "pending_change", "book__scope", "visibility")
+    list_select_related = ("book__chat", "book__person", "book__actor")
+    search_fields = (
+        "text",
+        "proposed_text",
+        "book__person__username",
+        "book__actor__display_name",
+        "book__chat__chat_key",
+        "book__chat__title",
+    )
+    ordering = ("-updated_at", "-id")
+    actions = ("approve_selected", "reject_selected", "remove_selected")
+    fields = (
+        "book",
+        "text",
+        "status",
+        "visibility",
+        "pending_change",
+        "proposed_text",
+        "proposed_at",
+        "proposal_expires_at",
+        "proposed_by_actor",
+        "proposal_message",
+        "author_person",
+        "author_actor",
+        "source_chat",
+        "source_message",
+        "created_at",
+        "updated_at",
+        "approved_at",
+        "story",
+    )
+    readonly_fields = fields
+
+    def has_review_permission(self, request) -> bool:
+        """Who sees the actions; memory.services still decides each entry."""
+        user = request.user
+        return bool(user.is_active and user.is_staff)
+
+    @admin.display(description="text")
+    def short_text(self, entry: MemoryEntry) -> str:
+        return _short(entry.text)
+
+    @admin.display(description="scope", ordering="book__scope")
+    def scope(self, entry: MemoryEntry) -> str:
+        return entry.book.get_scope_display()
+
+    @admin.display(description="about")
+    def subject(self, entry: MemoryEntry) -> str:
+        return entry.book.subject_name
+
+    @admin.display(description="pending change")
+    def pending(self, entry: MemoryEntry) -> str:
+        if entry.pending_change == MemoryEntry.Change.REPLACE:
+            return f"replace → {_short(entry.proposed_text)}"
+        return entry.get_pending_change_display() if entry.pending_change else "—"
+
+    @admin.display(description="story (every event, oldest first)")
+    def story(self, entry: MemoryEntry) -> str:
+        events = entry.events.select_related(
+            "person", "actor", "source_chat", "source_message"
+        ).order_by("created_at", "id")
+        rows = format_html_join(
+            "",
+            '<tr class="memory-event event-{}"><td>{}</td><td>{}</td><td>{}</td><td>{}</td>'
+            '<td>{}</td><td>{}</td><td class="before">{}</td><td class="after">{}</td>'
+            "<td>{}</td></tr>",
+            (
+                (
+                    event.kind,
+                    number,
+                    event.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+                    event.get_kind_display(),
+                    event.change or "—",
+                    event.get_via_display(),
+                    _who(event),
+                    event.before or "—",
+                    event.after or "—",
+                    _source(event),
+                )
+                for number, event in enumerate(events, 1)
+            ),
+        )
+        return format_html(
+            '<table class="memory-story"><thead><tr><th>#</th><th>when</th><th>event</th>'
+            "<th>change</th><th>via</th><th>who</th><th>before</th><th>after</th>"
+            "<th>source</th></tr></thead><tbody>{}</tbody></table>",
+            rows,
+        )
+
+    def _report(self, request, done: int, verb: str, failures: list[str]) -> None:
+        if done:
+            self.message_user(request, f"{verb} {done} memory entr{'y' if done == 1 else 'ies'}.")
+        for failure in failures[:MAX_FAILURES_LISTED]:
+            self.message_user(request, failure, messages.WARNING)
+        if len(failures) > MAX_FAILURES_LISTED:
+            more = len(failures) - MAX_FAILURES_LISTED
+            self.message_user(request, f"… and {more} more not changed.", messages.WARNING)
+
+    def _each(self, request, queryset, verb: str, act) -> None:
+        done, failures = 0, []
+        for entry_id in queryset.order_by("id").values_list("pk", flat=True):
+            try:
+                act(entry_id)
+            except ReviewNotAllowed:
+                failures.append(f"#{entry_id}: not changed, you may not decide it.")
+            except ReviewConflict as exc:
+                failures.append(f"#{entry_id}: not changed, {exc}.")
+            else:
+                done += 1
+        self._report(request, done, verb, failures)
+
+    @admin.action(description="Approve selected proposals", permissions=["review"])
+    def approve_selected(self, request, queryset) -> None:
+        def act(entry_id):
+            memory_review(entry_id=entry_id, decision="approve", person=request.user, via="admin")
+
+        self._each(request, queryset, "Approved", act)
+
+    @admin.action(description="Reject selected proposals", permissions=["review"])
+    def reject_selected(self, request, queryset) -> None:
+        def act(entry_id):
+            memory_review(entry_id=entry_id, decision="reject", person=request.user, via="admin")
+
+        self._each(request, queryset, "Rejected", act)
+
+    @admin.action(description="Remove selected entries", permissions=["review"])
+    def remove_selected(self, request, queryset) -> None:
+        def act(entry_id):
+            memory_forget(entry_id=entry_id, person=request.user, via="admin")
+
+        self._each(request, queryset, "Removed", act)
+
+
+def _source(event: MemoryEvent) -> str:
+    if not event.source_chat_id and not event.source_message_id:
+        return "—"
+    chat = _admin_link(event.source_chat) if event.source_chat_id else ""
+    message = (
+        _admin_link(event.source_message, f"message #{event.source_message_id}")
+        if event.source_message_id
+        else ""
+    )
+    return format_html_join(" · ", "{}", ((part,) for part in (chat, message) if part))
+
+
+# --- the audit trail ----------------------------------------------------------------------
+
+
+@admin.register(MemoryEvent)
+class MemoryEventAdmin(ReadOnlyAdmin):
+    list_display = (
+        "created_at",
+        "kind",
+        "change",
+        "via",
+        "book",
+        "entry_link",
+        "who",
+        "short_before",
+        "short_after",
+    )
+    list_filter = ("kind", "via", "change", "book__scope")
+    list_select_related = ("book__chat", "book__person", "book__actor", "entry", "person", "actor")
+    search_fields = ("before", "after", "person__username", "actor__display_name")
+    date_hierarchy = "created_at"
+    ordering = ("-created_at", "-id")
+    show_full_result_count = False
+    fields = (
+        "created_at",
+        "kind",
+        "change",
+        "via",
+        "book",
+        "entry",
+        "person",
+        "actor",
+        "before",
+        "after",
+        "source_chat",
+        "source_message",
+        "detail",
+    )
+    readonly_fields = fields
+
+    @admin.display(description="entry", ordering="entry_id")
+    def entry_link(self, event: MemoryEvent) -> str:
+        if event.entry_id is None:
+            return "—"
+        return _admin_link(event.entry, f"#{event.entry_id}")
+
+    @admin.display(description="who")
+    def who(self, event: MemoryEvent) -> str:
+        return _who(event)
+
+    @admin.display(description="before")
+    def short_before(self, event: MemoryEvent) -> str:
+        return _short(event.before) or "—"
+
+    @admin.display(description="after")
+    def short_after(self, event: MemoryEvent) -> str:
+        return _short(event.after) or "—"
