@@ -108,7 +108,8 @@ def callback_query_apply(query: CallbackQuery, identity: BotIdentity):
     if match is None:
         return UpdateOutcome("callback:unknown", outbound=[_answer(query, "This button is old.")])
     try:
-        from memory.services import ReviewConflict, ReviewNotAllowed, memory_review
+        from memory.models import MemoryEvent
+        from memory.services import ReviewConflict, ReviewInvalid, ReviewNotAllowed, memory_review
     except ImportError:
         return UpdateOutcome("callback:no memory", outbound=[_answer(query, "Memory is off.")])
     entry_id, decision = int(match.group(1)), "approve" if match.group(2) == "a" else "reject"
@@ -119,12 +120,16 @@ def callback_query_apply(query: CallbackQuery, identity: BotIdentity):
     try:
         with transaction.atomic():
             entry = memory_review(
-                entry_id=entry_id, decision=decision, person=actor.person, actor=actor
+                entry_id=entry_id,
+                decision=decision,
+                person=actor.person,
+                actor=actor,
+                via=MemoryEvent.Via.TELEGRAM,
             )
     except ReviewNotAllowed:
         answer = _answer(query, "Only the person this is about, or a reviewer, can decide this.")
         return UpdateOutcome("memory:not allowed", outbound=[answer])
-    except ReviewConflict:
+    except (ReviewConflict, ReviewInvalid):
         outbound = [_answer(query, "Already decided (or expired).")]
         edit = _edit(query, "🧠 This proposal was already decided or has expired.")
         return UpdateOutcome("memory:conflict", outbound=outbound + ([edit] if edit else []))

@@ -18,5 +18,6 @@ urlpatterns = [
     ),
     path("api/v1/", include("chats.api.urls")),
     path("memory/", include("memory.urls")),
+    path("telegram/", include("bots.urls")),
     path("", include("chats.urls")),
 ]

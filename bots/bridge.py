@@ -1,0 +1,347 @@
+"""The Telegram bridge process (`manage.py run_telegram_bot`).
+
+Three loops on one event loop:
+
+- **polling** (polling mode): getUpdates from the persisted offset; each update goes through
+  `telegram_update_process` (one transaction: processed id, message, turn, outbox rows);
+  the offset is saved after each batch. An update that keeps failing is skipped after a few
+  attempts, so one bad update never blocks the bot.
+- **outbox**: every open `OutboundMessage` (including those a stopped process left half
+  done) is delivered by a task: replies stream, notices are one call. Replies to one
+  Telegram chat and topic go one after another.
+- **events**: one channel-layer channel receives the events of every chat with a reply in
+  progress and hands them to that reply's queue.
+
+In webhook mode the web process receives updates (bots/views.py) and this process only
+sends.
+"""
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+from collections import defaultdict
+from datetime import timedelta
+
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.utils import timezone
+from telegram import Bot, BotCommand
+from telegram.error import Forbidden, InvalidToken, NetworkError, RetryAfter, TimedOut
+from telegram.request import HTTPXRequest
+
+from bots.delivery import (
+    ChatGate,
+    Permanent,
+    ReplyDelivery,
+    Sender,
+    db,
+    deliver_single,
+    retry_seconds,
+)
+from bots.models import OutboundMessage
+from bots.services import (
+    COMMANDS,
+    bot_state_save,
+    outbox_open,
+    outbox_progress,
+    polling_offset,
+    polling_offset_save,
+    processed_updates_prune,
+    telegram_update_process,
+)
+from bots.updates import ALLOWED_UPDATES, BadUpdate, BotIdentity
+from chats.agent.events import CHANNEL_MESSAGE_TYPE, chat_group_name
+from chats.models import Turn
+
+logger = logging.getLogger(__name__)
+
+OUTBOX_POLL_SECONDS = 0.5
+MAX_UPDATE_ATTEMPTS = 3
+MAX_DELIVERY_ATTEMPTS = 8
+STUCK_TURN_SECONDS = 60
+
+
+def build_bot() -> Bot:
+    """A python-telegram-bot client for the configured token and Bot API server."""
+    base = settings.TELEGRAM_API_BASE_URL
+    return Bot(
+        settings.TELEGRAM_BOT_TOKEN,
+        base_url=f"{base}/bot",
+        base_file_url=f"{base}/file/bot",
+        request=HTTPXRequest(
+            connection_pool_size=16, read_timeout=20, write_timeout=20, pool_timeout=10
+        ),
+        get_updates_request=HTTPXRequest(connection_pool_size=1, read_timeout=10),
+    )
+
+
+class EventRouter:
+    """Subscribes the process to chats' event groups and fans events out to deliveries."""
+
+    def __init__(self):
+        self.layer = get_channel_layer()
+        self.channel: str | None = None
+        self.queues: dict[int, set[asyncio.Queue]] = defaultdict(set)
+        self._task: asyncio.Task | None = None
+
+    async def start(self) -> None:
+        if self.layer is None:
+            return
+        try:
+            self.channel = await self.layer.new_channel("telegram-bridge.")
+        except Exception:  # noqa: BLE001 - Redis down: replies fall back to the database
+            logger.warning("no channel layer: replies are sent when turns finish", exc_info=True)
+            return
+        self._task = asyncio.create_task(self._receive())
+
+    async def subscribe(self, chat_id: int) -> asyncio.Queue:
+        queue: asyncio.Queue = asyncio.Queue()
+        first = not self.queues[chat_id]
+        self.queues[chat_id].add(queue)
+        if first and self.channel:
+            try:
+                await self.layer.group_add(chat_group_name(chat_id), self.channel)
+            except Exception:  # noqa: BLE001
+                logger.warning("could not follow chat %s live", chat_id, exc_info=True)
+        return queue
+
+    async def unsubscribe(self, chat_id: int, queue: asyncio.Queue) -> None:
+        self.queues[chat_id].discard(queue)
+        if not self.queues[chat_id]:
+            del self.queues[chat_id]
+            if self.channel:
+                with contextlib.suppress(Exception):
+                    await self.layer.group_discard(chat_group_name(chat_id), self.channel)
+
+    async def _receive(self) -> None:
+        while True:
+            try:
+                message = await self.layer.receive(self.channel)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - Redis hiccup: the database check covers it
+                logger.warning("channel layer receive failed; retrying", exc_info=True)
+                await asyncio.sleep(1)
+                continue
+            if message.get("type") != CHANNEL_MESSAGE_TYPE:
+                continue
+            event = message.get("event") or {}
+            for queue in list(self.queues.get(event.get("chat_id"), ())):
+                queue.put_nowait(event)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+
+def _requeue_stuck_turns() -> int:
+    """Turns of open replies still queued long after their message: their Celery task was
+    lost (a crash between commit and enqueue). Enqueue again; a turn runs at most once."""
+    from chats.tasks import run_turn
+
+    cutoff = timezone.now() - timedelta(seconds=STUCK_TURN_SECONDS)
+    turn_ids = list(
+        OutboundMessage.objects.filter(
+            kind=OutboundMessage.Kind.REPLY,
+            status__in=OutboundMessage.OPEN,
+            turn__status=Turn.Status.QUEUED,
+            turn__created_at__lt=cutoff,
+        ).values_list("turn_id", flat=True)
+    )
+    for turn_id in turn_ids:
+        try:
+            run_turn.delay(turn_id)
+        except Exception:  # noqa: BLE001 - the next start tries again
+            logger.warning("could not re-enqueue turn %s", turn_id, exc_info=True)
+    return len(turn_ids)
+
+
+class TelegramBridge:
+    def __init__(self, *, bot: Bot | None = None, mode: str | None = None):
+        self.bot = bot or build_bot()
+        self.mode = mode or settings.TELEGRAM_MODE
+        self.gate = ChatGate()
+        self.sender = Sender(self.bot, self.gate)
+        self.router = EventRouter()
+        self.identity: BotIdentity | None = None
+        self.stopping = asyncio.Event()
+        self.wake = asyncio.Event()
+        self.active: dict[int, asyncio.Task] = {}
+        self.retry_at: dict[int, float] = {}
+        self.chat_locks: dict[tuple[int, int | None], asyncio.Lock] = defaultdict(asyncio.Lock)
+        self.update_failures: dict[int, int] = defaultdict(int)
+
+    # lifecycle
+
+    async def run(self) -> None:
+        """Run until SIGINT/SIGTERM; whatever is half sent is finished by the next start."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, self.stopping.set)
+        await self._start()
+        tasks = [asyncio.create_task(self._outbox_loop(), name="outbox")]
+        tasks.append(asyncio.create_task(self._housekeeping(), name="housekeeping"))
+        if self.mode == "polling":
+            tasks.append(asyncio.create_task(self._poll_loop(), name="polling"))
+        logger.info("Telegram bridge running as @%s (%s)", self.identity.username, self.mode)
+        print(f"Telegram bridge running as @{self.identity.username} ({self.mode})", flush=True)
+        stop = asyncio.create_task(self.stopping.wait())
+        done, _ = await asyncio.wait([stop, *tasks], return_when=asyncio.FIRST_COMPLETED)
+        failed = [task for task in done if task is not stop and task.exception()]
+        for task in [*tasks, *self.active.values(), stop]:
+            task.cancel()
+        await asyncio.gather(*tasks, *self.active.values(), return_exceptions=True)
+        await self.router.stop()
+        with contextlib.suppress(Exception):
+            await self.bot.shutdown()
+        if failed:
+            raise failed[0].exception()
+
+    async def _start(self) -> None:
+        delay = 1.0
+        while True:
+            try:
+                await self.bot.initialize()  # getMe
+                break
+            except InvalidToken:
+                raise
+            except NetworkError as exc:
+                logger.warning("Bot API not reachable (%s); retrying in %.0f s", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30)
+        self.identity = BotIdentity(self.bot.id, self.bot.username or "")
+        await db(bot_state_save, identity=self.identity)
+        if self.mode == "webhook":
+            await self.bot.set_webhook(
+                url=settings.TELEGRAM_WEBHOOK_URL,
+                secret_token=settings.TELEGRAM_WEBHOOK_SECRET,
+                allowed_updates=ALLOWED_UPDATES,
+            )
+        else:
+            await self.bot.delete_webhook(drop_pending_updates=False)
+        with contextlib.suppress(NetworkError):
+            await self.bot.set_my_commands(
+                [BotCommand(name, text[:256]) for name, text in COMMANDS.items()]
+            )
+        await self.router.start()
+        count = await db(_requeue_stuck_turns)
+        if count:
+            logger.warning("re-enqueued %s turn(s) whose task was lost", count)
+
+    # polling
+
+    async def _poll_loop(self) -> None:
+        offset = await db(polling_offset, bot_id=self.identity.bot_id)
+        delay = 1.0
+        while not self.stopping.is_set():
+            try:
+                updates = await self.bot.get_updates(
+                    offset=offset or None,
+                    timeout=settings.TELEGRAM_POLL_TIMEOUT_SECONDS,
+                    allowed_updates=ALLOWED_UPDATES,
+                )
+                delay = 1.0
+            except RetryAfter as exc:
+                await asyncio.sleep(retry_seconds(exc))
+                continue
+            except TimedOut:
+                continue
+            except (InvalidToken, Forbidden):
+                raise
+            except NetworkError as exc:
+                logger.warning("getUpdates failed (%s); retrying in %.0f s", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30)
+                continue
+            offset = await self._process_batch(updates, offset)
+
+    async def _process_batch(self, updates, offset: int) -> int:
+        for update in updates:
+            # A redelivered update (a lost confirmation) is recognised by the dedupe table.
+            try:
+                await db(telegram_update_process, update, identity=self.identity)
+            except BadUpdate as exc:
+                logger.warning("skipped update %s: %s", update.update_id, exc)
+            except Exception:  # noqa: BLE001 - the database may be down: retry, then skip
+                self.update_failures[update.update_id] += 1
+                attempts = self.update_failures[update.update_id]
+                logger.exception("update %s failed (attempt %s)", update.update_id, attempts)
+                if attempts < MAX_UPDATE_ATTEMPTS:
+                    await asyncio.sleep(attempts)
+                    break  # not confirmed: getUpdates delivers it again
+                logger.error("giving up on update %s after %s attempts", update.update_id, attempts)
+            self.update_failures.pop(update.update_id, None)
+            offset = max(offset, update.update_id + 1)
+            self.wake.set()
+        try:
+            await db(polling_offset_save, bot_id=self.identity.bot_id, offset=offset)
+        except Exception:  # noqa: BLE001 - the processed-update table still dedupes
+            logger.warning("could not persist the polling offset", exc_info=True)
+        return offset
+
+    # the outbox
+
+    async def _outbox_loop(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                rows = await db(outbox_open, exclude=set(self.active))
+            except Exception:  # noqa: BLE001 - database down: try again shortly
+                logger.warning("could not read the outbox", exc_info=True)
+                rows = []
+            now = time.monotonic()
+            for row in rows:
+                if self.retry_at.get(row.pk, 0) > now:
+                    continue
+                self.active[row.pk] = asyncio.create_task(self._deliver(row))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), OUTBOX_POLL_SECONDS)
+            self.wake.clear()
+
+    async def _deliver(self, row: OutboundMessage) -> None:
+        try:
+            if row.kind == OutboundMessage.Kind.REPLY:
+                async with self.chat_locks[(row.telegram_chat_id, row.thread_id)]:
+                    queue = await self.router.subscribe(row.chat_id)
+                    try:
+                        await ReplyDelivery(self.sender, row, queue).run()
+                    finally:
+                        await self.router.unsubscribe(row.chat_id, queue)
+            else:
+                await deliver_single(self.sender, row)
+            self.retry_at.pop(row.pk, None)
+        except asyncio.CancelledError:
+            raise
+        except Permanent as exc:
+            logger.warning("outbox %s cannot be delivered: %s", row.pk, exc)
+            await self._record_failure(row, str(exc), permanent=True)
+        except Exception as exc:  # noqa: BLE001 - kept open and retried with backoff
+            logger.warning("outbox %s failed: %s", row.pk, exc, exc_info=True)
+            await self._record_failure(row, str(exc), permanent=False)
+        finally:
+            self.active.pop(row.pk, None)
+
+    async def _record_failure(self, row: OutboundMessage, error: str, *, permanent: bool) -> None:
+        attempts = row.attempts + 1
+        give_up = permanent or attempts >= MAX_DELIVERY_ATTEMPTS
+        fields = {"attempts": attempts, "error": error[:2000]}
+        if give_up:
+            fields["status"] = OutboundMessage.Status.FAILED
+        with contextlib.suppress(Exception):
+            await db(outbox_progress, row=row, **fields)
+        self.retry_at[row.pk] = time.monotonic() + min(2**attempts, 300)
+
+    async def _housekeeping(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                pruned = await db(processed_updates_prune)
+                if pruned:
+                    logger.info("forgot %s processed update ids older than 3 days", pruned)
+            except Exception:  # noqa: BLE001
+                logger.warning("housekeeping failed", exc_info=True)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stopping.wait(), 3600)

@@ -1,0 +1,41 @@
+"""Reads of the Telegram bridge."""
+
+from dataclasses import dataclass
+
+from django.contrib.auth.models import AbstractBaseUser
+
+from bots.models import PairingRequest
+from chats.models import Actor, Channel, Turn
+
+
+@dataclass(frozen=True)
+class TurnOutcome:
+    status: str
+    reply_text: str
+    error: str
+    reason: str
+
+
+def turn_outcome(*, turn_id: int) -> TurnOutcome | None:
+    """How a turn ended, from the database (None while it is queued or running)."""
+    turn = Turn.objects.select_related("reply").filter(pk=turn_id).first()
+    if turn is None:
+        return TurnOutcome(Turn.Status.INTERRUPTED, "", "", "the turn was deleted")
+    if not turn.is_finished:
+        return None
+    return TurnOutcome(
+        status=turn.status,
+        reply_text=turn.reply.text if turn.reply else "",
+        error=turn.error,
+        reason=turn.interrupt_reason,
+    )
+
+
+def pairing_requests(*, status: str) -> list[PairingRequest]:
+    """Pairing requests in one status, newest first (for the staff page)."""
+    return list(PairingRequest.objects.filter(status=status).select_related("decided_by")[:200])
+
+
+def telegram_actors_of(*, person: AbstractBaseUser) -> list[Actor]:
+    """The Telegram users linked to `person`."""
+    return list(Actor.objects.filter(channel=Channel.TELEGRAM, person=person).order_by("id"))

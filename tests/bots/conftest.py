@@ -1,0 +1,60 @@
+"""Fixtures of the Telegram bridge tests: the fake Bot API server, and the whole product
+live (Celery worker + the bot process + fake model + fake Telegram)."""
+
+import os
+from dataclasses import dataclass
+
+import pytest
+
+from tests.bots.live_bot import BotProcess
+from tests.fakes.telegram_server import FakeTelegram
+
+ALLOWED_USERS = [1001, 1002, 1003, *range(2001, 2013)]
+GROUP_ID = -1001000000001
+FORUM_ID = -1001000000002
+
+
+@pytest.fixture
+def fake_telegram(settings):
+    """A fake Bot API server on loopback; the settings point the bridge at it."""
+    with FakeTelegram() as tg:
+        tg.configure(settings)
+        settings.TELEGRAM_ALLOWED_USERS = [str(u) for u in ALLOWED_USERS]
+        settings.TELEGRAM_ALLOWED_CHATS = [str(GROUP_ID), str(FORUM_ID)]
+        yield tg
+
+
+@dataclass
+class TelegramLive:
+    tg: FakeTelegram
+    bot: BotProcess
+    stack: object
+    llm: object
+
+
+@pytest.fixture
+def telegram_live(transactional_db, fake_llm, fake_telegram, settings):
+    """A Celery worker and `manage.py run_telegram_bot` against the fakes, on the test DB."""
+    from django.conf import global_settings
+
+    from tests.live import LiveStack
+
+    settings.PASSWORD_HASHERS = global_settings.PASSWORD_HASHERS
+    env = {
+        **fake_telegram.env(),
+        "TELEGRAM_ALLOWED_USERS": ",".join(settings.TELEGRAM_ALLOWED_USERS),
+        "TELEGRAM_ALLOWED_CHATS": ",".join(settings.TELEGRAM_ALLOWED_CHATS),
+        "TELEGRAM_POLL_TIMEOUT_SECONDS": "1",
+        "TELEGRAM_EDIT_INTERVAL_SECONDS": "1.0",
+    }
+    stack = LiveStack(
+        llm_base_url=fake_llm.base_url, worker_name=f"tg-{os.getpid()}@%h", extra_env=env
+    )
+    bot = BotProcess(stack, fake_telegram)
+    try:
+        stack.start_worker()
+        bot.start()
+        yield TelegramLive(fake_telegram, bot, stack, fake_llm)
+    finally:
+        bot.stop()
+        stack.stop()
