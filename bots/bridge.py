@@ -24,6 +24,7 @@ import time
 from collections import defaultdict
 from datetime import timedelta
 
+import redis.exceptions
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.utils import timezone
@@ -121,6 +122,10 @@ class EventRouter:
                 message = await self.layer.receive(self.channel)
             except asyncio.CancelledError:
                 raise
+            except redis.exceptions.TimeoutError:
+                # redis-py 8 reads with a 5 s socket timeout, the same as channels_redis's
+                # blocking pop: an idle channel ends in this error. Nothing was lost.
+                continue
             except Exception:  # noqa: BLE001 - Redis hiccup: the database check covers it
                 logger.warning("channel layer receive failed; retrying", exc_info=True)
                 await asyncio.sleep(1)
@@ -138,12 +143,13 @@ class EventRouter:
                 await self._task
 
 
-def _requeue_stuck_turns() -> int:
-    """Turns of open replies still queued long after their message: their Celery task was
-    lost (a crash between commit and enqueue). Enqueue again; a turn runs at most once."""
+def _requeue_stuck_turns(*, min_age_seconds: float) -> int:
+    """Turns of open replies still queued: their Celery task may be lost (the bot died
+    between the commit and the enqueue). Enqueue again; a turn runs at most once, so an
+    extra task finds it claimed or finished and does nothing."""
     from chats.tasks import run_turn
 
-    cutoff = timezone.now() - timedelta(seconds=STUCK_TURN_SECONDS)
+    cutoff = timezone.now() - timedelta(seconds=min_age_seconds)
     turn_ids = list(
         OutboundMessage.objects.filter(
             kind=OutboundMessage.Kind.REPLY,
@@ -229,7 +235,9 @@ class TelegramBridge:
                 [BotCommand(name, text[:256]) for name, text in COMMANDS.items()]
             )
         await self.router.start()
-        count = await db(_requeue_stuck_turns)
+        # At start every queued turn of ours counts: the previous process may have died
+        # between committing a turn and handing it to Celery.
+        count = await db(_requeue_stuck_turns, min_age_seconds=0)
         if count:
             logger.warning("re-enqueued %s turn(s) whose task was lost", count)
 
@@ -336,12 +344,18 @@ class TelegramBridge:
         self.retry_at[row.pk] = time.monotonic() + min(2**attempts, 300)
 
     async def _housekeeping(self) -> None:
+        last_prune = 0.0
         while not self.stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stopping.wait(), STUCK_TURN_SECONDS)
             try:
-                pruned = await db(processed_updates_prune)
-                if pruned:
-                    logger.info("forgot %s processed update ids older than 3 days", pruned)
+                count = await db(_requeue_stuck_turns, min_age_seconds=STUCK_TURN_SECONDS)
+                if count:
+                    logger.warning("re-enqueued %s turn(s) queued for over a minute", count)
+                if time.monotonic() - last_prune > 3600:
+                    pruned = await db(processed_updates_prune)
+                    last_prune = time.monotonic()
+                    if pruned:
+                        logger.info("forgot %s processed update ids older than 3 days", pruned)
             except Exception:  # noqa: BLE001
                 logger.warning("housekeeping failed", exc_info=True)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.stopping.wait(), 3600)

@@ -355,7 +355,7 @@ class ReplyDelivery:
                     break
             waits = [next_typing, next_check]
             if self.text != self.shown:
-                waits.append(self._next_write_at())
+                waits.append(self._next_write_at(time.monotonic()))
             for event in await self.feed.next(min(waits) - time.monotonic()):
                 self._apply(event)
         await self._finish(self.outcome)
@@ -380,14 +380,12 @@ class ReplyDelivery:
 
     # previews while the model writes
 
-    def _next_write_at(self) -> float:
-        return max(self.last_write + self.interval, time.monotonic() + self._gate_wait())
-
-    def _gate_wait(self) -> float:
-        return self.sender.gate.remaining(self.chat_id)
+    def _next_write_at(self, now: float) -> float:
+        return max(self.last_write + self.interval, now + self.sender.gate.remaining(self.chat_id))
 
     def _preview_due(self) -> bool:
-        return self.text != self.shown and time.monotonic() >= self._next_write_at()
+        now = time.monotonic()
+        return self.text != self.shown and now >= self._next_write_at(now)
 
     async def _preview(self) -> None:
         fmt = _fmt()

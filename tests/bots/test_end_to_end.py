@@ -19,6 +19,7 @@ ALICE = tg_user(1001, "Alice", username="alice")
 BOB = tg_user(1002, "Bob")
 CARA = tg_user(1003, "Cara")
 MENTION = "@hermes_test_bot"
+REJECTED_HTML = 'Bad Request: can\'t parse entities: Unsupported start tag "b" at byte offset 0'
 
 
 def wait(predicate, timeout=30.0, what=""):
@@ -28,7 +29,11 @@ def wait(predicate, timeout=30.0, what=""):
         if value:
             return value
         time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what or predicate}")
+    open_rows = [
+        (r.pk, r.status, r.turn.status if r.turn else None, r.message_ids, r.error[:80])
+        for r in OutboundMessage.objects.exclude(status="delivered").select_related("turn")
+    ]
+    raise AssertionError(f"timed out waiting for {what or predicate}; open outbox: {open_rows}")
 
 
 def replies_done(count: int | None = None):
@@ -96,3 +101,253 @@ def test_private_chat_group_and_forum_topics_map_and_reply_in_place(telegram_liv
     # Each delivered reply records the Telegram message ids it used.
     for row in OutboundMessage.objects.filter(kind="reply"):
         assert row.message_ids and row.text.startswith("re: ")
+
+
+def by_prompt(routes: dict, default=None):
+    """A model reply chosen by a word of the last user message (chats run concurrently)."""
+
+    def reply(body):
+        text = fake_openai.last_user_text(body)
+        for word, answer in routes.items():
+            if word in text:
+                return answer(text) if callable(answer) else answer
+        return default(body) if default else fake_openai.text(f"re: {text}")
+
+    return reply
+
+
+def getupdates_after(tg, count: int) -> None:
+    """Wait until the bot has polled `count` more times (so it saw everything queued)."""
+    start = len(tg.calls_of("getUpdates"))
+    wait(lambda: len(tg.calls_of("getUpdates")) >= start + count, 30, "polling")
+
+
+def test_a_redelivered_update_and_a_restart_mid_burst_store_and_answer_once(telegram_live):
+    tg, bot = telegram_live.tg, telegram_live.bot
+    telegram_live.llm.default = fake_openai.echo("re: ")
+
+    first = tg.send(private_chat(ALICE), ALICE, "once please")
+    wait(replies_done(1), what="the first reply")
+    tg.redeliver(first)  # a lost confirmation: Telegram sends the same update again
+    wait(lambda: tg.pending_updates() == 0)
+    getupdates_after(tg, 2)
+    assert Message.objects.filter(text="once please").count() == 1
+    assert [final_text(m) for m in tg.bot_messages(1001)] == ["re: once please"]
+    assert ProcessedUpdate.objects.filter(update_id=first["update_id"]).count() == 1
+
+    users = [tg_user(2001 + i, f"User {i}") for i in range(10)]
+    burst = [tg.send(private_chat(user), user, f"burst {i}") for i, user in enumerate(users)]
+    wait(lambda: Message.objects.filter(text__startswith="burst").count() >= 3, what="a start")
+    bot.kill()  # in the middle of the burst
+    for update in burst:
+        tg.redeliver(update)  # and every confirmation was lost
+    polls_before = len(tg.calls_of("getUpdates"))
+    bot.start()
+
+    wait(replies_done(11), 90, "every burst reply")
+    wait(lambda: tg.pending_updates() == 0)
+    getupdates_after(tg, 2)
+    for i, user in enumerate(users):
+        assert Message.objects.filter(text=f"burst {i}").count() == 1
+        assert [final_text(m) for m in tg.bot_messages(user["id"])] == [f"re: burst {i}"]
+    assert Turn.objects.count() == 11
+    # The new process continued from the persisted offset, not from the beginning.
+    restarted = tg.calls_of("getUpdates")[polls_before]
+    assert restarted.params.get("offset", 0) > first["update_id"]
+
+
+def test_a_bot_killed_mid_stream_finishes_the_same_message_after_restart(telegram_live):
+    tg, bot = telegram_live.tg, telegram_live.bot
+    story = " ".join(f"word{i}" for i in range(80))
+    telegram_live.llm.default = by_prompt({"story": fake_openai.text(story, delay=0.05)})
+
+    tg.send(private_chat(BOB), BOB, "a story please")
+    wait(lambda: tg.bot_messages(1002), what="the streamed message")
+    bot.kill()
+    bot.start()
+
+    wait(replies_done(1), 60, "the reply")
+    messages = tg.bot_messages(1002)
+    assert len(messages) == 1, [m.text for m in messages]
+    assert final_text(messages[0]) == story
+    row = OutboundMessage.objects.get(kind="reply")
+    assert row.message_ids == [messages[0].message_id] and row.status == "delivered"
+
+
+def test_a_long_reply_is_split_with_intact_code_fences(telegram_live):
+    tg = telegram_live.tg
+    lines = [f"value_{i} = compute({i})  # step {i} of the pipeline" for i in range(170)]
+    prose = " ".join(f"Sentence {i} explains the setup." for i in range(60))
+    reply = "Here is the script:\n\n```python\n" + "\n".join(lines) + f"\n```\n\n{prose}"
+    assert len(reply) > 10_000
+    telegram_live.llm.default = by_prompt({"script": fake_openai.text(reply, chunk_size=400)})
+
+    tg.send(private_chat(ALICE), ALICE, "the script please")
+    wait(replies_done(1), 60, "the reply")
+    parts = tg.bot_messages(1001)
+    assert len(parts) >= 3
+    visible = []
+    for part in parts:
+        error, text = check_html(part.text)
+        assert part.parse_mode == "HTML" and error is None
+        assert utf16_len(text) <= 4096
+        visible.append(text)
+    with_code = [p.text for p in parts if "compute(" in p.text]
+    assert len(with_code) >= 2  # the code block crosses a split
+    for html in with_code:  # every part opens and closes its own fence, same language
+        assert html.count('<pre><code class="language-python">') == 1
+        assert html.count("</code></pre>") == 1
+    joined = "\n".join(visible)
+    for line in lines:
+        assert joined.count(line) == 1
+    assert "Sentence 59 explains the setup." in visible[-1]
+    row = OutboundMessage.objects.get(kind="reply")
+    assert row.message_ids == [p.message_id for p in parts] and row.parts_sent == len(parts)
+
+
+def test_markdown_telegram_rejects_falls_back_to_plain_text(telegram_live):
+    tg = telegram_live.tg
+    markdown = "**Careful**: run `make deploy` first"
+    telegram_live.llm.default = by_prompt({"deploy": fake_openai.text(markdown)})
+    for method in ("sendMessage", "editMessageText"):
+        tg.fail_next(
+            method,
+            description=REJECTED_HTML,
+            when=lambda p: p.get("chat_id") == 1001 and p.get("parse_mode") == "HTML",
+            times=100,
+        )
+    tg.send(private_chat(ALICE), ALICE, "how do I deploy?")
+    wait(replies_done(1), 60, "the reply")
+    [message] = tg.bot_messages(1001)
+    assert message.parse_mode is None and message.text == markdown
+    rejected = [c for c in tg.calls if c.status == 400 and c.params.get("chat_id") == 1001]
+    assert rejected  # it was tried as HTML first
+
+
+def test_streaming_edits_are_a_second_apart_and_a_429_is_waited_out(telegram_live):
+    tg = telegram_live.tg
+    story = " ".join(f"word{i}" for i in range(70))
+    telegram_live.llm.default = by_prompt({"stream": fake_openai.text(story, delay=0.08)})
+    tg.fail_next(
+        "editMessageText",
+        status=429,
+        description="Too Many Requests: retry after 2",
+        retry_after=2,
+        when=lambda p: p.get("chat_id") == 1001,
+    )
+    tg.send(private_chat(ALICE), ALICE, "stream it")
+    wait(replies_done(1), 60, "the reply")
+
+    [message] = tg.bot_messages(1001)
+    assert final_text(message) == story
+    assert message.edits >= 2  # it streamed: several versions before the final one
+    writes = [
+        c
+        for c in tg.calls
+        if c.method in ("sendMessage", "editMessageText") and c.params.get("chat_id") == 1001
+    ]
+    gaps = [later.at - earlier.at for earlier, later in zip(writes, writes[1:], strict=False)]
+    assert min(gaps) >= 0.98, gaps
+    [limited] = [i for i, c in enumerate(writes) if c.status == 429]
+    assert writes[limited + 1].at - writes[limited].at >= 1.98
+    typing = [c for c in tg.calls_of("sendChatAction") if c.params["chat_id"] == 1001]
+    assert typing and typing[0].params["action"] == "typing"
+
+
+def test_stop_interrupts_the_reply_being_written(telegram_live):
+    tg = telegram_live.tg
+    telegram_live.llm.default = by_prompt(
+        {"story": fake_openai.text("once upon a time " * 100, delay=0.05)}
+    )
+    tg.send(private_chat(ALICE), ALICE, "tell me a long story")
+    wait(lambda: tg.bot_messages(1001), what="the streamed message")
+    tg.send(private_chat(ALICE), ALICE, "/stop")
+    turn = wait(lambda: Turn.objects.filter(status="interrupted").first(), what="the interrupt")
+    assert "stopped from Telegram by Alice" in turn.interrupt_reason
+    wait(replies_done(1), 60, "the reply")
+    wait(lambda: len(tg.bot_messages(1001)) == 2, what="the notice")
+    partial, notice = tg.bot_messages(1001)
+    assert final_text(partial).startswith("once upon")
+    assert final_text(partial).endswith("(stopped)")
+    assert final_text(notice) == "Stopped."
+    assert Message.objects.get(text="tell me a long story")  # the history keeps the question
+
+
+def test_new_starts_a_fresh_context_and_keeps_the_history(telegram_live):
+    tg, llm = telegram_live.tg, telegram_live.llm
+    llm.default = fake_openai.echo("re: ")
+    tg.send(private_chat(ALICE), ALICE, "my favourite colour is teal")
+    wait(replies_done(1))
+    tg.send(private_chat(ALICE), ALICE, "/new")
+    wait(lambda: any("Fresh start" in m.text for m in tg.bot_messages(1001)), what="/new")
+    tg.send(private_chat(ALICE), ALICE, "what did I tell you?")
+    wait(replies_done(2))
+    seen = [m["content"] for m in llm.last_request["messages"] if m["role"] != "system"]
+    assert seen == ["what did I tell you?"]
+    history = Chat.objects.get(chat_key="telegram:1001").messages.order_by("id")
+    assert [m.role for m in history] == ["user", "assistant", "marker", "user", "assistant"]
+    assert history[0].text == "my favourite colour is teal"
+
+
+def test_link_with_a_dashboard_code_links_the_telegram_user(telegram_live, make_person, client):
+    from chats.models import Actor
+
+    tg = telegram_live.tg
+    person = make_person("alice")
+    client.force_login(person)
+    page = client.post("/telegram/link-code").content.decode()
+    code = re.search(r"/link ([A-Z0-9]{4}-[A-Z0-9]{4})", page).group(1)
+
+    tg.send(private_chat(ALICE), ALICE, f"/link {code}")
+    wait(lambda: Actor.objects.filter(external_id="1001", person=person).exists(), what="link")
+    notice = wait(lambda: tg.bot_messages(1001), what="the confirmation")
+    assert "you are alice on the dashboard" in final_text(notice[0]).lower()
+    assert "Alice" in client.get("/telegram/").content.decode()
+
+
+def test_an_approved_pairing_lets_the_user_in_and_unknown_groups_are_ignored(
+    telegram_live, make_person, client
+):
+    from bots.models import PairingRequest
+
+    tg = telegram_live.tg
+    telegram_live.llm.default = fake_openai.echo("re: ")
+    stranger = tg_user(7777, "Mallory", username="mallory")
+    tg.send(private_chat(stranger), stranger, "hi, who are you?")
+    [notice] = wait(lambda: tg.bot_messages(7777), what="the pairing code")
+    code = re.search(r"<code>([A-Z0-9]{4}-[A-Z0-9]{4})</code>", notice.text).group(1)
+    assert not Message.objects.exists()
+
+    staff = make_person("sam", is_staff=True)
+    client.force_login(staff)
+    page = client.get("/telegram/").content.decode()
+    assert code in page and "Mallory" in page
+    request = PairingRequest.objects.get(user_id=7777)
+    assert client.post(f"/telegram/pairings/{request.pk}/approve").status_code == 302
+    wait(lambda: len(tg.bot_messages(7777)) == 2, what="the welcome")
+    assert "You're in" in final_text(tg.bot_messages(7777)[1])
+
+    tg.send(private_chat(stranger), stranger, "hello again")
+    wait(replies_done(1), what="the answer")
+    assert final_text(tg.bot_messages(7777)[-1]) == "re: hello again"
+
+    unknown = tg.send(group_chat(-100555, "Strangers"), ALICE, f"{MENTION} hi")
+    wait(lambda: ProcessedUpdate.objects.filter(update_id=unknown["update_id"]).exists())
+    assert ProcessedUpdate.objects.get(update_id=unknown["update_id"]).outcome == (
+        "ignored:unknown chat"
+    )
+    time.sleep(1)
+    assert tg.bot_messages(-100555) == []
+    assert not Chat.objects.filter(chat_key="telegram:-100555").exists()
+
+
+def test_a_photo_with_a_caption_is_recorded_and_answered(telegram_live):
+    tg, llm = telegram_live.tg, telegram_live.llm
+    llm.default = fake_openai.echo("re: ")
+    tg.send(private_chat(ALICE), ALICE, None, photo=True, caption="Is this rack wired right?")
+    wait(replies_done(1), what="the answer")
+    stored = Message.objects.get(role="user")
+    assert stored.text == "[photo] Is this rack wired right?"
+    assert stored.metadata["telegram"]["attachment"]["type"] == "photo"
+    assert fake_openai.last_user_text(llm.last_request) == "[photo] Is this rack wired right?"
+    assert final_text(tg.bot_messages(1001)[0]) == "re: [photo] Is this rack wired right?"
