@@ -351,3 +351,100 @@ def test_a_photo_with_a_caption_is_recorded_and_answered(telegram_live):
     assert stored.metadata["telegram"]["attachment"]["type"] == "photo"
     assert fake_openai.last_user_text(llm.last_request) == "[photo] Is this rack wired right?"
     assert final_text(tg.bot_messages(1001)[0]) == "re: [photo] Is this rack wired right?"
+
+
+def test_inline_buttons_approve_memory_only_for_the_entitled_person(telegram_live):
+    from chats.services import actor_get_or_create
+    from memory.models import MemoryEntry
+    from memory.services import Author, memory_book, memory_propose
+
+    tg = telegram_live.tg
+    alice = actor_get_or_create(channel="telegram", user_id=1001, display_name="Alice")
+    actor_get_or_create(channel="telegram", user_id=1002, display_name="Bob")
+    outcome = memory_propose(
+        book=memory_book(scope="user", actor=alice),
+        change="add",
+        author=Author(actor=alice),
+        content="Alice prefers tea over coffee",
+    )
+    [prompt] = wait(lambda: tg.bot_messages(1001), what="the approval message")
+    assert "prefers tea" in final_text(prompt)
+    approve = prompt.reply_markup["inline_keyboard"][0][0]["callback_data"]
+
+    tg.press(BOB, prompt, approve)  # someone else's press (or forged data)
+    wait(lambda: tg.calls_of("answerCallbackQuery"), what="the answer")
+    assert "Only the person" in tg.calls_of("answerCallbackQuery")[0].params["text"]
+    assert MemoryEntry.objects.get(pk=outcome.entry.pk).status == "pending"
+    assert tg.bot_messages(1001)[0].edits == 0
+
+    tg.press(ALICE, prompt, approve)
+    wait(lambda: MemoryEntry.objects.get(pk=outcome.entry.pk).status == "active", what="approve")
+    wait(lambda: tg.bot_messages(1001)[0].edits == 1, what="the edited message")
+    shown = tg.bot_messages(1001)[0]
+    assert "Approved by Alice" in final_text(shown) and not shown.reply_markup
+    assert MemoryEntry.objects.get(pk=outcome.entry.pk).events.filter(via="telegram").exists()
+
+
+@pytest.fixture
+def telegram_webhook_live(transactional_db, fake_llm, fake_telegram, settings):
+    """daphne (receiving the webhook) + a worker + the bot process in webhook mode."""
+    import os
+
+    from tests.bots.live_bot import BotProcess
+    from tests.live import LiveStack
+
+    settings.TELEGRAM_WEBHOOK_SECRET = "s3cret-token"
+    env = {
+        **fake_telegram.env(),
+        "TELEGRAM_ALLOWED_USERS": ",".join(settings.TELEGRAM_ALLOWED_USERS),
+        "TELEGRAM_MODE": "webhook",
+        "TELEGRAM_WEBHOOK_SECRET": "s3cret-token",
+    }
+    stack = LiveStack(
+        llm_base_url=fake_llm.base_url, worker_name=f"tgw-{os.getpid()}@%h", extra_env=env
+    )
+    stack.env["TELEGRAM_WEBHOOK_URL"] = f"{stack.url}/telegram/webhook"
+    bot = BotProcess(stack, fake_telegram)
+    try:
+        stack.start_web()
+        stack.start_worker()
+        bot.start()
+        yield stack
+    finally:
+        bot.stop()
+        stack.stop()
+
+
+def test_webhook_mode_receives_over_http_and_answers_once(telegram_webhook_live, fake_telegram):
+    import json
+    import urllib.error
+    import urllib.request
+
+    tg, stack = fake_telegram, telegram_webhook_live
+    assert tg.webhook["url"] == f"{stack.url}/telegram/webhook"
+    assert tg.webhook["secret_token"] == "s3cret-token"
+    assert not tg.calls_of("getUpdates")  # webhook mode never polls
+
+    def deliver(update, secret="s3cret-token"):
+        request = urllib.request.Request(
+            f"{stack.url}/telegram/webhook",
+            data=json.dumps(update).encode(),
+            headers={
+                "Content-Type": "application/json",
+                "X-Telegram-Bot-Api-Secret-Token": secret,
+            },
+            method="POST",
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return response.status
+        except urllib.error.HTTPError as error:
+            return error.code
+
+    update = tg.message(private_chat(ALICE), ALICE, "hello over the webhook")
+    assert deliver(update, secret="guess") == 403
+    assert deliver(update) == 200
+    assert deliver(update) == 200  # Telegram retried: still one message, one reply
+    wait(replies_done(1), 60, "the reply")
+    assert Message.objects.filter(text="hello over the webhook").count() == 1
+    assert [final_text(m) for m in tg.bot_messages(1001)] == ["ok"]

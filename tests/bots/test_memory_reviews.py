@@ -1,0 +1,113 @@
+"""Memory approvals by inline buttons, at the service level: who gets the buttons, and a
+press decides only when the presser is entitled (the review service checks it)."""
+
+import pytest
+
+from bots.models import OutboundMessage
+from bots.services import telegram_update_process
+from bots.updates import BotIdentity
+from chats.models import Channel
+from chats.services import actor_get_or_create, actor_link
+from memory.models import MemoryEntry
+from memory.services import Author, memory_book, memory_propose
+from tests.fakes.telegram_server import BotMessage, FakeTelegram, tg_user
+
+pytestmark = [pytest.mark.storage, pytest.mark.django_db(transaction=True)]
+
+BOT = BotIdentity(7654321, "hermes_test_bot")
+ALICE = tg_user(1001, "Alice")
+BOB = tg_user(1002, "Bob")
+
+
+@pytest.fixture(autouse=True)
+def telegram(settings):
+    settings.TELEGRAM_BOT_TOKEN = "7654321:TEST"
+    settings.TELEGRAM_ALLOWED_USERS = ["1001", "1002"]
+
+
+def telegram_actor(user):
+    return actor_get_or_create(
+        channel=Channel.TELEGRAM, user_id=user["id"], display_name=user["first_name"]
+    )
+
+
+def prompt_of(row: OutboundMessage) -> BotMessage:
+    return BotMessage(
+        chat_id=row.telegram_chat_id,
+        message_id=900,
+        text=row.payload["text"],
+        parse_mode="HTML",
+        thread_id=None,
+        reply_to=None,
+        reply_markup=row.payload["reply_markup"],
+        sent_at=0,
+    )
+
+
+BUILDER = FakeTelegram()  # not started: it builds updates with fresh update ids
+
+
+def press(user, row, data):
+    return telegram_update_process(BUILDER.press(user, prompt_of(row), data), identity=BOT)
+
+
+def test_a_proposal_about_a_telegram_user_asks_them_and_only_their_press_counts():
+    alice = telegram_actor(ALICE)
+    outcome = memory_propose(
+        book=memory_book(scope="user", actor=alice),
+        change="add",
+        author=Author(actor=alice),
+        content="Alice prefers tea over coffee",
+    )
+    assert outcome.code == "pending"
+    row = OutboundMessage.objects.get(kind="send")
+    assert row.telegram_chat_id == 1001 and "prefers tea" in row.payload["text"]
+    buttons = row.payload["reply_markup"]["inline_keyboard"][0]
+    assert [b["callback_data"] for b in buttons] == [
+        f"mem:{outcome.entry.pk}:a",
+        f"mem:{outcome.entry.pk}:r",
+    ]
+
+    telegram_actor(BOB)
+    refused = press(BOB, row, buttons[0]["callback_data"])
+    assert refused.result == "memory:not allowed"
+    assert MemoryEntry.objects.get(pk=outcome.entry.pk).status == "pending"
+    assert [r.kind for r in refused.outbound] == ["answer"]  # the message stays as it is
+
+    approved = press(ALICE, row, buttons[0]["callback_data"])
+    assert approved.result == "memory:approve"
+    assert MemoryEntry.objects.get(pk=outcome.entry.pk).status == "active"
+    edit = next(r for r in approved.outbound if r.kind == "edit")
+    assert "Approved by Alice" in edit.payload["text"] and "reply_markup" not in edit.payload
+    again = press(ALICE, row, buttons[1]["callback_data"])
+    assert again.result == "memory:conflict"
+
+
+def test_a_team_proposal_goes_to_staff_who_linked_telegram(make_person):
+    staff = make_person("sam", is_staff=True)
+    bob = telegram_actor(BOB)
+    actor_link(actor=bob, person=staff)
+    alice = telegram_actor(ALICE)
+    outcome = memory_propose(
+        book=memory_book(scope="team"),
+        change="add",
+        author=Author(actor=alice),
+        content="Deploys happen on Tuesdays",
+    )
+    row = OutboundMessage.objects.get(kind="send")
+    assert row.telegram_chat_id == 1002
+    data = row.payload["reply_markup"]["inline_keyboard"][0][1]["callback_data"]
+    assert press(ALICE, row, data).result == "memory:not allowed"
+    assert press(BOB, row, data).result == "memory:reject"
+    assert MemoryEntry.objects.get(pk=outcome.entry.pk).status == "rejected"
+
+
+def test_unknown_or_forged_button_data_decides_nothing():
+    alice = telegram_actor(ALICE)
+    row = OutboundMessage(
+        telegram_chat_id=1001,
+        payload={"text": "x", "reply_markup": {"inline_keyboard": []}},
+    )
+    assert press(ALICE, row, "mem:abc:a").result == "callback:unknown"
+    assert press(ALICE, row, "mem:999999:a").result == "memory:not allowed"
+    assert alice.pk
