@@ -1,7 +1,8 @@
 """`make run`: prepare the database and start the whole product under one supervisor.
 
 Processes (honcho): the embedded Valkey (unless REDIS_URL is set), daphne serving HTTP
-and WebSockets on 127.0.0.1:PORT, and a Celery worker. Ctrl-C stops them all.
+and WebSockets on 127.0.0.1:PORT, a Celery worker, and the Telegram bridge when
+TELEGRAM_BOT_TOKEN is set. Ctrl-C stops them all.
 """
 
 import os
@@ -60,6 +61,9 @@ def processes(env: dict[str, str]) -> dict[str, str]:
         f"{BIN / 'celery'} -A hermes_site worker --loglevel INFO "
         f"--concurrency {env.get('CELERY_CONCURRENCY', '2')} --without-gossip --without-mingle"
     )
+    if env.get("TELEGRAM_BOT_TOKEN"):
+        # The Telegram bridge (long polling, or sending only in webhook mode).
+        procs["telegram"] = f"{python} manage.py run_telegram_bot"
     return procs
 
 
