@@ -18,6 +18,7 @@ RUNS = [
     ["context_bench.py", "--gc-freeze"],
     ["engine_bench.py", "--turns", "60"],
     ["ws_bench.py", "--clients", "200", "--chats", "50"],
+    ["telegram_bench.py", "--runs", "3", "--seconds", "10"],
     ["memory_bench.py", "--runs", "200"],
 ]
 POSTGRES_RUNS = [

@@ -38,6 +38,7 @@ from bots.delivery import (
     ReplyDelivery,
     Sender,
     db,
+    db_parallel,
     deliver_single,
     retry_seconds,
 )
@@ -52,7 +53,7 @@ from bots.services import (
     processed_updates_prune,
     telegram_update_process,
 )
-from bots.updates import ALLOWED_UPDATES, BadUpdate, BotIdentity
+from bots.updates import ALLOWED_UPDATES, BadUpdate, BotIdentity, ordering_key
 from chats.agent.events import CHANNEL_MESSAGE_TYPE, chat_group_name
 from chats.models import Turn
 
@@ -60,6 +61,16 @@ logger = logging.getLogger(__name__)
 
 OUTBOX_POLL_SECONDS = 0.5
 MAX_UPDATE_ATTEMPTS = 3
+
+
+def update_lanes() -> int:
+    """Updates of different chats are applied in parallel lanes (one chat always in one
+    lane) on PostgreSQL; SQLite has one writer at a time, where lanes only add lock waits."""
+    from django.db import connection
+
+    return 1 if connection.vendor == "sqlite" else 4
+
+
 MAX_DELIVERY_ATTEMPTS = 8
 STUCK_TURN_SECONDS = 60
 
@@ -180,6 +191,7 @@ class TelegramBridge:
         self.retry_at: dict[int, float] = {}
         self.chat_locks: dict[tuple[int, int | None], asyncio.Lock] = defaultdict(asyncio.Lock)
         self.update_failures: dict[int, int] = defaultdict(int)
+        self.lanes = update_lanes()
 
     # lifecycle
 
@@ -269,10 +281,32 @@ class TelegramBridge:
             offset = await self._process_batch(updates, offset)
 
     async def _process_batch(self, updates, offset: int) -> int:
+        """Apply a getUpdates batch in lanes (one chat's updates in order, chats in
+        parallel), then confirm it: the offset moves past every update that was applied
+        or given up on, and stops before the first that must be retried."""
+        lanes: dict[int, list] = defaultdict(list)
         for update in updates:
-            # A redelivered update (a lost confirmation) is recognised by the dedupe table.
+            lanes[ordering_key(update) % self.lanes].append(update)
+        results = await asyncio.gather(*(self._process_lane(lane) for lane in lanes.values()))
+        retry = [update_id for lane_retry in results for update_id in lane_retry]
+        if updates:
+            newest = max(update.update_id for update in updates) + 1
+            offset = max(offset, min(retry) if retry else newest)
+            self.wake.set()
+        try:
+            await db(polling_offset_save, bot_id=self.identity.bot_id, offset=offset)
+        except Exception:  # noqa: BLE001 - the processed-update table still dedupes
+            logger.warning("could not persist the polling offset", exc_info=True)
+        if retry:
+            await asyncio.sleep(1)
+        return offset
+
+    async def _process_lane(self, updates) -> list[int]:
+        """Apply one lane's updates in order; returns the ids to retry (the first failure
+        and everything after it in this lane)."""
+        for index, update in enumerate(updates):
             try:
-                await db(telegram_update_process, update, identity=self.identity)
+                await db_parallel(telegram_update_process, update, identity=self.identity)
             except BadUpdate as exc:
                 logger.warning("skipped update %s: %s", update.update_id, exc)
             except Exception:  # noqa: BLE001 - the database may be down: retry, then skip
@@ -280,17 +314,11 @@ class TelegramBridge:
                 attempts = self.update_failures[update.update_id]
                 logger.exception("update %s failed (attempt %s)", update.update_id, attempts)
                 if attempts < MAX_UPDATE_ATTEMPTS:
-                    await asyncio.sleep(attempts)
-                    break  # not confirmed: getUpdates delivers it again
+                    return [u.update_id for u in updates[index:]]
                 logger.error("giving up on update %s after %s attempts", update.update_id, attempts)
             self.update_failures.pop(update.update_id, None)
-            offset = max(offset, update.update_id + 1)
             self.wake.set()
-        try:
-            await db(polling_offset_save, bot_id=self.identity.bot_id, offset=offset)
-        except Exception:  # noqa: BLE001 - the processed-update table still dedupes
-            logger.warning("could not persist the polling offset", exc_info=True)
-        return offset
+        return []
 
     # the outbox
 

@@ -54,6 +54,25 @@ async def db(function: Callable, *args, **kwargs):
     return await sync_to_async(call, thread_sensitive=True)()
 
 
+async def db_parallel(function: Callable, *args, **kwargs):
+    """Like `db`, on a pool thread with its own connection, so lanes run side by side."""
+
+    def call():
+        close_old_connections()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            close_old_connections()
+
+    return await sync_to_async(call, thread_sensitive=False)()
+
+
+async def record_sent(row: OutboundMessage, **fields) -> None:
+    """Record what Telegram accepted right away, on a connection of its own: until this
+    commits, a crash would make the next process send that part again."""
+    await db_parallel(outbox_progress, row=row, **fields)
+
+
 def retry_seconds(error: RetryAfter) -> float:
     with warnings.catch_warnings():  # PTB 22 moves it to timedelta: either is fine
         warnings.simplefilter("ignore", PTBDeprecationWarning)
@@ -270,9 +289,8 @@ async def deliver_single(sender: Sender, row: OutboundMessage) -> None:
         reply_to=row.reply_to_message_id,
         markup=payload.get("reply_markup"),
     )
-    await db(
-        outbox_progress,
-        row=row,
+    await record_sent(
+        row,
         status=OutboundMessage.Status.DELIVERED,
         message_ids=[message_id],
         parts_sent=1,
@@ -397,7 +415,7 @@ class ReplyDelivery:
         try:
             if not self.row.message_ids:
                 message_id = await self._send_once(html, plain, self.row.reply_to_message_id)
-                await db(outbox_progress, row=self.row, message_ids=[message_id])
+                await record_sent(self.row, message_ids=[message_id])
             else:
                 await self._edit_once(self.row.message_ids[0], html, plain)
         except RetryAfter as exc:
@@ -488,5 +506,5 @@ class ReplyDelivery:
                     reply_to=row.reply_to_message_id if index == 0 else None,
                 )
                 message_ids.append(message_id)
-            await db(outbox_progress, row=row, message_ids=message_ids, parts_sent=index + 1)
+            await record_sent(row, message_ids=message_ids, parts_sent=index + 1)
         await db(outbox_progress, row=row, status=OutboundMessage.Status.DELIVERED, text=markdown)

@@ -35,7 +35,7 @@ from bots.updates import (
     real_reply_to,
     update_kind,
 )
-from chats.agent.turns import message_received, turn_stop
+from chats.agent.turns import message_received, turn_request, turn_stop
 from chats.keys import make_chat_key
 from chats.models import Actor, Channel, Chat, Message, Turn
 from chats.services import (
@@ -186,46 +186,74 @@ class UpdateOutcome:
 def telegram_update_process(
     update: Update | dict, *, identity: BotIdentity | None = None
 ) -> UpdateOutcome:
-    """Apply one Telegram update exactly once, in one transaction: the processed update id,
-    the stored message, the requested turn and everything to send (the outbox) commit
-    together, so a redelivery or a crash never stores twice, answers twice or loses a reply.
+    """Apply one Telegram update exactly once: a redelivery, a concurrent delivery or a
+    crash at any point never stores a message twice, answers twice or loses a reply.
 
-    Raises BadUpdate for JSON that is not an update; refused content (IngestError) is
-    recorded as processed and skipped."""
+    The message is stored first through the idempotent ingestion service (a retry finds
+    it); the processed update id then commits in one transaction with everything that must
+    happen once: the turn, the outbox rows to send, a command's effect. Raises BadUpdate for
+    JSON that is not an update; content that cannot be stored is recorded and skipped."""
     if not isinstance(update, Update):
         update = parse_update(update)
     identity = identity or bot_identity()
     kind = update_kind(update)
-    with transaction.atomic():
+    if ProcessedUpdate.objects.filter(bot_id=identity.bot_id, update_id=update.update_id).exists():
+        return UpdateOutcome("duplicate")
+    claim = _Claim(identity.bot_id, update.update_id, kind)
+    try:
+        return _apply(update, kind, identity, claim)
+    except _AlreadyProcessed:
+        return UpdateOutcome("duplicate")
+
+
+class _AlreadyProcessed(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class _Claim:
+    bot_id: int
+    update_id: int
+    kind: str
+
+    def commit(self, effects) -> UpdateOutcome:
+        """Run `effects` and record the update as processed, in one transaction; a
+        concurrent delivery that got there first rolls this one back entirely."""
         try:
             with transaction.atomic():
-                processed = ProcessedUpdate.objects.create(
-                    bot_id=identity.bot_id, update_id=update.update_id, kind=kind
+                outcome = effects()
+                ProcessedUpdate.objects.create(
+                    bot_id=self.bot_id,
+                    update_id=self.update_id,
+                    kind=self.kind,
+                    outcome=outcome.result[:32],
                 )
         except IntegrityError:
-            return UpdateOutcome("duplicate")
-        outcome = _apply(update, kind, identity)
-        ProcessedUpdate.objects.filter(pk=processed.pk).update(outcome=outcome.result[:32])
-    return outcome
+            if ProcessedUpdate.objects.filter(
+                bot_id=self.bot_id, update_id=self.update_id
+            ).exists():
+                raise _AlreadyProcessed() from None
+            raise
+        return outcome
 
 
-def _apply(update: Update, kind: str, identity: BotIdentity) -> UpdateOutcome:
+def _apply(update: Update, kind: str, identity: BotIdentity, claim: _Claim) -> UpdateOutcome:
     from chats.services import IngestError
 
     try:
         if kind == "message":
-            return _apply_message(update.message, identity)
+            return _apply_message(update.message, identity, claim)
         if kind == "edited_message":
-            return _apply_edit(update.edited_message)
+            return claim.commit(lambda: _apply_edit(update.edited_message))
         if kind == "callback_query":
             from bots.memory_reviews import callback_query_apply
 
-            return callback_query_apply(update.callback_query, identity)
+            return claim.commit(lambda: callback_query_apply(update.callback_query, identity))
     except IngestError as exc:
         # Nothing of it can be stored (e.g. an id with control characters): skip it for good.
         logger.warning("telegram update %s refused: %s", update.update_id, exc)
-        return UpdateOutcome("refused")
-    return UpdateOutcome("ignored:type")
+        return claim.commit(lambda: UpdateOutcome("refused"))
+    return claim.commit(lambda: UpdateOutcome("ignored:type"))
 
 
 def _telegram_actor(message: TgMessage) -> Actor | None:
@@ -237,30 +265,30 @@ def _telegram_actor(message: TgMessage) -> Actor | None:
     )
 
 
-def _apply_message(message: TgMessage, identity: BotIdentity) -> UpdateOutcome:
+def _apply_message(message: TgMessage, identity: BotIdentity, claim: _Claim) -> UpdateOutcome:
     place = place_of(message)
     if place is None:
-        return UpdateOutcome("ignored:channel")
+        return claim.commit(lambda: UpdateOutcome("ignored:channel"))
     user = message.from_user
     command = command_of(message, identity)
     if place.is_private:
         if user is None:
-            return UpdateOutcome("ignored:no sender")
+            return claim.commit(lambda: UpdateOutcome("ignored:no sender"))
         actor = _telegram_actor(message)
         if not user_allowed(user_id=user.id, actor=actor):
             if command is not None and command.name == "link":
-                return _command_link(place, message, actor, command.args)
-            return _pairing_notice(place, message)
+                return claim.commit(lambda: _command_link(place, message, actor, command.args))
+            return claim.commit(lambda: _pairing_notice(place, message))
     elif not chat_allowed(telegram_chat_id=place.telegram_chat_id):
         logger.info("ignored a message from unknown Telegram chat %s", place.telegram_chat_id)
-        return UpdateOutcome("ignored:unknown chat")
+        return claim.commit(lambda: UpdateOutcome("ignored:unknown chat"))
 
     if command is not None and command.name in COMMANDS:
-        return _apply_command(place, message, command)
+        return claim.commit(lambda: _apply_command(place, message, command))
 
     content = describe(message)
     if content is None:
-        return UpdateOutcome("ignored:service")
+        return claim.commit(lambda: UpdateOutcome("ignored:service"))
     respond = place.is_private or _group_wants_answer(message, identity, command)
     if user is not None and user.is_bot:
         respond = False
@@ -275,6 +303,8 @@ def _apply_message(message: TgMessage, identity: BotIdentity) -> UpdateOutcome:
     if content.attachment:
         telegram_meta["attachment"] = content.attachment
     replied = real_reply_to(message)
+    # Idempotent on its own (one row per chat and message id), so it runs outside the
+    # claim's transaction, where the ingestion caches work.
     result = message_ingest(
         channel=Channel.TELEGRAM,
         chat_id=place.telegram_chat_id,
@@ -289,9 +319,18 @@ def _apply_message(message: TgMessage, identity: BotIdentity) -> UpdateOutcome:
         reply_to_message_id=replied.message_id if replied is not None else None,
         metadata={"telegram": telegram_meta},
     )
+    return claim.commit(lambda: _answer(result, place, message, respond))
+
+
+def _answer(result, place: Place, message: TgMessage, respond: bool) -> UpdateOutcome:
+    """Request the turn (once per message) and queue its streamed reply."""
     if result.duplicate:
-        return UpdateOutcome("duplicate message", message=result.message)
-    turn = message_received(result, respond=respond)
+        # Stored by an earlier delivery: answer only if that delivery died before it could.
+        if not respond or Turn.objects.filter(trigger=result.message).exists():
+            return UpdateOutcome("duplicate message", message=result.message)
+        turn = turn_request(message=result.message)
+    else:
+        turn = message_received(result, respond=respond)
     outcome = UpdateOutcome("stored", message=result.message, turn=turn)
     if turn is not None:
         outcome.result = "answering"

@@ -73,6 +73,15 @@ def update_kind(update: Update) -> str:
     return "other"
 
 
+def ordering_key(update: Update) -> int:
+    """Updates with the same key must be applied in order (one chat, or one presser)."""
+    chat = update.effective_chat
+    if chat is not None:
+        return chat.id
+    user = update.effective_user
+    return user.id if user is not None else 0
+
+
 def display_name(user: User | None) -> str:
     if user is None:
         return ""

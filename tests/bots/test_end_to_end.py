@@ -135,6 +135,11 @@ def test_a_redelivered_update_and_a_restart_mid_burst_store_and_answer_once(tele
     assert [final_text(m) for m in tg.bot_messages(1001)] == ["re: once please"]
     assert ProcessedUpdate.objects.filter(update_id=first["update_id"]).count() == 1
 
+    # Replies start two seconds after each question, so the crash below lands while the
+    # burst is being stored and turned into turns (a crash mid-reply has its own test).
+    telegram_live.llm.default = lambda body: fake_openai.text(
+        f"re: {fake_openai.last_user_text(body)}", delay=2.0, chunk_size=1000
+    )
     users = [tg_user(2001 + i, f"User {i}") for i in range(10)]
     burst = [tg.send(private_chat(user), user, f"burst {i}") for i, user in enumerate(users)]
     wait(lambda: Message.objects.filter(text__startswith="burst").count() >= 3, what="a start")
@@ -163,6 +168,9 @@ def test_a_bot_killed_mid_stream_finishes_the_same_message_after_restart(telegra
 
     tg.send(private_chat(BOB), BOB, "a story please")
     wait(lambda: tg.bot_messages(1002), what="the streamed message")
+    # Killed once the streamed message's id is recorded (before that, see docs/TELEGRAM.md:
+    # the one window no bot can close).
+    wait(lambda: OutboundMessage.objects.filter(kind="reply").exclude(message_ids=[]).exists())
     bot.kill()
     bot.start()
 

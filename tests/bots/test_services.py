@@ -338,3 +338,24 @@ def test_concurrent_deliveries_of_one_update_store_and_answer_once(tg):
     assert sorted(results) == ["answering", "duplicate", "duplicate", "duplicate"]
     assert Message.objects.filter(text="race me").count() == 1
     assert OutboundMessage.objects.filter(kind="reply").count() == 1
+
+
+def test_a_message_stored_by_a_delivery_that_died_before_its_claim_is_still_answered(tg):
+    from chats.services import message_ingest
+
+    update = tg.message(private_chat(ALICE), ALICE, "did you get this?")
+    # A first delivery stored the message, then the process died before the update's
+    # transaction (turn, outbox, processed id) committed.
+    message_ingest(
+        channel="telegram",
+        chat_id=1001,
+        user_id=1001,
+        user_name="Alice",
+        message_id=update["message"]["message_id"],
+        text="did you get this?",
+    )
+    outcome = process(update)
+    assert outcome.result == "answering" and outcome.turn is not None
+    assert Message.objects.filter(text="did you get this?").count() == 1
+    assert process(update).duplicate
+    assert Turn.objects.count() == 1 and OutboundMessage.objects.filter(kind="reply").count() == 1
