@@ -456,3 +456,14 @@ def test_webhook_mode_receives_over_http_and_answers_once(telegram_webhook_live,
     wait(replies_done(1), 60, "the reply")
     assert Message.objects.filter(text="hello over the webhook").count() == 1
     assert [final_text(m) for m in tg.bot_messages(1001)] == ["ok"]
+
+
+def test_a_dead_model_gets_a_clear_message_and_the_question_is_kept(telegram_live):
+    tg = telegram_live.tg
+    telegram_live.llm.default = by_prompt({"broken": fake_openai.error(500)})
+    tg.send(private_chat(ALICE), ALICE, "this will hit a broken model")
+    wait(replies_done(1), 60, "the failure notice")
+    [notice] = tg.bot_messages(1001)
+    assert final_text(notice).startswith("⚠️")
+    assert Turn.objects.get().status == "failed"
+    assert Message.objects.filter(text="this will hit a broken model").exists()
