@@ -114,3 +114,16 @@ def test_pairing_decisions_need_the_csrf_token(owner, make_person):
     strict.force_login(staff)
     assert strict.post(f"/telegram/pairings/{request.pk}/approve").status_code == 403
     assert PairingRequest.objects.get().status == "pending"
+
+
+def test_staff_see_the_outbox_with_telegram_message_ids_in_the_admin(client, make_person):
+    from bots.models import OutboundMessage
+
+    OutboundMessage.objects.create(
+        kind="send", telegram_chat_id=1001, message_ids=[41, 42], payload={"text": "hi"}
+    )
+    admin = make_person("root", is_staff=True, is_superuser=True)
+    client.force_login(admin)
+    page = client.get("/admin/bots/outboundmessage/").content.decode()
+    assert "[41, 42]" in page
+    assert client.get("/admin/bots/outboundmessage/add/").status_code == 403
