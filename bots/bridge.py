@@ -99,6 +99,7 @@ class EventRouter:
         self._task: asyncio.Task | None = None
 
     async def start(self) -> None:
+        """Open this process's channel; without Redis replies rely on the database."""
         if self.layer is None:
             return
         try:
@@ -109,6 +110,7 @@ class EventRouter:
         self._task = asyncio.create_task(self._receive())
 
     async def subscribe(self, chat_id: int) -> asyncio.Queue:
+        """A queue that receives the chat's events from now on."""
         queue: asyncio.Queue = asyncio.Queue()
         first = not self.queues[chat_id]
         self.queues[chat_id].add(queue)
@@ -120,6 +122,7 @@ class EventRouter:
         return queue
 
     async def unsubscribe(self, chat_id: int, queue: asyncio.Queue) -> None:
+        """Stop feeding `queue`; leave the chat's group when nobody follows it."""
         self.queues[chat_id].discard(queue)
         if not self.queues[chat_id]:
             del self.queues[chat_id]

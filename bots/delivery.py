@@ -74,6 +74,7 @@ async def record_sent(row: OutboundMessage, **fields) -> None:
 
 
 def retry_seconds(error: RetryAfter) -> float:
+    """Seconds Telegram asks to wait, whichever type this PTB version uses."""
     with warnings.catch_warnings():  # PTB 22 moves it to timedelta: either is fine
         warnings.simplefilter("ignore", PTBDeprecationWarning)
         value = error.retry_after
@@ -315,6 +316,7 @@ class EventFeed:
         self.last_seq = 0
 
     async def catch_up(self) -> list[dict]:
+        """Events still in the replay buffer after the last one seen."""
         missed = await db(events_since, self.chat_id, self.last_seq)
         fresh = [event for event in missed if event["seq"] > self.last_seq]
         if fresh:
@@ -322,6 +324,7 @@ class EventFeed:
         return fresh
 
     async def next(self, timeout: float) -> list[dict]:
+        """The next new events (none after `timeout`), gaps filled from the buffer."""
         try:
             event = await asyncio.wait_for(self.queue.get(), timeout=max(timeout, 0.01))
         except TimeoutError:
@@ -353,6 +356,7 @@ class ReplyDelivery:
         self.outcome: TurnOutcome | None = None
 
     async def run(self) -> None:
+        """Follow the turn to its end, previewing as text arrives, then send the final parts."""
         if self.row.status == OutboundMessage.Status.PENDING:
             await db(outbox_progress, row=self.row, status=OutboundMessage.Status.SENDING)
         for event in await self.feed.catch_up():

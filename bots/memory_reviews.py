@@ -37,6 +37,7 @@ def _keyboard(entry_id: int) -> dict:
 
 
 def prompt_text(entry) -> str:
+    """The HTML of an approval request for `entry`."""
     scope = SCOPE_LABELS.get(getattr(entry, "scope", ""), "")
     return (
         f"🧠 I would like to remember this{' ' + scope if scope else ''}:\n\n"

@@ -66,6 +66,7 @@ STOP_REASON = "stopped from Telegram"
 
 
 def bot_id_from_token(token: str) -> int:
+    """The bot's numeric id, the part of the token before the colon."""
     head = token.split(":", 1)[0]
     if not head.isdigit():
         raise ValueError("TELEGRAM_BOT_TOKEN must look like 123456:ABC... (the bot id first)")

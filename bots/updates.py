@@ -67,6 +67,7 @@ def parse_update(data: object) -> Update:
 
 
 def update_kind(update: Update) -> str:
+    """Which of the understood update types this is ("other" for the rest)."""
     for kind in ALLOWED_UPDATES:
         if getattr(update, kind, None) is not None:
             return kind
@@ -83,6 +84,7 @@ def ordering_key(update: Update) -> int:
 
 
 def display_name(user: User | None) -> str:
+    """First and last name, else the username, else the id."""
     if user is None:
         return ""
     return " ".join(part for part in (user.first_name, user.last_name) if part) or (
@@ -108,6 +110,7 @@ def place_of(message: TgMessage) -> Place | None:
 
 
 def topic_name(message: TgMessage) -> str:
+    """The forum topic's name when the message carries it (its opening message)."""
     created = message.forum_topic_created
     if created is None and message.reply_to_message is not None:
         created = message.reply_to_message.forum_topic_created
