@@ -137,8 +137,9 @@ class EventRouter:
             except asyncio.CancelledError:
                 raise
             except redis.exceptions.TimeoutError:
-                # redis-py 8 reads with a 5 s socket timeout, the same as channels_redis's
-                # blocking pop: an idle channel ends in this error. Nothing was lost.
+                # An idle channel with a read timeout no longer than channels_redis's 5 s
+                # blocking pop ends in this error (settings avoid it; an override may not).
+                # Nothing was lost.
                 continue
             except Exception:  # noqa: BLE001 - Redis hiccup: the database check covers it
                 logger.warning("channel layer receive failed; retrying", exc_info=True)

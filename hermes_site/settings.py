@@ -137,7 +137,13 @@ CACHES = {
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "prefix": REDIS_KEY_PREFIX},
+        "CONFIG": {
+            # channels_redis waits on a blocking pop for 5 s; redis-py 8 gives up reading a
+            # socket after 5 s by default, so an idle receive raised and crashed the consumer.
+            # The read timeout must outlast the pop; connecting to a dead Redis stays quick.
+            "hosts": [{"address": REDIS_URL, "socket_timeout": 15, "socket_connect_timeout": 2}],
+            "prefix": REDIS_KEY_PREFIX,
+        },
     }
 }
 

@@ -85,6 +85,22 @@ def test_member_receives_events_published_after_connecting(member, team_chat):
     run(body)
 
 
+def test_an_idle_socket_outlives_the_channel_layers_blocking_pop(member, team_chat):
+    """channels_redis blocks 5 s per receive; a Redis socket timeout of the same length once
+    turned every idle minute into a crashed consumer and a reconnect."""
+    headers = session_headers(member)
+
+    async def body():
+        communicator = socket(team_chat.chat_key, headers)
+        assert (await communicator.connect(timeout=TIMEOUT))[0]
+        assert await communicator.receive_nothing(timeout=7, interval=0.5)
+        event = await publish(team_chat.pk, "turn.delta", text="still here")
+        assert await receive_events(communicator, 1) == [event]
+        await communicator.disconnect()
+
+    run(body)
+
+
 def test_without_after_nothing_old_is_sent(owner, team_chat):
     headers = session_headers(owner)
 
