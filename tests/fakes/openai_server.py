@@ -31,10 +31,11 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from chats.agent.tokens import count_tokens
+from tests.fakes.http import FakeHTTPServer
 
 __all__ = [
     "FakeOpenAI",
@@ -515,33 +516,8 @@ class FakeOpenAI:
         return None
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self, address, handler, *, fake: FakeOpenAI):
-        self.fake = fake
-        self._connections: set[socket.socket] = set()
-        self._connections_lock = threading.Lock()
-        super().__init__(address, handler)
-
-    def process_request(self, request, client_address):
-        with self._connections_lock:
-            self._connections.add(request)
-        super().process_request(request, client_address)
-
-    def shutdown_request(self, request):
-        with self._connections_lock:
-            self._connections.discard(request)
-        super().shutdown_request(request)
-
-    def close_connections(self) -> None:
-        """Cut idle keep-alive connections so that their handler threads end."""
-        with self._connections_lock:
-            connections = list(self._connections)
-        for connection in connections:
-            with contextlib.suppress(OSError):
-                connection.shutdown(socket.SHUT_RDWR)
+class _Server(FakeHTTPServer):
+    fake: FakeOpenAI
 
 
 class _ClientGone(Exception):

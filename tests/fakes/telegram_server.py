@@ -21,14 +21,15 @@ import contextlib
 import html
 import itertools
 import json
-import socket
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qsl
+
+from tests.fakes.http import FakeHTTPServer
 
 DEFAULT_TOKEN = "7654321:TEST-token-for-the-fake-server"
 ALLOWED_TAGS = {
@@ -578,32 +579,8 @@ def _decode(name: str, value: str):
         return value
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self, address, handler, *, fake: FakeTelegram):
-        self.fake = fake
-        self._connections: set[socket.socket] = set()
-        self._connections_lock = threading.Lock()
-        super().__init__(address, handler)
-
-    def process_request(self, request, client_address):
-        with self._connections_lock:
-            self._connections.add(request)
-        super().process_request(request, client_address)
-
-    def shutdown_request(self, request):
-        with self._connections_lock:
-            self._connections.discard(request)
-        super().shutdown_request(request)
-
-    def close_connections(self) -> None:
-        with self._connections_lock:
-            connections = list(self._connections)
-        for connection in connections:
-            with contextlib.suppress(OSError):
-                connection.shutdown(socket.SHUT_RDWR)
+class _Server(FakeHTTPServer):
+    fake: FakeTelegram
 
 
 class _Handler(BaseHTTPRequestHandler):
