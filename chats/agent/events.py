@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from channels_redis.core import RedisChannelLayer
 from django.conf import settings
 
 from hermes_site.redis import guarded
@@ -28,7 +29,11 @@ REPLAY_TTL_SECONDS = 3600
 CHANNEL_MESSAGE_TYPE = "chat.event"
 
 # ARGV[1] is the event's JSON object without its opening brace; the script prepends the
-# sequence number, so the JSON is never re-encoded inside Redis.
+# sequence number, so the JSON is never re-encoded inside Redis. KEYS[3], when given, is the
+# chat's channel-layer group: the script also counts its members, so that an event nobody
+# follows skips the broadcast (half the cost of a publish). That is race-free: a subscriber
+# joins the group before it reads the replay buffer, and the event is in the buffer before
+# the count is taken, so whoever joins later finds it there.
 _APPEND = """
 local seq = redis.call('INCR', KEYS[1])
 local encoded = '{"seq":' .. seq .. ',' .. ARGV[1]
@@ -36,7 +41,9 @@ redis.call('RPUSH', KEYS[2], encoded)
 redis.call('LTRIM', KEYS[2], -tonumber(ARGV[2]), -1)
 redis.call('EXPIRE', KEYS[2], tonumber(ARGV[3]))
 redis.call('EXPIRE', KEYS[1], tonumber(ARGV[3]) * 24)
-return encoded
+local listeners = 1
+if KEYS[3] then listeners = redis.call('ZCARD', KEYS[3]) end
+return {encoded, listeners}
 """
 
 
@@ -74,6 +81,15 @@ class _LoopThread:
 _loop_thread = _LoopThread()
 
 
+def _group_key(group: str) -> str | None:
+    """The Redis key of a channel-layer group, when the layer keeps its groups on the same
+    single Redis server as the replay buffer (the only layout this project configures)."""
+    layer = get_channel_layer()
+    if isinstance(layer, RedisChannelLayer) and len(layer.hosts) == 1:
+        return layer._group_key(group).decode()
+    return None
+
+
 def _group_send(group: str, message: dict) -> None:
     layer = get_channel_layer()
     if layer is None:
@@ -94,19 +110,25 @@ def publish(chat_id: int, event_type: str, **data) -> dict | None:
         "ts": datetime.now(UTC).isoformat(timespec="milliseconds"),
         **data,
     }
-    encoded = guarded(
+    group = chat_group_name(chat_id)
+    group_key = _group_key(group)
+    keys = [_seq_key(chat_id), _replay_key(chat_id)] + ([group_key] if group_key else [])
+    appended = guarded(
         lambda r: r.register_script(_APPEND)(
-            keys=[_seq_key(chat_id), _replay_key(chat_id)],
+            keys=keys,
             args=[json.dumps(event, ensure_ascii=False)[1:], REPLAY_LENGTH, REPLAY_TTL_SECONDS],
         ),
         default=None,
         what="publish event",
     )
-    if encoded is None:
+    if appended is None:
         return None  # Redis is down: the stored history stays the source of truth
+    encoded, listeners = appended
     event = json.loads(encoded)
+    if not listeners:
+        return event
     try:
-        _group_send(chat_group_name(chat_id), {"type": CHANNEL_MESSAGE_TYPE, "event": event})
+        _group_send(group, {"type": CHANNEL_MESSAGE_TYPE, "event": event})
     except Exception:  # noqa: BLE001 - subscribers catch up from the replay buffer
         logger.warning("could not broadcast %s for chat %s", event_type, chat_id, exc_info=True)
     return event

@@ -33,6 +33,31 @@ def test_events_are_numbered_recorded_and_broadcast(chat_id):
     assert events.events_since(chat_id, 0)[0]["type"] == "turn.started"
 
 
+def test_an_event_nobody_follows_is_recorded_but_not_broadcast(chat_id, monkeypatch):
+    real_send = events._group_send
+    sent = []
+
+    def recording_send(group, message):
+        sent.append(message["event"]["seq"])
+        real_send(group, message)
+
+    monkeypatch.setattr(events, "_group_send", recording_send)
+    unheard = events.publish(chat_id, "message.created", text="nobody listens")
+    assert sent == []
+    assert events.events_since(chat_id, 0) == [unheard]  # a later subscriber replays it
+
+    layer = get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(events.chat_group_name(chat_id), channel)
+    heard = events.publish(chat_id, "message.created", text="someone listens")
+    assert sent == [heard["seq"]]
+    assert async_to_sync(layer.receive)(channel)["event"] == heard
+
+    async_to_sync(layer.group_discard)(events.chat_group_name(chat_id), channel)
+    events.publish(chat_id, "message.created", text="they left")
+    assert sent == [heard["seq"]]
+
+
 def test_delta_batcher_joins_fast_deltas():
     emitted = []
     batcher = events.DeltaBatcher(emitted.append, interval_ms=1000)
