@@ -34,7 +34,9 @@ def turn_request(*, message: Message, enqueue: bool = True) -> Turn:
     In `interrupt` busy mode, running turns of the chat are asked to stop; in `queue` mode
     they finish first."""
     chat = message.chat
-    with transaction.atomic():
+    # No savepoint when nested (an adapter's transaction): nothing here is retried on error,
+    # the caller's transaction fails as a whole, and the savepoint cost two queries a turn.
+    with transaction.atomic(savepoint=False):
         turn = Turn.objects.create(chat=chat, trigger=message)
         running = list(
             Turn.objects.filter(chat=chat, status=Turn.Status.RUNNING).values_list("id", flat=True)
