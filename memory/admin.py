@@ -4,22 +4,32 @@ their whole story, and the read-only audit trail (blocked writes included).
 Entries change only through memory.services: the admin shows them read-only, and its actions
 approve, reject or remove as the logged-in person with via="admin", so the same policy applies
 as everywhere else (staff decide team and chat entries; a person's entries are theirs).
+A pending entry's page also carries a review form: approve (with the text edited first, if
+the reviewer wants), or reject, through memory_review like the dashboard.
 Entry text is untrusted (it may be a blocked injection attempt): it is always escaped.
 """
 
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Q
-from django.urls import NoReverseMatch, reverse
+from django.http import HttpResponseNotAllowed
+from django.shortcuts import redirect
+from django.urls import NoReverseMatch, path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 
 from chats.admin import NoWrites, ReadOnlyAdmin
+from memory import policy
+from memory.forms import DecisionForm
 from memory.models import MemoryBook, MemoryEntry, MemoryEvent
+from memory.selectors import memory_conflict_reason
 from memory.services import (
     LIVE,
     ReviewConflict,
+    ReviewInvalid,
     ReviewNotAllowed,
     book_usage,
+    memory_expire_proposals,
     memory_forget,
     memory_review,
 )
@@ -159,10 +169,70 @@ class MemoryEntryAdmin(NoWrites, admin.ModelAdmin):
     )
     readonly_fields = fields
 
+    change_form_template = "admin/memory/memoryentry/change_form.html"
+
     def has_review_permission(self, request) -> bool:
         """Who sees the actions; memory.services still decides each entry."""
         user = request.user
         return bool(user.is_active and user.is_staff)
+
+    def get_urls(self):
+        review = self.admin_site.admin_view(self.review_view)
+        return [
+            path("<int:entry_id>/review/", review, name="memory_memoryentry_review"),
+            *super().get_urls(),
+        ]
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        """The entry's page; a pending change the reviewer may decide gets the review form."""
+        context = dict(extra_context or {})
+        entry = self.get_object(request, object_id)
+        if entry is not None and entry.pending_change:
+            memory_expire_proposals(entry_ids=[entry.pk])
+            entry.refresh_from_db()
+        if (
+            entry is not None
+            and entry.pending_change
+            and self.has_review_permission(request)
+            and policy.may_review(entry.book, person=request.user)
+        ):
+            replace = entry.pending_change == MemoryEntry.Change.REPLACE
+            context["review"] = {
+                "url": reverse("admin:memory_memoryentry_review", args=[entry.pk]),
+                "change": entry.get_pending_change_display(),
+                "editable": entry.pending_change != MemoryEntry.Change.REMOVE,
+                "text": entry.proposed_text if replace else entry.text,
+                "expires_at": entry.proposal_expires_at,
+            }
+        return super().change_view(request, object_id, form_url, context)
+
+    def review_view(self, request, entry_id: int):
+        """Approve (the edited text, when it was edited) or reject one pending change."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if not self.has_review_permission(request):
+            raise PermissionDenied
+        back = redirect("admin:memory_memoryentry_change", entry_id)
+        form = DecisionForm(request.POST)
+        if not form.is_valid():
+            self.message_user(request, "Choose approve or reject.", messages.ERROR)
+            return back
+        decision = form.cleaned_data["decision"]
+        text = form.cleaned_data["text"] if "text" in request.POST else None
+        try:
+            entry = memory_review(
+                entry_id=entry_id, decision=decision, person=request.user, text=text, via="admin"
+            )
+        except ReviewNotAllowed:
+            self.message_user(request, "Not changed: you may not decide it.", messages.WARNING)
+        except ReviewConflict:
+            self.message_user(request, memory_conflict_reason(entry_id)[1], messages.WARNING)
+        except ReviewInvalid as exc:
+            self.message_user(request, f"Not saved: {exc}.", messages.ERROR)
+        else:
+            outcome = "Approved" if decision == "approve" else "Rejected"
+            self.message_user(request, f"{outcome}: “{_short(entry.text)}”", messages.SUCCESS)
+        return back
 
     @admin.display(description="text")
     def short_text(self, entry: MemoryEntry) -> str:
@@ -231,7 +301,9 @@ class MemoryEntryAdmin(NoWrites, admin.ModelAdmin):
                 act(entry_id)
             except ReviewNotAllowed:
                 failures.append(f"#{entry_id}: not changed, you may not decide it.")
-            except ReviewConflict as exc:
+            except ReviewConflict:
+                failures.append(f"#{entry_id}: {memory_conflict_reason(entry_id)[1]}")
+            except ReviewInvalid as exc:
                 failures.append(f"#{entry_id}: not changed, {exc}.")
             else:
                 done += 1

@@ -7,7 +7,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from chats.models import Actor, Chat, ChatKind, ChatMember, Message
-from memory.models import MemoryBook, MemoryEntry, Scope, Visibility
+from memory.models import MemoryBook, MemoryEntry, MemoryEvent, Scope, Visibility
 
 Status = MemoryEntry.Status
 LIVE = (Status.ACTIVE, Status.PENDING)
@@ -176,3 +176,16 @@ def chat_participants(chat: Chat) -> list[Actor]:
         "person"
     )
     return sorted(actors, key=lambda actor: (actor.display_name.casefold(), actor.pk))
+
+
+def memory_conflict_reason(entry_id: int) -> tuple[str, str]:
+    """Why a proposal the person may decide has nothing left to decide: ("expired" or
+    "conflict", the words to show)."""
+    entry = MemoryEntry.objects.filter(pk=entry_id).first()
+    last = entry.events.order_by("-created_at", "-id").first() if entry else None
+    if last is not None and last.kind == MemoryEvent.Kind.EXPIRED:
+        return "expired", "This proposal expired before it was decided; nothing changed."
+    if entry is not None:
+        status = entry.get_status_display().lower()
+        return "conflict", f"This proposal was already decided ({status}); nothing changed."
+    return "conflict", "This proposal was already decided; nothing changed."

@@ -17,8 +17,8 @@ from django.views.decorators.http import require_GET, require_POST
 from chats.models import Chat
 from chats.selectors import chats_readable_by
 from memory.forms import BulkDecisionForm, DecisionForm
-from memory.models import MemoryBook, MemoryEntry, MemoryEvent
-from memory.selectors import memory_entries_about, memory_reviewable
+from memory.models import MemoryBook, MemoryEntry
+from memory.selectors import memory_conflict_reason, memory_entries_about, memory_reviewable
 from memory.services import (
     ReviewConflict,
     ReviewInvalid,
@@ -77,19 +77,6 @@ def approvals_page(request: HttpRequest) -> HttpResponse:
     return response
 
 
-def _conflict(entry_id: int) -> tuple[str, str]:
-    """Why a proposal the person may decide has nothing left to decide: ("expired" or
-    "conflict", the words to show)."""
-    entry = MemoryEntry.objects.filter(pk=entry_id).first()
-    last = entry.events.order_by("-created_at", "-id").first() if entry else None
-    if last is not None and last.kind == MemoryEvent.Kind.EXPIRED:
-        return "expired", "This proposal expired before it was decided; nothing changed."
-    if entry is not None:
-        status = entry.get_status_display().lower()
-        return "conflict", f"This proposal was already decided ({status}); nothing changed."
-    return "conflict", "This proposal was already decided; nothing changed."
-
-
 def _decide_one(request, entry_id: int, decision: str, text: str | None):
     """Returns (entry or None, outcome message, error kind or "")."""
     try:
@@ -99,7 +86,7 @@ def _decide_one(request, entry_id: int, decision: str, text: str | None):
     except ReviewNotAllowed:
         return None, "Not found.", "not_found"
     except ReviewConflict:
-        error, message = _conflict(entry_id)
+        error, message = memory_conflict_reason(entry_id)
         return None, message, error
     except ReviewInvalid as exc:
         return None, f"Not saved: {exc}.", "invalid"
@@ -145,7 +132,7 @@ def _edit_refused(request, entry_id: int, error: str, text: str) -> HttpResponse
     if request.htmx:
         entry = next((entry for entry in entries if entry.pk == entry_id), None)
         if entry is None:  # decided or expired meanwhile
-            error, message = _conflict(entry_id)
+            error, message = memory_conflict_reason(entry_id)
             context = {
                 "entry_id": entry_id,
                 "outcome": message,
