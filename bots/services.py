@@ -426,11 +426,8 @@ def _command_memory(place: Place, message: TgMessage, actor: Actor | None) -> Up
     if not place.is_private:
         text = "Ask me /memory in a private chat: what I remember about you is yours."
         return UpdateOutcome("command:memory", outbound=[_notice(place, message, text)])
-    try:
-        from memory.selectors import memory_entries_about
-    except ImportError:
-        text = "Memory is not available on this hub yet."
-        return UpdateOutcome("command:memory", outbound=[_notice(place, message, text)])
+    from memory.selectors import memory_entries_about
+
     entries = memory_entries_about(person=actor.person if actor else None, actor=actor)
     if not entries:
         text = "I do not remember anything about you yet."

@@ -84,3 +84,15 @@ def test_make_run_serves_login_and_chat_list_on_embedded_defaults(tmp_path):
         ["pgrep", "-s", str(process.pid)], capture_output=True, text=True
     ).stdout.split()
     assert leftovers == [], f"processes left running after Ctrl-C: {leftovers}"
+
+
+def test_the_telegram_bridge_runs_only_when_a_token_is_configured():
+    from hermes_site.runner import processes
+
+    without = processes({"PORT": "8000"})
+    assert set(without) == {"valkey", "web", "worker"}
+    with_token = processes({"PORT": "8000", "TELEGRAM_BOT_TOKEN": "123:abc"})
+    assert set(with_token) == {"valkey", "web", "worker", "telegram"}
+    assert with_token["telegram"].endswith("manage.py run_telegram_bot")
+    on_redis = processes({"PORT": "8000", "REDIS_URL": "redis://127.0.0.1:6379/0"})
+    assert "valkey" not in on_redis

@@ -227,6 +227,51 @@ def test_link_in_a_group_is_refused(tg, make_person):
     assert "private chat" in OutboundMessage.objects.last().payload["text"]
 
 
+def test_memory_lists_what_is_held_about_the_asker_in_private_only(tg, make_person):
+    from memory.models import MemoryEntry
+    from memory.services import Author, memory_book, memory_forget, memory_propose
+
+    alice, bob = make_person("alice"), make_person("bob")
+    chat = private_chat(ALICE)
+    process(tg.message(chat, ALICE, "/memory"))
+    assert OutboundMessage.objects.last().payload["text"] == (
+        "I do not remember anything about you yet."
+    )
+
+    actor = Actor.objects.get(external_id="1001")
+    actor.person = alice
+    actor.save()
+    book = memory_book(scope="user", person=alice)
+    for text in ("Prefers short answers.", "Uses <b>vim</b> & tmux.", "Gone already."):
+        memory_propose(
+            book=book, change="add", author=Author(person=alice, asked=True), content=text
+        )
+    memory_propose(
+        book=book, change="add", author=Author(person=bob), content="Might move to Porto."
+    )
+    memory_forget(entry_id=MemoryEntry.objects.get(text="Gone already.").pk, person=alice)
+    memory_propose(
+        book=memory_book(scope="user", person=bob),
+        change="add",
+        author=Author(person=bob),
+        content="Bob likes chess.",
+    )
+
+    outcome = process(tg.message(chat, ALICE, "/memory"))
+    assert outcome.result == "command:memory"
+    text = OutboundMessage.objects.last().payload["text"]
+    assert text.startswith("What I remember about you:")
+    assert "• Prefers short answers." in text
+    assert "• Uses &lt;b&gt;vim&lt;/b&gt; &amp; tmux." in text  # escaped for Telegram's HTML
+    assert "• [proposed] Might move to Porto. <i>(waiting for your approval)</i>" in text
+    assert "Gone already." not in text and "chess" not in text
+
+    process(tg.message(group_chat(GROUP_ID, "Ops"), ALICE, "/memory"))
+    reply = OutboundMessage.objects.last()
+    assert reply.telegram_chat_id == GROUP_ID and "private chat" in reply.payload["text"]
+    assert "short answers" not in reply.payload["text"]
+
+
 def test_a_photo_with_a_caption_is_recorded_with_its_type_and_answered(tg):
     outcome = process(
         tg.message(
