@@ -10,3 +10,7 @@ class ChatsConfig(AppConfig):
         from chats.agent.registry import register_tool_provider
 
         register_tool_provider(builtin_tools)
+
+        from chats import receivers
+
+        receivers.connect()

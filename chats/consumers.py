@@ -11,9 +11,10 @@ from urllib.parse import parse_qs
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.contrib.auth import get_user_model
 
 from chats.agent.events import chat_group_name, events_since, last_seq
-from chats.selectors import chat_for_person
+from chats.selectors import chat_for_person, chats_readable_by
 
 logger = logging.getLogger(__name__)
 
@@ -25,6 +26,14 @@ CLOSE_NOT_FOUND = 4404
 # Redis reads block; run them off the event loop without queueing behind database work.
 _events_since = sync_to_async(events_since, thread_sensitive=False)
 _last_seq = sync_to_async(last_seq, thread_sensitive=False)
+
+
+def _chat_readable_by_id(user, chat_id: int):
+    """The chat if the user (freshly read: they may have been deactivated) may still read it."""
+    person = get_user_model().objects.filter(pk=user.pk, is_active=True).first()
+    if person is None:
+        return None
+    return chats_readable_by(person).filter(pk=chat_id).first()
 
 
 def _after_from_query(query_string: bytes) -> tuple[int | None, bool]:
@@ -101,6 +110,17 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if seq > self.last_sent + 1:  # a gap in the live stream: fill it from the buffer
             await self._catch_up(before=seq)
         await self._send_in_order(event)
+
+    async def chat_access(self, message: dict):
+        """Someone lost access to the chat (`chats.agent.events.ACCESS_MESSAGE_TYPE`): if it is
+        this socket's person, close it as if the chat did not exist."""
+        if self.group is None:
+            return
+        chat = await database_sync_to_async(_chat_readable_by_id)(self.scope["user"], self.chat_id)
+        if chat is None:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+            self.group = None
+            await self.close(code=CLOSE_NOT_FOUND)
 
     async def receive_json(self, content, **kwargs):
         if self.group is None or not isinstance(content, dict):

@@ -2,7 +2,7 @@
 that person is a member of; nothing here crosses that line."""
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import QuerySet
+from django.db.models import Case, IntegerField, QuerySet, Value, When
 
 from chats.models import Chat, ChatMember, Message, Turn
 
@@ -25,6 +25,21 @@ def chat_role(person: AbstractBaseUser, chat: Chat) -> str | None:
         return None
     return (
         ChatMember.objects.filter(chat=chat, person=person).values_list("role", flat=True).first()
+    )
+
+
+def chat_members(chat: Chat) -> list[ChatMember]:
+    """The chat's members with their people: owners, then admins, then members, by name."""
+    rank = Case(
+        When(role=ChatMember.Role.OWNER, then=Value(0)),
+        When(role=ChatMember.Role.ADMIN, then=Value(1)),
+        default=Value(2),
+        output_field=IntegerField(),
+    )
+    return list(
+        ChatMember.objects.filter(chat=chat)
+        .select_related("person")
+        .order_by(rank, "person__username")
     )
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.db.models.base import ModelState
 from django.db.models.signals import post_delete
@@ -258,6 +259,37 @@ def chat_member_ensure(
     """Make `person` a member of `chat` (never downgrades an existing role)."""
     member, _ = ChatMember.objects.get_or_create(chat=chat, person=person, defaults={"role": role})
     return member
+
+
+class MemberNotFound(Exception):
+    """The person is not a member of the chat."""
+
+
+class LastOwnerError(Exception):
+    """The chat's last owner cannot be removed (the message says so, in words for a page)."""
+
+
+def chat_member_remove(*, chat: Chat, person_id: int, by_role: str | None) -> None:
+    """Remove a member, as someone whose role in the chat is `by_role`: only owners remove
+    owners, and the last owner stays. Their live connections to the chat are closed."""
+    with transaction.atomic():
+        # Lock the owners first: two owners removing each other cannot leave none.
+        owners = list(
+            ChatMember.objects.select_for_update()
+            .filter(chat=chat, role=ChatMember.Role.OWNER)
+            .values_list("person_id", flat=True)
+        )
+        membership = ChatMember.objects.filter(chat=chat, person_id=person_id).first()
+        if membership is None:
+            raise MemberNotFound()
+        if membership.role == ChatMember.Role.OWNER:
+            if by_role != ChatMember.Role.OWNER:
+                raise PermissionDenied("Only owners remove owners.")
+            if len(owners) <= 1:
+                raise LastOwnerError(
+                    "The last owner cannot be removed: make someone else an owner first."
+                )
+        membership.delete()  # the post_delete receiver closes the person's sockets
 
 
 def message_ingest(

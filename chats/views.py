@@ -14,7 +14,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import Case, IntegerField, OuterRef, Subquery, Value, When
+from django.db.models import OuterRef, Subquery
 from django.db.models.functions import Substr
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -28,8 +28,22 @@ from chats.agent.llm import get_provider
 from chats.agent.turns import message_received, turn_stop
 from chats.forms import MemberAddForm, MessagePostForm, RoomCreateForm
 from chats.models import Channel, Chat, ChatKind, ChatMember, Message
-from chats.selectors import chat_for_person, chat_messages_page, chat_role, chats_readable_by
-from chats.services import IngestError, chat_get_or_create, chat_member_ensure, message_ingest
+from chats.selectors import (
+    chat_for_person,
+    chat_members,
+    chat_messages_page,
+    chat_role,
+    chats_readable_by,
+)
+from chats.services import (
+    IngestError,
+    LastOwnerError,
+    MemberNotFound,
+    chat_get_or_create,
+    chat_member_ensure,
+    chat_member_remove,
+    message_ingest,
+)
 
 PAGE_SIZE = 50
 PREVIEW_CHARS = 160
@@ -107,22 +121,8 @@ def room_create(request: HttpRequest) -> HttpResponse:
     return redirect("chat_page", chat_key=chat.chat_key)
 
 
-def _members(chat: Chat) -> list[ChatMember]:
-    rank = Case(
-        When(role=ChatMember.Role.OWNER, then=Value(0)),
-        When(role=ChatMember.Role.ADMIN, then=Value(1)),
-        default=Value(2),
-        output_field=IntegerField(),
-    )
-    return list(
-        ChatMember.objects.filter(chat=chat)
-        .select_related("person")
-        .order_by(rank, "person__username")
-    )
-
-
 def _members_context(chat: Chat, role: str | None, error: str = "") -> dict:
-    members = _members(chat)
+    members = chat_members(chat)
     return {
         "chat": chat,
         "role": role,
@@ -284,23 +284,12 @@ def member_add(request: HttpRequest, chat_key: str) -> HttpResponse:
 def member_remove(request: HttpRequest, chat_key: str, person_id: int) -> HttpResponse:
     """Remove a member; only owners remove owners, and the last owner stays."""
     chat, role = _managed_chat(request, chat_key)
-    with transaction.atomic():
-        # Lock the owners first: two owners removing each other cannot leave none.
-        owners = list(
-            ChatMember.objects.select_for_update()
-            .filter(chat=chat, role=ChatMember.Role.OWNER)
-            .values_list("person_id", flat=True)
-        )
-        membership = ChatMember.objects.filter(chat=chat, person_id=person_id).first()
-        if membership is None:
-            raise Http404("No such member.")
-        if membership.role == ChatMember.Role.OWNER:
-            if role != ChatMember.Role.OWNER:
-                raise PermissionDenied("Only owners remove owners.")
-            if len(owners) <= 1:
-                error = "The last owner cannot be removed: make someone else an owner first."
-                return _members_response(request, chat, role, error=error)
-        membership.delete()
+    try:
+        chat_member_remove(chat=chat, person_id=person_id, by_role=role)
+    except MemberNotFound:
+        raise Http404("No such member.") from None
+    except LastOwnerError as refusal:
+        return _members_response(request, chat, role, error=str(refusal))
     if person_id == request.user.pk:  # left the chat: its page is a 404 from now on
         if request.htmx:
             return HttpResponseClientRedirect(reverse("chat_list"))

@@ -102,6 +102,19 @@ def _group_send(group: str, message: dict) -> None:
         async_to_sync(layer.group_send)(group, message)
 
 
+ACCESS_MESSAGE_TYPE = "chat.access"
+
+
+def announce_access_change(chat_id: int) -> None:
+    """Tell the chat's live subscribers to check again that their person may still read it
+    (someone left or was removed): the sockets of people who may not are closed. Not an
+    event of the chat (no number, not replayed): it carries no content."""
+    try:
+        _group_send(chat_group_name(chat_id), {"type": ACCESS_MESSAGE_TYPE})
+    except Exception:  # noqa: BLE001 - a reconnect checks access anyway
+        logger.warning("could not announce an access change in chat %s", chat_id, exc_info=True)
+
+
 def publish(chat_id: int, event_type: str, **data) -> dict | None:
     """Number, record and broadcast one event; returns it (with `seq`), or None if Redis failed."""
     event = {

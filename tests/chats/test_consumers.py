@@ -11,7 +11,8 @@ from django.test import Client
 
 from chats import consumers
 from chats.agent import events
-from chats.services import chat_get_or_create, chat_member_ensure
+from chats.models import ChatMember
+from chats.services import chat_get_or_create, chat_member_ensure, chat_member_remove
 from hermes_site.asgi import application
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -315,6 +316,60 @@ def test_deactivated_person_is_refused(member, team_chat):
         # The session no longer authenticates anybody.
         code = await close_code(socket(team_chat.chat_key, headers))
         assert code == consumers.CLOSE_UNAUTHENTICATED
+
+    run(body)
+
+
+def test_a_removed_member_is_disconnected_at_once_and_the_others_stay(owner, member, team_chat):
+    owner_headers, member_headers = session_headers(owner), session_headers(member)
+
+    async def body():
+        owners_socket = socket(team_chat.chat_key, owner_headers)
+        members_socket = socket(team_chat.chat_key, member_headers)
+        assert (await owners_socket.connect(timeout=TIMEOUT))[0]
+        assert (await members_socket.connect(timeout=TIMEOUT))[0]
+
+        await sync_to_async(chat_member_remove)(
+            chat=team_chat, person_id=member.pk, by_role=ChatMember.Role.OWNER
+        )
+        closed = await members_socket.receive_output(timeout=TIMEOUT)
+        assert closed == {"type": "websocket.close", "code": consumers.CLOSE_NOT_FOUND}
+
+        after = await publish(team_chat.pk, "turn.delta", text="not for marco any more")
+        assert await receive_events(owners_socket, 1) == [after]
+        assert await members_socket.receive_nothing(timeout=0.3)
+        await owners_socket.disconnect()
+        await members_socket.disconnect()
+
+    run(body)
+
+
+def test_a_person_deactivated_while_connected_is_disconnected(owner, member, team_chat):
+    headers = session_headers(member)
+
+    async def body():
+        communicator = socket(team_chat.chat_key, headers)
+        assert (await communicator.connect(timeout=TIMEOUT))[0]
+        member.is_active = False
+        await sync_to_async(member.save)(update_fields=["is_active"])
+        closed = await communicator.receive_output(timeout=TIMEOUT)
+        assert closed == {"type": "websocket.close", "code": consumers.CLOSE_NOT_FOUND}
+        await communicator.disconnect()
+
+    run(body)
+
+
+def test_an_access_change_of_someone_else_leaves_a_socket_open(owner, member, team_chat):
+    headers = session_headers(owner)
+
+    async def body():
+        communicator = socket(team_chat.chat_key, headers)
+        assert (await communicator.connect(timeout=TIMEOUT))[0]
+        await sync_to_async(events.announce_access_change)(team_chat.pk)
+        assert await communicator.receive_nothing(timeout=0.5)
+        event = await publish(team_chat.pk, "turn.delta", text="still here")
+        assert await receive_events(communicator, 1) == [event]
+        await communicator.disconnect()
 
     run(body)
 
