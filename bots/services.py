@@ -10,7 +10,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 from telegram import Message as TgMessage
 from telegram import Update
@@ -38,6 +38,7 @@ from bots.updates import (
 from chats.agent.turns import message_received, turn_request, turn_stop
 from chats.keys import make_chat_key
 from chats.models import Actor, Channel, Chat, Message, Turn
+from chats.rows import insert_row
 from chats.services import (
     actor_get_or_create,
     actor_link,
@@ -198,7 +199,7 @@ def telegram_update_process(
         update = parse_update(update)
     identity = identity or bot_identity()
     kind = update_kind(update)
-    if ProcessedUpdate.objects.filter(bot_id=identity.bot_id, update_id=update.update_id).exists():
+    if _processed(identity.bot_id, update.update_id):
         return UpdateOutcome("duplicate")
     claim = _Claim(identity.bot_id, update.update_id, kind)
     try:
@@ -209,6 +210,18 @@ def telegram_update_process(
 
 class _AlreadyProcessed(Exception):
     pass
+
+
+def _processed(bot_id: int, update_id: int) -> bool:
+    """Whether the update was applied already: one indexed lookup per update, written as SQL
+    because the ORM's query building cost more than the lookup on this hot path."""
+    table = connection.ops.quote_name(ProcessedUpdate._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT 1 FROM {table} WHERE bot_id = %s AND update_id = %s LIMIT 1",
+            [bot_id, update_id],
+        )
+        return cursor.fetchone() is not None
 
 
 @dataclass(frozen=True)
@@ -223,11 +236,13 @@ class _Claim:
         try:
             with transaction.atomic():
                 outcome = effects()
-                ProcessedUpdate.objects.create(
-                    bot_id=self.bot_id,
-                    update_id=self.update_id,
-                    kind=self.kind,
-                    outcome=outcome.result[:32],
+                insert_row(
+                    ProcessedUpdate(
+                        bot_id=self.bot_id,
+                        update_id=self.update_id,
+                        kind=self.kind,
+                        outcome=outcome.result[:32],
+                    )
                 )
         except IntegrityError:
             if ProcessedUpdate.objects.filter(
@@ -336,13 +351,15 @@ def _answer(result, place: Place, message: TgMessage, respond: bool) -> UpdateOu
     if turn is not None:
         outcome.result = "answering"
         outcome.outbound.append(
-            OutboundMessage.objects.create(
-                kind=OutboundMessage.Kind.REPLY,
-                turn=turn,
-                chat=result.chat,
-                telegram_chat_id=place.telegram_chat_id,
-                thread_id=place.thread_id,
-                reply_to_message_id=None if place.is_private else message.message_id,
+            insert_row(
+                OutboundMessage(
+                    kind=OutboundMessage.Kind.REPLY,
+                    turn=turn,
+                    chat=result.chat,
+                    telegram_chat_id=place.telegram_chat_id,
+                    thread_id=place.thread_id,
+                    reply_to_message_id=None if place.is_private else message.message_id,
+                )
             )
         )
     return outcome

@@ -27,6 +27,7 @@ from chats.models import (
     MessageEdit,
     hash_api_token,
 )
+from chats.rows import insert_row
 from chats.signals import actor_linked
 
 MAX_DISPLAY_NAME = 255
@@ -434,26 +435,10 @@ def _ingest_once(
 
 
 def _insert_message(message: Message) -> None:
-    """INSERT one new message with the fields' own database conversions.
-
-    The same row `message.save(force_insert=True)` writes, without the generic save
-    machinery: on the ingestion hot path that machinery cost as much as SQLite's own work
-    (insert, search-index trigger, commit). Message has no save() override or signals."""
-    fields = [field for field in Message._meta.concrete_fields if not field.primary_key]
-    connection = transaction.get_connection()
-    quote = connection.ops.quote_name
-    sql = "INSERT INTO {} ({}) VALUES ({}) RETURNING {}".format(
-        quote(Message._meta.db_table),
-        ", ".join(quote(field.column) for field in fields),
-        ", ".join(["%s"] * len(fields)),
-        quote(Message._meta.pk.column),
-    )
-    params = [field.get_db_prep_save(field.pre_save(message, True), connection) for field in fields]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        message.pk = cursor.fetchone()[0]
-    message._state.adding = False
-    message._state.db = connection.alias
+    """INSERT one new message (Message has no save() override or signals): on the ingestion
+    hot path the generic save machinery cost as much as SQLite's own work (insert,
+    search-index trigger, commit)."""
+    insert_row(message)
 
 
 def message_append(

@@ -12,12 +12,14 @@ from enum import Enum
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
 from chats.agent import events
 from chats.agent.interrupts import clear_interrupt, request_interrupt
 from chats.models import BusyMode, Chat, Message, Turn
 from chats.payloads import message_payload
+from chats.rows import insert_row
 from chats.services import IngestResult
 
 logger = logging.getLogger(__name__)
@@ -37,12 +39,11 @@ def turn_request(*, message: Message, enqueue: bool = True) -> Turn:
     # No savepoint when nested (an adapter's transaction): nothing here is retried on error,
     # the caller's transaction fails as a whole, and the savepoint cost two queries a turn.
     with transaction.atomic(savepoint=False):
-        turn = Turn.objects.create(chat=chat, trigger=message)
-        running = list(
-            Turn.objects.filter(chat=chat, status=Turn.Status.RUNNING).values_list("id", flat=True)
-        )
-        # Read the mode fresh: the chat row the adapter holds may come from a cache.
-        busy_mode = Chat.objects.filter(pk=chat.pk).values_list("busy_mode", flat=True).get()
+        turn = insert_row(Turn(chat=chat, trigger=message))  # no save() override, no signals
+        # Read the mode fresh (the chat row the adapter holds may come from a cache) with the
+        # running turn, at most one per chat (turn_one_running_per_chat), in one query.
+        busy_mode, running_id = _busy_mode_and_running(chat.pk)
+        running = [running_id] if running_id is not None else []
     clear_interrupt(turn.pk)  # ids can come back on SQLite: never inherit an old flag
     if busy_mode == BusyMode.INTERRUPT:
         for turn_id in running:
@@ -50,6 +51,16 @@ def turn_request(*, message: Message, enqueue: bool = True) -> Turn:
     if enqueue:
         transaction.on_commit(lambda: _enqueue(turn.pk))
     return turn
+
+
+def _busy_mode_and_running(chat_id: int) -> tuple[str, int | None]:
+    running = Turn.objects.filter(chat_id=OuterRef("pk"), status=Turn.Status.RUNNING)
+    return (
+        Chat.objects.filter(pk=chat_id)
+        .annotate(running_id=Subquery(running.values("id")[:1]))
+        .values_list("busy_mode", "running_id")
+        .get()
+    )
 
 
 def _enqueue(turn_id: int) -> None:

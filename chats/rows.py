@@ -1,0 +1,43 @@
+"""Plain INSERTs for the hot paths (ingestion, the Telegram update service).
+
+`insert_row(instance)` writes the row `instance.save(force_insert=True)` writes, with each
+field's own database conversion, but without the generic save machinery, which costs as
+much as the database's own work there. Use it only for models without a save() override
+and without pre_save/post_save receivers; the SQL is built once per model and connection
+vendor. Integrity errors are raised as from save().
+"""
+
+from django.db import models, transaction
+
+_statements: dict[tuple[type, str], tuple[str, list]] = {}
+
+
+def _statement(model: type[models.Model], connection) -> tuple[str, list]:
+    key = (model, connection.vendor)
+    if key not in _statements:
+        meta = model._meta
+        fields = [field for field in meta.concrete_fields if not field.primary_key]
+        quote = connection.ops.quote_name
+        sql = "INSERT INTO {} ({}) VALUES ({}) RETURNING {}".format(
+            quote(meta.db_table),
+            ", ".join(quote(field.column) for field in fields),
+            ", ".join(["%s"] * len(fields)),
+            quote(meta.pk.column),
+        )
+        _statements[key] = (sql, fields)
+    return _statements[key]
+
+
+def insert_row(instance: models.Model) -> models.Model:
+    """INSERT `instance` as a new row and set its primary key; returns it."""
+    connection = transaction.get_connection()
+    sql, fields = _statement(type(instance), connection)
+    params = [
+        field.get_db_prep_save(field.pre_save(instance, True), connection) for field in fields
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        instance.pk = cursor.fetchone()[0]
+    instance._state.adding = False
+    instance._state.db = connection.alias
+    return instance
