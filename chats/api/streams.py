@@ -3,7 +3,8 @@
 The stream subscribes to the chat's channel-layer group first, then replays what the turn
 already published (from the Redis replay buffer, after `Last-Event-ID` or `?after=` when
 given), then relays live events in `seq` order without duplicates, and closes after the
-turn's final event. Each SSE message has `id: <seq>`, `event: <type>` and the event as
+turn's final event (or, should the person lose access to the chat meanwhile, after a
+`stream.closed` event). Each SSE message has `id: <seq>`, `event: <type>` and the event as
 JSON `data`. A turn that finished longer ago than the buffer keeps gets one final event
 built from the database. Comments (`: keep-alive`) are sent every 15 s of silence.
 """
@@ -13,10 +14,11 @@ import json
 
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
+from django.contrib.auth import get_user_model
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from chats.agent.events import chat_group_name, events_since
+from chats.agent.events import ACCESS_MESSAGE_TYPE, chat_group_name, events_since
 from chats.api.auth import authenticate
 from chats.api.errors import ApiError, error_response, not_found
 from chats.api.ratelimit import rate_limit_check
@@ -28,13 +30,19 @@ KEEPALIVE_SECONDS = 15
 FINAL_EVENTS = frozenset({"turn.finished", "turn.failed", "turn.interrupted"})
 
 
-def _authorize(request: HttpRequest, turn_id: int) -> Turn:
+def _authorize(request: HttpRequest, turn_id: int) -> tuple[Turn, int]:
     token = authenticate(request)
     rate_limit_check(token)
     turn = turn_for_person(token.person, turn_id)
     if turn is None:
         raise not_found("No turn with this id is visible to you.")
-    return turn
+    return turn, token.person_id
+
+
+def _still_visible(person_id: int, turn_id: int) -> bool:
+    """After an access change in the chat: may the person (active still) see the turn?"""
+    person = get_user_model().objects.filter(pk=person_id, is_active=True).first()
+    return person is not None and turn_for_person(person, turn_id) is not None
 
 
 def _sse(event: dict) -> str:
@@ -73,19 +81,19 @@ async def turn_events(request: HttpRequest, turn_id: int) -> HttpResponse:
             ApiError(405, "method_not_allowed", "Use GET.", headers={"Allow": "GET"})
         )
     try:
-        turn = await sync_to_async(_authorize)(request, turn_id)
+        turn, person_id = await sync_to_async(_authorize)(request, turn_id)
         after = _after_seq(request)
     except ApiError as error:
         return error_response(error)
     response = StreamingHttpResponse(
-        _stream(turn.chat_id, turn.pk, after), content_type="text/event-stream"
+        _stream(turn.chat_id, turn.pk, after, person_id), content_type="text/event-stream"
     )
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     return response
 
 
-async def _stream(chat_id: int, turn_id: int, after: int):
+async def _stream(chat_id: int, turn_id: int, after: int, person_id: int):
     layer = get_channel_layer()
     group = chat_group_name(chat_id)
     channel = await layer.new_channel()
@@ -111,6 +119,12 @@ async def _stream(chat_id: int, turn_id: int, after: int):
                 final = await sync_to_async(_final_from_database)(turn_id)
                 if final is not None:  # its final event came and went while we were away
                     yield _sse(final)
+                    return
+                continue
+            if message.get("type") == ACCESS_MESSAGE_TYPE:
+                if not await sync_to_async(_still_visible)(person_id, turn_id):
+                    closed = {"type": "stream.closed", "turn_id": turn_id}
+                    yield _sse(closed | {"reason": "You no longer have access to this chat."})
                     return
                 continue
             event = message.get("event", {})

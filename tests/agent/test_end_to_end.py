@@ -137,6 +137,32 @@ def test_sse_streams_live_while_the_turn_runs(live_stack, fake_llm, room):
     assert first_delta_at - started < time.monotonic() - started - 0.3
 
 
+def test_sse_closes_when_the_person_loses_access_to_the_chat(live_stack, fake_llm, room):
+    chat, token = room
+    words = " ".join(f"w{i}" for i in range(40))
+    fake_llm.script(fake_openai.text(words, delay=0.1))
+    _, body = post(
+        live_stack,
+        token,
+        {"chat_id": "ops", "user_id": "u1", "message_id": "m-3", "text": "talk"},
+    )
+    response = get(live_stack, token, f"/api/v1/turns/{body['turn']['id']}/events")
+    seen = []
+    for raw in response:
+        line = raw.decode().rstrip("\n")
+        if not line.startswith("data: "):
+            continue
+        event = json.loads(line[6:])
+        seen.append(event["type"])
+        if event["type"] == "turn.delta" and seen.count("turn.delta") == 1:
+            ChatMember.objects.filter(chat=chat).delete()  # alice leaves the room
+        if event["type"] == "stream.closed":
+            assert event["reason"] == "You no longer have access to this chat."
+    assert seen[-1] == "stream.closed", seen
+    assert "turn.finished" not in seen
+    assert response.read() == b""  # the server ended the stream
+
+
 def test_a_worker_killed_mid_turn_leaves_it_interrupted_not_rerun(live_stack, fake_llm, room):
     chat, token = room
     fake_llm.script(fake_openai.text("slow " * 400, delay=0.05), fake_openai.text("fresh answer"))
