@@ -245,9 +245,7 @@ class _Claim:
                     )
                 )
         except IntegrityError:
-            if ProcessedUpdate.objects.filter(
-                bot_id=self.bot_id, update_id=self.update_id
-            ).exists():
+            if _processed(self.bot_id, self.update_id):
                 raise _AlreadyProcessed() from None
             raise
         return outcome

@@ -11,10 +11,9 @@ from urllib.parse import parse_qs
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
-from django.contrib.auth import get_user_model
 
 from chats.agent.events import chat_group_name, events_since, last_seq
-from chats.selectors import chat_for_person, chats_readable_by
+from chats.selectors import chat_for_person, chat_still_readable
 
 logger = logging.getLogger(__name__)
 
@@ -26,14 +25,6 @@ CLOSE_NOT_FOUND = 4404
 # Redis reads block; run them off the event loop without queueing behind database work.
 _events_since = sync_to_async(events_since, thread_sensitive=False)
 _last_seq = sync_to_async(last_seq, thread_sensitive=False)
-
-
-def _chat_readable_by_id(user, chat_id: int):
-    """The chat if the user (freshly read: they may have been deactivated) may still read it."""
-    person = get_user_model().objects.filter(pk=user.pk, is_active=True).first()
-    if person is None:
-        return None
-    return chats_readable_by(person).filter(pk=chat_id).first()
 
 
 def _after_from_query(query_string: bytes) -> tuple[int | None, bool]:
@@ -116,8 +107,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         this socket's person, close it as if the chat did not exist."""
         if self.group is None:
             return
-        chat = await database_sync_to_async(_chat_readable_by_id)(self.scope["user"], self.chat_id)
-        if chat is None:
+        person_id = self.scope["user"].pk
+        if not await database_sync_to_async(chat_still_readable)(person_id, self.chat_id):
             await self.channel_layer.group_discard(self.group, self.channel_name)
             self.group = None
             await self.close(code=CLOSE_NOT_FOUND)

@@ -19,9 +19,11 @@ def membership_deleted(sender, instance: ChatMember, **kwargs) -> None:
     _announce_after_commit([instance.chat_id])
 
 
-def person_saved(sender, instance, created: bool, **kwargs) -> None:
+def person_saved(sender, instance, created: bool, update_fields=None, **kwargs) -> None:
     if created or instance.is_active:
         return
+    if update_fields is not None and "is_active" not in update_fields:
+        return  # e.g. last_login: not a deactivation
     chat_ids = ChatMember.objects.filter(person=instance).values_list("chat_id", flat=True)
     _announce_after_commit(list(chat_ids))
 

@@ -19,6 +19,14 @@ def chat_for_person(person: AbstractBaseUser, chat_key: str) -> Chat | None:
     return chats_readable_by(person).filter(chat_key=chat_key).first()
 
 
+def chat_still_readable(person_id: int, chat_id: int) -> bool:
+    """Whether the person, as stored now (they may have been removed or deactivated since a
+    connection opened), may read the chat: one query, for long-lived connections."""
+    return Chat.objects.filter(
+        pk=chat_id, memberships__person_id=person_id, memberships__person__is_active=True
+    ).exists()
+
+
 def chat_role(person: AbstractBaseUser, chat: Chat) -> str | None:
     """The person's role in the chat (owner/admin/member), or None for outsiders."""
     if person is None or not person.is_authenticated:

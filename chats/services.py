@@ -414,7 +414,9 @@ def _ingest_once(
     )
     try:
         with transaction.atomic():
-            _insert_message(message)  # a database trigger bumps the chat's last activity
+            # Not save(): on this hot path its machinery cost as much as SQLite's own work. A
+            # database trigger bumps the chat's last activity.
+            insert_row(message)
             if actor is not None:
                 actor = actor_refresh(actor=actor, display_name=user_name, person=person)
                 message.actor = actor
@@ -432,13 +434,6 @@ def _ingest_once(
         existing.chat = chat
         return IngestResult(message=existing, created=False)
     return IngestResult(message=message, created=True)
-
-
-def _insert_message(message: Message) -> None:
-    """INSERT one new message (Message has no save() override or signals): on the ingestion
-    hot path the generic save machinery cost as much as SQLite's own work (insert,
-    search-index trigger, commit)."""
-    insert_row(message)
 
 
 def message_append(

@@ -14,7 +14,6 @@ import json
 
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
-from django.contrib.auth import get_user_model
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
@@ -24,7 +23,7 @@ from chats.api.errors import ApiError, error_response, not_found
 from chats.api.ratelimit import rate_limit_check
 from chats.models import Turn
 from chats.payloads import message_payload
-from chats.selectors import turn_for_person
+from chats.selectors import chat_still_readable, turn_for_person
 
 KEEPALIVE_SECONDS = 15
 FINAL_EVENTS = frozenset({"turn.finished", "turn.failed", "turn.interrupted"})
@@ -37,12 +36,6 @@ def _authorize(request: HttpRequest, turn_id: int) -> tuple[Turn, int]:
     if turn is None:
         raise not_found("No turn with this id is visible to you.")
     return turn, token.person_id
-
-
-def _still_visible(person_id: int, turn_id: int) -> bool:
-    """After an access change in the chat: may the person (active still) see the turn?"""
-    person = get_user_model().objects.filter(pk=person_id, is_active=True).first()
-    return person is not None and turn_for_person(person, turn_id) is not None
 
 
 def _sse(event: dict) -> str:
@@ -122,7 +115,7 @@ async def _stream(chat_id: int, turn_id: int, after: int, person_id: int):
                     return
                 continue
             if message.get("type") == ACCESS_MESSAGE_TYPE:
-                if not await sync_to_async(_still_visible)(person_id, turn_id):
+                if not await sync_to_async(chat_still_readable)(person_id, chat_id):
                     closed = {"type": "stream.closed", "turn_id": turn_id}
                     yield _sse(closed | {"reason": "You no longer have access to this chat."})
                     return

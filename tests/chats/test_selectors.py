@@ -10,6 +10,7 @@ from chats.selectors import (
     chat_history,
     chat_messages_page,
     chat_role,
+    chat_still_readable,
     chats_readable_by,
 )
 from chats.services import chat_reset, message_ingest, message_record_edit
@@ -193,3 +194,15 @@ def test_search_follows_edits(team_chat, owner):
         assert message_search(person=owner, query=query) == [], query
     [hit] = message_search(person=owner, query="cherry")
     assert hit.snippet == "ship the new cherry release 新版本"
+
+
+def test_chat_still_readable_reads_membership_and_activity_as_stored_now(
+    team_chat, owner, member, outsider
+):
+    assert chat_still_readable(member.pk, team_chat.pk)
+    assert not chat_still_readable(outsider.pk, team_chat.pk)
+    ChatMember.objects.filter(chat=team_chat, person=member).delete()
+    assert not chat_still_readable(member.pk, team_chat.pk)
+    owner.is_active = False
+    owner.save(update_fields=["is_active"])
+    assert not chat_still_readable(owner.pk, team_chat.pk)
