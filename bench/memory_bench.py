@@ -36,7 +36,7 @@ HOSTILE = [
 
 
 def scanner_rows(runs: int) -> list[list]:
-    from memory.scanning import scan_text
+    from hermes_site.scanning import scan_text
 
     rows = []
     for label, texts in (("benign facts", BENIGN), ("hostile texts", HOSTILE)):

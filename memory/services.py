@@ -15,9 +15,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from chats.models import Actor, Chat, Message
+from hermes_site.scanning import scan_text
 from memory import policy
 from memory.models import MemoryBook, MemoryEntry, MemoryEvent, Scope, Visibility
-from memory.scanning import scan_text
 from memory.signals import proposal_created
 
 logger = logging.getLogger(__name__)

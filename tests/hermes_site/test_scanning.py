@@ -6,7 +6,7 @@ import unicodedata
 
 import pytest
 
-from memory.scanning import CATEGORIES, EXCERPT_LIMIT, Finding, ScanResult, scan_text
+from hermes_site.scanning import CATEGORIES, EXCERPT_LIMIT, Finding, ScanResult, scan_text
 
 BENIGN_MEMORY = [
     "User prefers concise answers",

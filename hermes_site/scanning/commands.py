@@ -1,0 +1,106 @@
+"""Network commands and URLs that would carry secrets out (line-scoped, so a secret three
+paragraphs after `curl` is not tied to it)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from hermes_site.scanning.normalise import _is_word, _Normalised
+
+_NET_COMMAND = re.compile(
+    # One group of literal-first branches, so the engine can skip ahead by first character.
+    r"(?:curl|wget|invoke-webrequest|invoke-restmethod|iwr|irm|nc|ncat|netcat|socat|telnet"
+    r"|scp|sftp|rsync|ftp|tftp|smbclient|httpie|aria2c|requests\.(?:get|post|put|patch)"
+    r"|httpx\.(?:get|post|put|patch)|urllib\.request|fetch(?=\())(?!\w)"
+)
+_SECRET_REFERENCE = re.compile(
+    r"\$\{?[a-z0-9_]{0,40}(?:key|token|secret|passw(?:or)?d|pwd|credential|creds|cookie)"
+    r"[a-z0-9_]{0,40}\}?"
+    r"|\$env:[a-z0-9_]{0,40}(?:key|token|secret|password)"
+    r"|%[a-z0-9_]{0,40}(?:key|token|secret|password)[a-z0-9_]{0,40}%"
+    r"|os\.environ|getenv\("
+    r"|~/\.ssh\b|\.ssh/|/\.ssh\b|id_(?:rsa|dsa|ecdsa|ed25519)\b"
+    r"|\.env(?!\.(?:example|sample|template|dist)\b)(?![a-z0-9_-])"
+    r"|/etc/(?:passwd|shadow|sudoers)\b|\.aws/credentials|\.netrc\b|\.git-credentials"
+    r"|\.npmrc\b|\.pypirc\b|\.kube/config|\.docker/config\.json|kubeconfig\b"
+)
+_ENCODE_OR_DUMP = re.compile(r"\bbase64\b|\b(?:env|printenv|history)\s*\|")
+_URL = re.compile(r"https?://[^\s<>\"'`)\]]{1,2000}")
+_MD_IMAGE = re.compile(r"!\[[^\]\n]{0,200}\]\(\s*<?(https?://[^\s)>]{1,2000})")
+_PLACEHOLDER = re.compile(
+    r"\{\{?\s*[a-z_][a-z0-9_.\s-]{0,40}\}|\$\{?[a-z_][a-z0-9_]{1,40}|%7b|<[a-z_]{2,40}>"
+)
+_SECRET_PLACEHOLDER = re.compile(
+    r"(?:\{\{?|\$\{?|%7b%7b|%7b)\s*[a-z0-9_.]{0,30}"
+    r"(?:key|token|secret|passw|pwd|cred|cookie|session|env|memor|prompt|history|conversation)"
+)
+
+
+def _logical_line(text: str, pos: int) -> tuple[int, int]:
+    """Bounds of the line holding `pos`, following shell `\\` continuations both ways."""
+    start = text.rfind("\n", 0, pos) + 1
+    while start > 1 and text[start - 2] == "\\":
+        start = text.rfind("\n", 0, start - 1) + 1
+    end = text.find("\n", pos)
+    while end > 0 and text[end - 1] == "\\":
+        end = text.find("\n", end + 1)
+    return start, len(text) if end == -1 else end
+
+
+def _command_findings(norm: _Normalised) -> Iterator[tuple[str, str, int, int, bool]]:
+    text = norm.text
+    done_until = 0
+    for command in _NET_COMMAND.finditer(text):
+        if command.start() < done_until or (
+            command.start() and _is_word(text[command.start() - 1])
+        ):
+            continue
+        base, done_until = _logical_line(text, command.start())
+        body = text[base:done_until]
+        command_start, command_end = command.start() - base, command.end() - base
+        reference = _SECRET_REFERENCE.search(body)
+        if reference is not None:
+            lo = base + min(command_start, reference.start())
+            hi = base + max(command_end, reference.end())
+            yield (
+                "exfiltration",
+                "sends a secret or a credentials file with a network command",
+                *norm.span(lo, hi),
+                False,
+            )
+            continue
+        dump = _ENCODE_OR_DUMP.search(body)
+        if dump is not None and ("|" in body or "$(" in body or "`" in body):
+            lo = base + min(command_start, dump.start())
+            hi = base + max(command_end, dump.end())
+            yield (
+                "exfiltration",
+                "pipes encoded data or environment variables to a network command",
+                *norm.span(lo, hi),
+                False,
+            )
+
+
+def _url_findings(norm: _Normalised) -> Iterator[tuple[str, str, int, int, bool]]:
+    text = norm.text
+    if "http" not in text:
+        return
+    images = set()
+    for m in _MD_IMAGE.finditer(text):
+        images.add(m.start(1))
+        if _PLACEHOLDER.search(m.group(1)):
+            yield (
+                "exfiltration",
+                "embeds an image whose URL would carry data out when rendered",
+                *norm.span(m.start(), m.end()),
+                False,
+            )
+    for m in _URL.finditer(text):
+        if m.start() not in images and _SECRET_PLACEHOLDER.search(m.group()):
+            yield (
+                "exfiltration",
+                "links to a URL that would carry a secret out",
+                *norm.span(m.start(), m.end()),
+                False,
+            )

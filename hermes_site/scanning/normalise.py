@@ -1,0 +1,111 @@
+"""The normalised copy every phrase rule matches on, with offsets mapped back."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from bisect import bisect_right
+
+from hermes_site.scanning.hidden import _HIDDEN_CHARS, _is_stripped
+
+_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u02bc": "'", "\u201c": '"', "\u201d": '"'})
+# Han, CJK punctuation and full-width punctuation, not full-width letters ("ＩＧＮＯＲＥ ＡＬＬ").
+_CJK = (
+    r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3000-\u303f"
+    r"\uff01-\uff0f\uff1a-\uff20\uff5b-\uff65"
+)
+_CJK_CHAR = re.compile(rf"[{_CJK}]")
+# Non-ASCII runs, with the ASCII whitespace between them, are the only parts that need more
+# than `lower()`; ASCII text is normalised in one call. Whitespace is not collapsed: every
+# rule matches gaps with `\s+`, which is the same thing without moving offsets.
+_NON_ASCII_CHUNK = re.compile(r"[^\x00-\x7f]+(?:[\t\n\x0b\x0c\r ]+[^\x00-\x7f]+)*")
+_CHUNK_PART = re.compile(r"(?P<gap>[\t\n\x0b\x0c\r ]+)|(?P<run>[^\x00-\x7f]+)")
+_NEEDS_CHAR_BY_CHAR = re.compile(rf"[\s{_HIDDEN_CHARS}]")
+
+
+def _fold(s: str) -> str:
+    return unicodedata.normalize("NFKC", s).casefold().translate(_QUOTES)
+
+
+class _Normalised:
+    """The normalised text plus a piecewise map from its offsets back to the original."""
+
+    def __init__(self) -> None:
+        self.pieces: list[str] = []
+        self.length = 0
+        self.norm_starts: list[int] = []
+        self.orig: list[tuple[int, int, bool]] = []  # (orig_start, orig_end, one-to-one)
+        self.text = ""
+
+    def add(self, piece: str, orig_start: int, orig_end: int) -> None:
+        if not piece:
+            return
+        self.norm_starts.append(self.length)
+        self.orig.append((orig_start, orig_end, len(piece) == orig_end - orig_start))
+        self.pieces.append(piece)
+        self.length += len(piece)
+
+    def last_char(self) -> str:
+        return self.pieces[-1][-1] if self.pieces else ""
+
+    def _char_span(self, i: int) -> tuple[int, int]:
+        k = bisect_right(self.norm_starts, i) - 1
+        orig_start, orig_end, linear = self.orig[k]
+        if linear:
+            o = orig_start + (i - self.norm_starts[k])
+            return o, o + 1
+        return orig_start, orig_end
+
+    def span(self, start: int, end: int) -> tuple[int, int]:
+        """Original offsets covering normalised `start:end` (end exclusive, non-empty)."""
+        return self._char_span(start)[0], self._char_span(max(start, end - 1))[1]
+
+
+def _normalise(text: str) -> _Normalised:
+    """NFKC + casefold, hidden characters stripped, spaces between CJK characters dropped
+    (they are a cheap way to dodge "忽 略 指 令")."""
+    norm = _Normalised()
+    if text.isascii():
+        norm.add(text.lower(), 0, len(text))
+        norm.text = norm.pieces[0]
+        return norm
+    pos = 0
+    for chunk in _NON_ASCII_CHUNK.finditer(text):
+        if chunk.start() > pos:
+            norm.add(text[pos : chunk.start()].lower(), pos, chunk.start())
+        for part in _CHUNK_PART.finditer(text, chunk.start(), chunk.end()):
+            _add_part(norm, text, part.start(), part.end(), part.lastgroup == "gap")
+        pos = chunk.end()
+    if pos < len(text):
+        norm.add(text[pos:].lower(), pos, len(text))
+    norm.text = "".join(norm.pieces)
+    return norm
+
+
+def _between_cjk(norm: _Normalised, text: str, after: int) -> bool:
+    if not _CJK_CHAR.match(norm.last_char()):
+        return False
+    while after < len(text) and (text[after].isspace() or _is_stripped(text[after])):
+        after += 1
+    return after < len(text) and _CJK_CHAR.match(text[after]) is not None
+
+
+def _add_part(norm: _Normalised, text: str, start: int, end: int, gap: bool) -> None:
+    run = text[start:end]
+    if gap:
+        if not _between_cjk(norm, text, end):
+            norm.add(run, start, end)
+        return
+    folded = _fold(run)
+    if len(folded) == len(run) and not _NEEDS_CHAR_BY_CHAR.search(run):
+        norm.add(folded, start, end)
+        return
+    for i in range(start, end):
+        ch = text[i]
+        if _is_stripped(ch) or (ch.isspace() and _between_cjk(norm, text, i + 1)):
+            continue
+        norm.add(_fold(ch), i, i + 1)
+
+
+def _is_word(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
