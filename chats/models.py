@@ -40,9 +40,16 @@ SHARED_CHAT_KINDS = frozenset({ChatKind.GROUP, ChatKind.TOPIC, ChatKind.ROOM})
 
 
 class Actor(models.Model):
-    """Who spoke: one external user on one channel, optionally linked to a Person."""
+    """Who spoke: one external user on one channel, optionally linked to a Person.
+
+    `namespace` keeps apart users whose ids come from different authorities on one channel:
+    "" for the channel's own ids (Telegram user ids; Person ids on web and the terminal),
+    `owner:<person id>` for the users of one API token owner, `os` for terminal logins
+    without a dashboard user, `retired` for keys retired when web actors moved to Person ids.
+    """
 
     channel = models.CharField(max_length=32)
+    namespace = models.CharField(max_length=64, blank=True, default="")
     external_id = models.CharField("external user id", max_length=255)
     display_name = models.CharField(max_length=255)
     person = models.ForeignKey(
@@ -58,12 +65,13 @@ class Actor(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["channel", "external_id"], name="actor_unique_per_channel"
+                fields=["channel", "namespace", "external_id"], name="actor_unique_per_namespace"
             )
         ]
 
     def __str__(self) -> str:
-        return f"{self.display_name} ({self.channel}:{self.external_id})"
+        namespace = f"{self.namespace}/" if self.namespace else ""
+        return f"{self.display_name} ({self.channel}:{namespace}{self.external_id})"
 
 
 class Chat(models.Model):

@@ -192,20 +192,22 @@ def actor_get_or_create(
     display_name: str = "",
     person: AbstractBaseUser | None = None,
     refresh: bool = True,
+    namespace: str = "",
 ) -> Actor:
-    """Return the actor for (channel, user_id); with `refresh`, keep its display name current
-    and link `person` if it has none yet."""
+    """Return the actor for (channel, namespace, user_id); with `refresh`, keep its display
+    name current and link `person` if it has none yet."""
     try:
         validate_channel(channel)
         external_id = validate_id(user_id, "user_id")
     except InvalidKey as exc:
         raise IngestError("user_id", str(exc)) from exc
     name = _clean_name(display_name, "user_name", MAX_DISPLAY_NAME) or external_id
-    key = (channel, external_id)
+    key = (channel, namespace, external_id)
     actor = _actors.get(key)
     if actor is None:
         actor, _ = Actor.objects.get_or_create(
             channel=channel,
+            namespace=namespace,
             external_id=external_id,
             defaults={"display_name": name, "person": person},
         )
@@ -229,8 +231,26 @@ def actor_refresh(
         Actor.objects.filter(pk=actor.pk).update(**changes, updated_at=timezone.now())
         for field, value in changes.items():
             setattr(actor, field, value)
-        _actors.put((actor.channel, actor.external_id), actor)
+        _actors.put(_actor_cache_key(actor), actor)
     return actor
+
+
+def _actor_cache_key(actor: Actor) -> tuple[str, str, str]:
+    return (actor.channel, actor.namespace, actor.external_id)
+
+
+def person_actor_id(person: AbstractBaseUser) -> str:
+    """The external id of a Person's own actor on the channels whose users are dashboard
+    people (web, terminal): their Person id, never their username, which can be reused."""
+    return str(person.pk)
+
+
+def actor_for_person(*, channel: str, person: AbstractBaseUser) -> Actor:
+    """The actor a dashboard Person speaks as on `channel` (web, cli), linked to them."""
+    name = person.get_full_name() or person.get_username()
+    return actor_get_or_create(
+        channel=channel, user_id=person_actor_id(person), display_name=name, person=person
+    )
 
 
 def actor_link(*, actor: Actor, person: AbstractBaseUser) -> Actor:
@@ -242,7 +262,7 @@ def actor_link(*, actor: Actor, person: AbstractBaseUser) -> Actor:
         if previous_id != person.pk:
             Actor.objects.filter(pk=locked.pk).update(person=person, updated_at=timezone.now())
         locked.person = person
-        _actors.put((locked.channel, locked.external_id), locked)
+        _actors.put(_actor_cache_key(locked), locked)
 
         def announce() -> None:
             previous = None
@@ -311,13 +331,15 @@ def message_ingest(
     metadata: dict | None = None,
     person: AbstractBaseUser | None = None,
     member: AbstractBaseUser | None = None,
+    actor_namespace: str = "",
 ) -> IngestResult:
     """Store one message exactly once per (chat, message_id).
 
-    Resolves or creates the Chat and Actor, counts tokens once, bumps the chat's last
-    activity. A redelivery returns the stored row with `duplicate=True` and changes
-    nothing. Safe under concurrent deliveries of the same message. `person` links a newly
-    seen actor to a Person; `member` is made a member of the chat.
+    Resolves or creates the Chat and Actor (`user_id` within `actor_namespace`), counts
+    tokens once, bumps the chat's last activity. A redelivery returns the stored row with
+    `duplicate=True` and changes nothing. Safe under concurrent deliveries of the same
+    message. `person` links a newly seen actor to a Person; `member` is made a member of
+    the chat. Adapters decide who may speak as whom; this service stores what they decided.
     """
     text = validate_text(text)
     if role not in Message.Role.values:
@@ -355,6 +377,7 @@ def message_ingest(
                 chat_title=chat_title,
                 person=person,
                 member=member,
+                actor_namespace=actor_namespace,
                 fields={
                     "role": role,
                     "text": text,
@@ -387,6 +410,7 @@ def _ingest_once(
     chat_title,
     person,
     member,
+    actor_namespace,
     fields,
     reply_to_message_id,
 ) -> IngestResult:
@@ -397,7 +421,11 @@ def _ingest_once(
     if user_id is not None:
         # The profile is refreshed only for a new message: a redelivery changes nothing.
         actor = actor_get_or_create(
-            channel=channel, user_id=user_id, display_name=user_name, refresh=False
+            channel=channel,
+            user_id=user_id,
+            display_name=user_name,
+            refresh=False,
+            namespace=actor_namespace,
         )
     reply_to = None
     if reply_to_message_id is not None:

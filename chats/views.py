@@ -43,6 +43,7 @@ from chats.services import (
     chat_member_ensure,
     chat_member_remove,
     message_ingest,
+    person_actor_id,
 )
 
 PAGE_SIZE = 50
@@ -226,7 +227,7 @@ def message_post(request: HttpRequest, chat_key: str) -> HttpResponse:
             channel=chat.channel,
             chat_id=chat.external_id,
             thread_id=chat.thread_id or None,
-            user_id=person.get_username(),
+            user_id=person_actor_id(person),
             user_name=person.get_full_name() or person.get_username(),
             person=person,
             text=form.cleaned_data["text"],

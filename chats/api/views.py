@@ -9,7 +9,12 @@ from chats.api.errors import ApiError, bad_request, error_response, not_found
 from chats.api.parsing import int_param, parse_message_post, read_json_object
 from chats.api.render import chat_json, message_json, search_hit_json, turn_json
 from chats.api.selectors import chats_with_role, page_cursors
-from chats.api.services import NotAMember, api_message_post
+from chats.api.services import (
+    ChannelNotAllowed,
+    ChatKindConflict,
+    NotAMember,
+    api_message_post,
+)
 from chats.selectors import chat_for_person, chat_messages_page, turn_for_person
 
 DEFAULT_PAGE_SIZE = 50
@@ -26,8 +31,23 @@ def message_post(request: HttpRequest, person) -> JsonResponse:
     post = parse_message_post(read_json_object(request))
     try:
         result, turn = api_message_post(person=person, post=post)
+    except ChannelNotAllowed as exc:
+        raise ApiError(
+            403,
+            "channel_not_allowed",
+            f"The API writes only to the api channel; {exc} chats and their people belong "
+            f'to the {exc} adapter. Leave channel out or send "api".',
+            field="channel",
+        ) from exc
     except NotAMember as exc:
         raise ApiError(403, "not_a_member", "You are not a member of this chat.") from exc
+    except ChatKindConflict as exc:
+        raise ApiError(
+            409,
+            "chat_kind_conflict",
+            f"This chat is a {exc} chat; its kind is fixed when it is created.",
+            field="chat_kind",
+        ) from exc
     return JsonResponse(
         {
             "chat_key": result.chat.chat_key,

@@ -17,7 +17,12 @@ from django.utils import timezone
 from chats.api import ratelimit
 from chats.models import Actor, ApiToken, Chat, ChatKind, ChatMember, Message
 from chats.selectors import chat_role
-from chats.services import api_token_create, api_token_revoke, message_ingest
+from chats.services import (
+    api_token_create,
+    api_token_revoke,
+    chat_member_ensure,
+    message_ingest,
+)
 from tests.conftest import ApiClient
 
 pytestmark = [pytest.mark.django_db, pytest.mark.storage]
@@ -192,7 +197,6 @@ def test_three_users_of_one_group_share_one_chat_each_with_their_author(owner, a
         response = api.post(
             MESSAGES,
             {
-                "channel": "telegram",
                 "chat_id": "-1001",
                 "chat_kind": "group",
                 "user_id": user_id,
@@ -205,7 +209,7 @@ def test_three_users_of_one_group_share_one_chat_each_with_their_author(owner, a
 
     assert Chat.objects.count() == 1
     assert Actor.objects.count() == 3
-    history = api.get(history_url("telegram:-1001")).json()["messages"]
+    history = api.get(history_url("api:-1001")).json()["messages"]
     assert [(m["author"]["name"], m["text"]) for m in history] == [
         ("Ann", "hi from Ann"),
         ("Bob", "hi from Bob"),
@@ -216,30 +220,39 @@ def test_three_users_of_one_group_share_one_chat_each_with_their_author(owner, a
 
 def test_forum_topic_gets_its_own_chat_key(owner, api_for):
     api = api_for(owner)
-    response = api.post(MESSAGES, message(channel="telegram", chat_id=-100, thread_id=7))
+    response = api.post(MESSAGES, message(chat_id=-100, thread_id=7))
     assert response.status_code == 201
-    assert response.json()["chat_key"] == "telegram:-100:topic:7"
+    assert response.json()["chat_key"] == "api:-100:topic:7"
     assert Chat.objects.get().kind == ChatKind.TOPIC
-    assert api.get(history_url("telegram:-100:topic:7")).status_code == 200
+    assert api.get(history_url("api:-100:topic:7")).status_code == 200
 
 
-def test_member_can_post_into_an_existing_chat(member, team_chat, api_for):
-    response = api_for(member).post(MESSAGES, message(channel="web", chat_id="team-room"))
+@pytest.fixture
+def api_chat(owner, member, api_for):
+    """An API conversation created by `owner`'s integration, with `member` added to it."""
+    response = api_for(owner).post(MESSAGES, message(chat_id="shared", chat_title="Shared"))
+    chat = Chat.objects.get(chat_key=response.json()["chat_key"])
+    chat_member_ensure(chat=chat, person=member)
+    return chat
+
+
+def test_member_can_post_into_an_existing_chat(member, api_chat, api_for):
+    response = api_for(member).post(MESSAGES, message(chat_id="shared", message_id="m2"))
     assert response.status_code == 201
-    assert response.json()["chat_key"] == team_chat.chat_key
-    assert chat_role(member, team_chat) == ChatMember.Role.MEMBER  # not promoted
+    assert response.json()["chat_key"] == api_chat.chat_key
+    assert chat_role(member, api_chat) == ChatMember.Role.MEMBER  # not promoted
 
 
-def test_outsider_cannot_post_into_someone_elses_chat(outsider, team_chat, api_for):
+def test_outsider_cannot_post_into_someone_elses_chat(outsider, api_chat, api_for):
     before = stored()
     response = api_for(outsider).post(
-        MESSAGES, message(channel="web", chat_id="team-room", chat_title="Pwned")
+        MESSAGES, message(chat_id="shared", message_id="m2", chat_title="Pwned")
     )
     assert_error(response, 403, "not_a_member")
     assert stored() == before
-    team_chat.refresh_from_db()
-    assert team_chat.title == "Team room"
-    assert chat_role(outsider, team_chat) is None
+    api_chat.refresh_from_db()
+    assert api_chat.title == "Shared"
+    assert chat_role(outsider, api_chat) is None
 
 
 BAD_BODIES = [

@@ -138,7 +138,7 @@ def test_posting_stores_the_message_once_per_client_id_and_requests_a_turn(membe
     assert first.content.decode().strip().startswith(f'<article id="message-{message.pk}"')
     assert "<em>launch</em>" in first.content.decode() and "Marco Rossi" in first.content.decode()
     assert message.external_id == client_id and message.actor.channel == "web"
-    assert message.actor.external_id == "marco" and message.actor.person == member
+    assert message.actor.external_id == str(member.pk) and message.actor.person == member
     turn = Turn.objects.get(chat=team_chat)
     assert turn.trigger == message and turn.status == Turn.Status.QUEUED
 

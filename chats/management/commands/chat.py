@@ -21,7 +21,13 @@ from chats.agent.llm import get_provider
 from chats.agent.loop import run_claimed_turn
 from chats.agent.turns import Claim, message_received, turn_claim
 from chats.models import Turn
-from chats.services import IngestError, chat_get_or_create, chat_reset, message_ingest
+from chats.services import (
+    IngestError,
+    chat_get_or_create,
+    chat_reset,
+    message_ingest,
+    person_actor_id,
+)
 
 CLAIM_WAIT_SECONDS = 0.2
 
@@ -49,7 +55,10 @@ class Command(BaseCommand):
             if self.person is None:
                 raise CommandError(f"no dashboard user named {user!r}")
         login = getpass.getuser()
-        self.user_id = self.person.username if self.person else login
+        # A dashboard user speaks as their Person; a bare OS login lives in its own namespace
+        # and is never linked, so no login name can pose as a person.
+        self.user_id = person_actor_id(self.person) if self.person else login
+        self.actor_namespace = "" if self.person else "os"
         self.display_name = name or (self.person.get_username() if self.person else login)
         self.profile = profile
         try:
@@ -110,6 +119,7 @@ class Command(BaseCommand):
                 channel="cli",
                 chat_id=self.profile,
                 user_id=self.user_id,
+                actor_namespace=self.actor_namespace,
                 user_name=self.display_name,
                 message_id=f"cli-{uuid.uuid4().hex}",
                 text=text,
