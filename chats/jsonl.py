@@ -13,6 +13,8 @@ Record format, version 1 (`v`):
     thread_id     str | int | null       chat_kind    ChatKind value | null (inferred)
     chat_title    str | null             user_id      str | int | null (no actor), required
     user_name     str | null             message_id   str | int
+    user_namespace  str, only when the actor has one (an API token owner's users,
+                  terminal OS logins, retired web keys): keeps them apart on import
     ts            ISO 8601 with offset: the source timestamp if any, else the stored one
     source_ts     ISO 8601 | null (absent: `ts` is the source timestamp)
     stored_at     ISO 8601 | null (absent: stored now)
@@ -46,6 +48,7 @@ from chats.services import IngestError, message_ingest, message_record_edit, val
 FORMAT_VERSION = 1
 REQUIRED_FIELDS = ("v", "channel", "chat_id", "user_id", "message_id", "ts", "role", "content")
 MAX_REPORTED_ERRORS = 1000
+NAMESPACE_MAX = 64
 EXPORT_CHUNK_SIZE = 500
 
 
@@ -66,7 +69,7 @@ def message_record(message: Message) -> dict:
         reply_to = message.reply_to_external_id
     else:
         reply_to = message.reply_to.external_id if message.reply_to_id else None
-    return {
+    record = {
         "v": FORMAT_VERSION,
         "channel": chat.channel,
         "chat_id": chat.external_id,
@@ -98,6 +101,9 @@ def message_record(message: Message) -> dict:
             for edit in message.edits.all()
         ],
     }
+    if actor is not None and actor.namespace:
+        record["user_namespace"] = actor.namespace
+    return record
 
 
 def export_messages(chats: QuerySet[Chat] | None = None) -> QuerySet[Message]:
@@ -156,6 +162,7 @@ class ImportRecord:
     chat_title: str
     user_id: str | None
     user_name: str
+    user_namespace: str
     message_id: str
     source_ts: datetime | None
     stored_at: datetime | None
@@ -221,6 +228,15 @@ def _identifier(data: dict, key: str, *, nullable: bool) -> str | None:
         return _text(validate_id(value, key), key)
     except InvalidKey as exc:
         raise RecordError(str(exc)) from exc
+
+
+def _namespace(data: dict) -> str:
+    value = _get(data, "user_namespace", (str,), nullable=True)
+    if not value:
+        return ""
+    if len(value) > NAMESPACE_MAX or not value.isprintable() or value != value.strip():
+        raise RecordError(f"user_namespace must be at most {NAMESPACE_MAX} printable characters")
+    return value
 
 
 def _timestamp(data: dict, key: str, *, nullable: bool) -> datetime | None:
@@ -333,6 +349,7 @@ def parse_record(line: str) -> ImportRecord:
         chat_title=_text(_get(data, "chat_title", (str,), nullable=True) or "", "chat_title"),
         user_id=_identifier(data, "user_id", nullable=True),
         user_name=_text(_get(data, "user_name", (str,), nullable=True) or "", "user_name"),
+        user_namespace=_namespace(data),
         message_id=_identifier(data, "message_id", nullable=False),
         source_ts=source_ts,
         stored_at=_timestamp(data, "stored_at", nullable=True),
@@ -404,7 +421,7 @@ class _Importer:
 
     def __init__(self):
         self.chats: dict[str, _ChatState] = {}
-        self.actors_before: dict[tuple[str, str], bool] = {}
+        self.actors_before: dict[tuple[str, str, str], bool] = {}
 
     def _chat_state(self, chat_key: str) -> _ChatState:
         if chat_key not in self.chats:
@@ -416,11 +433,11 @@ class _Importer:
             self.chats[chat_key] = _ChatState(activity_before=before)
         return self.chats[chat_key]
 
-    def _actor_existed(self, channel: str, user_id: str) -> bool:
-        key = (channel, user_id)
+    def _actor_existed(self, channel: str, namespace: str, user_id: str) -> bool:
+        key = (channel, namespace, user_id)
         if key not in self.actors_before:
             self.actors_before[key] = Actor.objects.filter(
-                channel=channel, external_id=user_id
+                channel=channel, namespace=namespace, external_id=user_id
             ).exists()
         return self.actors_before[key]
 
@@ -433,7 +450,9 @@ class _Importer:
         chat_is_new = state.activity_before is None
         # An old export must not rename a live chat or actor; new ones get the file's names.
         user_name = ""
-        if record.user_id is not None and not self._actor_existed(record.channel, record.user_id):
+        if record.user_id is not None and not self._actor_existed(
+            record.channel, record.user_namespace, record.user_id
+        ):
             user_name = record.user_name
         first = record.edits[0] if record.edits else None
         result = message_ingest(
@@ -443,6 +462,7 @@ class _Importer:
             chat_kind=record.chat_kind,
             chat_title=record.chat_title if chat_is_new else "",
             user_id=record.user_id,
+            actor_namespace=record.user_namespace,
             user_name=user_name,
             message_id=record.message_id,
             role=record.role,

@@ -384,3 +384,37 @@ def test_timestamps_on_import_keep_their_instant_and_the_chat_its_dates():
     assert chat.created_at == first.created_at
     assert chat.last_activity_at == second.created_at
     assert chat.last_activity_at < timezone.now() - timedelta(days=300)
+
+
+def test_actor_namespaces_round_trip_so_integrations_stay_apart():
+    for namespace, name in [("owner:1", "U1 of one token"), ("owner:2", "U1 of another")]:
+        message_ingest(
+            channel="api",
+            chat_id="shared-id",
+            user_id="u1",
+            user_name=name,
+            actor_namespace=namespace,
+            text=f"hello from {name}",
+            message_id=f"m-{namespace}",
+        )
+    text = export("api:shared-id")
+    assert [json.loads(line).get("user_namespace") for line in text.splitlines()] == [
+        "owner:1",
+        "owner:2",
+    ]
+    wipe_history()
+
+    import_text(text)
+
+    assert sorted(Actor.objects.values_list("namespace", "external_id", "display_name")) == [
+        ("owner:1", "u1", "U1 of one token"),
+        ("owner:2", "u1", "U1 of another"),
+    ]
+    assert export("api:shared-id") == text
+
+
+@pytest.mark.parametrize("namespace", ["x" * 65, "bad\nline", " padded"])
+def test_a_bad_user_namespace_is_a_bad_line(namespace):
+    out, err = import_text(record(user_namespace=namespace) + "\n")
+    assert not Message.objects.exists()
+    assert "user_namespace" in err
