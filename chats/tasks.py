@@ -1,4 +1,4 @@
-"""Celery tasks of the chats app: running turns."""
+"""Celery tasks of the chats app: running turns, and the periodic turn sweep (beat)."""
 
 import gc
 import logging
@@ -8,7 +8,7 @@ from celery.signals import worker_process_init, worker_ready
 
 from chats.agent.llm import get_provider
 from chats.agent.loop import run_claimed_turn
-from chats.agent.turns import Claim, turn_claim, turns_recover_stale
+from chats.agent.turns import Claim, turn_claim, turns_recover_stale, turns_sweep
 
 logger = logging.getLogger(__name__)
 
@@ -28,6 +28,14 @@ def run_turn(self, turn_id: int) -> str:
         return "gone"
     turn = run_claimed_turn(claim.turn, provider=get_provider())
     return turn.status
+
+
+@shared_task(ignore_result=True, acks_late=False)
+def sweep_turns() -> dict:
+    """Recover turns whose lease ran out and enqueue again queued turns whose task is gone
+    (beat runs it every TURN_SWEEP_SECONDS); idempotent, cheap when nothing is due."""
+    result = turns_sweep(enqueue=run_turn.delay)
+    return {"recovered": result.recovered, "requeued": result.requeued}
 
 
 @worker_ready.connect

@@ -154,6 +154,8 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = False
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Beat's record of when each periodic task last ran (`celery beat -s` overrides it).
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
 # --- Auth and sessions ------------------------------------------------------------------
 
@@ -222,6 +224,11 @@ AGENT_MAX_ITERATIONS = env_int("AGENT_MAX_ITERATIONS", 20, minimum=1)
 AGENT_TOOL_TIMEOUT_SECONDS = env_float("AGENT_TOOL_TIMEOUT_SECONDS", 30.0, minimum=0.1)
 # A running turn renews its lease; a turn whose lease ran out is marked interrupted.
 TURN_LEASE_SECONDS = env_int("TURN_LEASE_SECONDS", 60, minimum=5)
+# Beat runs the turn sweep this often: running turns whose lease ran out are marked
+# interrupted, queued turns whose task is gone are enqueued again.
+TURN_SWEEP_SECONDS = env_int("TURN_SWEEP_SECONDS", 15, minimum=1)
+# A turn still queued after this long, in a chat where no turn runs, is enqueued again.
+TURN_REQUEUE_AFTER_SECONDS = env_int("TURN_REQUEUE_AFTER_SECONDS", 30, minimum=0)
 # Text deltas are batched into one event at most this often (milliseconds).
 EVENT_DELTA_BATCH_MS = env_int("EVENT_DELTA_BATCH_MS", 75, minimum=10)
 

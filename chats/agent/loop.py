@@ -3,6 +3,10 @@
 Runs one claimed turn to its end: `completed`, `failed` (the model failed for good; the
 user's message is kept and the error is visible) or `interrupted` (a newer message or a
 Stop; the partial reply is stored marked interrupted). Never leaves a turn `running`.
+
+While it runs, a heartbeat thread keeps its lease alive. A turn that lost its lease (another
+process recovered it as stale) stops at its next check, publishes nothing more and stores
+nothing more: its unsent reply is discarded (see `chats.agent.turns`).
 """
 
 import logging
@@ -14,14 +18,14 @@ from django.conf import settings
 from chats.agent import events
 from chats.agent.compression import compress_history, needs_compression
 from chats.agent.context import ContextBudget, build_context, enforce_window
-from chats.agent.interrupts import interrupt_reason
+from chats.agent.interrupts import clear_interrupt, interrupt_reason
+from chats.agent.lease import LeaseHeartbeat
 from chats.agent.llm.base import ChatProvider, Finish, LLMError, TextDelta, ToolCall, Usage
 from chats.agent.registry import TurnContext, registry
 from chats.agent.tools import execute_tool_call
-from chats.agent.turns import turn_finish, turn_renew_lease
+from chats.agent.turns import LeaseLost, turn_append, turn_finish
 from chats.models import Message, Turn
 from chats.payloads import message_payload
-from chats.services import message_append
 
 logger = logging.getLogger(__name__)
 
@@ -56,23 +60,29 @@ class TurnRunner:
         )
         self._partial_on_error = ""
         self._last_poll = 0.0
-        self._last_renew = time.monotonic()
         self._started = time.monotonic()
+        self._heartbeat = LeaseHeartbeat(turn.pk)
+        self._lease_lost = False
 
     # --- events -----------------------------------------------------------------------
 
     def emit(self, event_type: str, **data) -> None:
+        if self.lease_lost:
+            return  # the turn is no longer ours: its recovery announced how it ended
         event = events.publish(self.chat.pk, event_type, turn_id=self.turn.pk, **data)
         if self.on_event is not None:
             self.on_event(event or {"type": event_type, "turn_id": self.turn.pk, **data})
 
     # --- interrupt and lease --------------------------------------------------------------
 
+    @property
+    def lease_lost(self) -> bool:
+        return self._lease_lost or self._heartbeat.lost
+
     def should_stop(self) -> bool:
+        if self.lease_lost:
+            return True
         now = time.monotonic()
-        if now - self._last_renew > settings.TURN_LEASE_SECONDS / 3:
-            turn_renew_lease(turn=self.turn)
-            self._last_renew = now
         if now - self._last_poll < INTERRUPT_POLL_SECONDS:
             return False
         self._last_poll = now
@@ -86,6 +96,18 @@ class TurnRunner:
     # --- the loop -------------------------------------------------------------------------
 
     def run(self) -> Turn:
+        self._heartbeat.start()
+        try:
+            return self._run()
+        finally:
+            self._heartbeat.stop()
+            if self.lease_lost:
+                # Nothing was stored or published after the loss; what the database says
+                # (interrupted by the recovery) is the outcome.
+                clear_interrupt(self.turn.pk)
+                self.turn.refresh_from_db()
+
+    def _run(self) -> Turn:
         info = self.provider.info
         self.turn.model, self.turn.provider = info.model, info.name
         self.emit(
@@ -101,6 +123,7 @@ class TurnRunner:
             tool_map = {tool.name: tool for tool in tools}
             specs = [tool.spec() for tool in tools]
             self._compress_if_needed(info.context_tokens)
+            self.check_interrupt()  # compression can take long: a Stop or a lost lease
             built = build_context(
                 chat=self.chat,
                 trigger=self.trigger,
@@ -127,6 +150,8 @@ class TurnRunner:
                 "(the step budget of one reply). Tell me to continue if you want me to go on.",
                 budget_exhausted=True,
             )
+        except LeaseLost:
+            return self._abandon()
         except _Stopped as stop:
             return self._interrupted(partial, stop.reason)
         except LLMError as exc:
@@ -186,8 +211,8 @@ class TurnRunner:
             {"type": "tool_call", "id": c.id, "name": c.name, "arguments": c.arguments}
             for c in calls
         ]
-        message_append(
-            chat=self.chat,
+        turn_append(
+            turn=self.turn,
             role=Message.Role.ASSISTANT,
             text=text,
             parts=parts,
@@ -218,16 +243,9 @@ class TurnRunner:
                 self.emit("tool.started", call_id=call.id, name=call.name)
                 result = execute_tool_call(tool_map, call.name, call.arguments, self.context)
                 content, is_error, duration = result.content, result.is_error, result.duration_ms
-                self.emit(
-                    "tool.finished",
-                    call_id=call.id,
-                    name=call.name,
-                    ok=not is_error,
-                    duration_ms=duration,
-                    error=content[:300] if is_error else "",
-                )
-            message_append(
-                chat=self.chat,
+            # Stored (only while the lease is held) before it is announced.
+            turn_append(
+                turn=self.turn,
                 role=Message.Role.TOOL,
                 text=content,
                 metadata={
@@ -238,6 +256,15 @@ class TurnRunner:
                     "duration_ms": duration,
                 },
             )
+            if stopped is None:
+                self.emit(
+                    "tool.finished",
+                    call_id=call.id,
+                    name=call.name,
+                    ok=not is_error,
+                    duration_ms=duration,
+                    error=content[:300] if is_error else "",
+                )
             sent.append({"role": "tool", "tool_call_id": call.id, "content": content})
         if stopped is not None:
             raise _Stopped(stopped)
@@ -245,38 +272,51 @@ class TurnRunner:
 
     # --- outcomes -------------------------------------------------------------------------
 
-    def _store_reply(self, text: str, **flags) -> Message:
-        return message_append(
-            chat=self.chat,
-            role=Message.Role.ASSISTANT,
-            text=text,
-            metadata={"turn": self.turn.pk, **flags},
-            reply_to=self.trigger,
-        )
+    def _finish(self, status: str, reply_text: str | None, **fields) -> bool:
+        """The final write; False when the lease was lost (nothing stored, nothing to say)."""
+        self._heartbeat.stop()  # no renewal may race the final write
+        if self.lease_lost or not turn_finish(
+            turn=self.turn, status=status, reply_text=reply_text, reply_to=self.trigger, **fields
+        ):
+            self._abandon()
+            return False
+        return True
 
     def _complete(self, text: str, **flags) -> Turn:
-        reply = self._store_reply(text, **flags)
-        turn_finish(turn=self.turn, status=Turn.Status.COMPLETED, reply=reply)
-        self.emit("turn.finished", message=message_payload(reply), usage=self._usage())
+        if self._finish(Turn.Status.COMPLETED, text, reply_flags=flags):
+            reply = self.turn.reply
+            self.emit("turn.finished", message=message_payload(reply), usage=self._usage())
         return self.turn
 
     def _interrupted(self, partial: str, reason: str) -> Turn:
-        reply = self._store_reply(partial, interrupted=True) if partial else None
-        turn_finish(
-            turn=self.turn, status=Turn.Status.INTERRUPTED, reply=reply, interrupt_reason=reason
-        )
-        self.emit(
-            "turn.interrupted",
-            reason=reason,
-            message=message_payload(reply) if reply else None,
-        )
+        if self._finish(
+            Turn.Status.INTERRUPTED,
+            partial or None,
+            reply_flags={"interrupted": True},
+            interrupt_reason=reason,
+        ):
+            reply = self.turn.reply
+            self.emit(
+                "turn.interrupted",
+                reason=reason,
+                message=message_payload(reply) if reply else None,
+            )
         return self.turn
 
     def _failed(self, partial: str, error: str) -> Turn:
         partial = partial or getattr(self, "_partial_on_error", "")
-        reply = self._store_reply(partial, failed=True) if partial else None
-        turn_finish(turn=self.turn, status=Turn.Status.FAILED, reply=reply, error=error)
-        self.emit("turn.failed", error=error, message=message_payload(reply) if reply else None)
+        if self._finish(
+            Turn.Status.FAILED, partial or None, reply_flags={"failed": True}, error=error
+        ):
+            reply = self.turn.reply
+            self.emit("turn.failed", error=error, message=message_payload(reply) if reply else None)
+        return self.turn
+
+    def _abandon(self) -> Turn:
+        """The lease was lost: another process already marked the turn interrupted and
+        announced it. Store and publish nothing; the unsent reply is discarded."""
+        self._lease_lost = True
+        logger.warning("turn %s lost its lease; its unsent work is discarded", self.turn.pk)
         return self.turn
 
     def _usage(self) -> dict:

@@ -1,18 +1,28 @@
-"""Turn lifecycle services: request, claim, renew, finish, recover.
+"""Turn lifecycle services: request, claim, renew, finish, recover, sweep.
 
 `queued → running → completed | failed | interrupted`. Status changes happen here, under
-row locks; the partial unique index `turn_one_running_per_chat` makes a second running
-turn in one chat impossible even across workers.
+row locks or as conditional updates; the partial unique index `turn_one_running_per_chat`
+makes a second running turn in one chat impossible even across workers.
+
+The lease: a running turn belongs to its worker only while its row says `running`. The
+worker renews `lease_expires_at` from a heartbeat thread (`chats.agent.lease`); whoever finds
+the lease run out (a claim in the same chat, the periodic sweep, a restarted worker) marks
+the turn interrupted and raises its interrupt flag. Every later write of the old worker
+(`turn_append`, `turn_finish`) is a conditional update on `status = running` in the same
+transaction as the message it stores, so a turn that lost its lease stores nothing more: its
+unsent reply is discarded (the recovery already announced `turn.interrupted`), and what it
+stored while it held the lease (tool steps) stays.
 """
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import Enum
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import OuterRef, Subquery
+from django.db.models import Exists, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from chats.agent import events
@@ -20,13 +30,21 @@ from chats.agent.interrupts import clear_interrupt, request_interrupt
 from chats.models import BusyMode, Chat, Message, Turn
 from chats.payloads import message_payload
 from chats.rows import insert_row
-from chats.services import IngestResult
+from chats.services import IngestResult, message_append
+from hermes_site.redis import guarded
 
 logger = logging.getLogger(__name__)
 
 SUPERSEDED = "superseded by a newer message"
 LEASE_EXPIRED = "the worker running it stopped (lease expired)"
 WORKER_RESTARTED = "the worker running it restarted"
+LEASE_LOST = "its lease was lost (marked interrupted by another process)"
+# At most this many lost turns are enqueued again per sweep; the next sweep takes the rest.
+REQUEUE_BATCH = 500
+
+
+class LeaseLost(Exception):
+    """The turn is no longer running (recovered as stale): its worker must store nothing."""
 
 
 def turn_request(*, message: Message, enqueue: bool = True) -> Turn:
@@ -105,35 +123,48 @@ def _lease_deadline():
 
 def turns_recover_stale(*, chat_id: int | None = None, worker: str | None = None) -> int:
     """Mark running turns whose lease ran out (or, with `worker`, that this restarted worker
-    was running) as interrupted. They are never run again. Returns how many."""
+    was running) as interrupted and raise their interrupt flags, so a worker that is still
+    alive stops. They are never run again. Returns how many."""
     now = timezone.now()
-    stale = Turn.objects.filter(status=Turn.Status.RUNNING)
+    due = Q(lease_expires_at__lt=now) | Q(lease_expires_at__isnull=True)
+    if worker:
+        due |= Q(worker=worker)
+    stale = Turn.objects.filter(due, status=Turn.Status.RUNNING)
     if chat_id is not None:
         stale = stale.filter(chat_id=chat_id)
     recovered = 0
-    for turn in stale:
-        reason = None
-        if turn.lease_expires_at is None or turn.lease_expires_at < now:
-            reason = LEASE_EXPIRED
-        elif worker and turn.worker == worker:
-            reason = WORKER_RESTARTED
-        if reason and turn_finish_stale(turn_id=turn.pk, reason=reason):
+    for turn_id, turn_chat_id, lease, turn_worker in stale.values_list(
+        "id", "chat_id", "lease_expires_at", "worker"
+    ):
+        reason = LEASE_EXPIRED if lease is None or lease < now else WORKER_RESTARTED
+        # Re-checked in the update: a heartbeat that renewed meanwhile keeps its turn.
+        still_due = Q(worker=turn_worker) if reason == WORKER_RESTARTED else due
+        if _mark_interrupted(turn_id, turn_chat_id, reason, still_due):
             recovered += 1
     return recovered
 
 
 def turn_finish_stale(*, turn_id: int, reason: str) -> bool:
-    with transaction.atomic():
-        turn = Turn.objects.select_for_update().filter(pk=turn_id).first()
-        if turn is None or turn.status != Turn.Status.RUNNING:
-            return False
-        turn.status = Turn.Status.INTERRUPTED
-        turn.interrupt_reason = reason
-        turn.finished_at = timezone.now()
-        turn.lease_expires_at = None
-        turn.save(update_fields=["status", "interrupt_reason", "finished_at", "lease_expires_at"])
+    """Mark a running turn interrupted (its worker is gone or stalled) and raise its
+    interrupt flag; False if it was no longer running."""
+    chat_id = Turn.objects.filter(pk=turn_id).values_list("chat_id", flat=True).first()
+    return chat_id is not None and _mark_interrupted(turn_id, chat_id, reason, Q())
+
+
+def _mark_interrupted(turn_id: int, chat_id: int, reason: str, condition: Q) -> bool:
+    updated = Turn.objects.filter(condition, pk=turn_id, status=Turn.Status.RUNNING).update(
+        status=Turn.Status.INTERRUPTED,
+        interrupt_reason=reason,
+        finished_at=timezone.now(),
+        lease_expires_at=None,
+    )
+    if not updated:
+        return False
+    # The worker may still be alive (stalled, partitioned): tell it to stop. Its own writes
+    # are refused anyway (they require `running`); the flag only saves its wasted work.
+    request_interrupt(turn_id, reason)
     logger.warning("turn %s marked interrupted: %s", turn_id, reason)
-    events.publish(turn.chat_id, "turn.interrupted", turn_id=turn_id, reason=reason)
+    events.publish(chat_id, "turn.interrupted", turn_id=turn_id, reason=reason)
     return True
 
 
@@ -177,26 +208,53 @@ def turn_claim(*, turn_id: int, worker: str) -> ClaimResult:
     return ClaimResult(Claim.CLAIMED, turn)
 
 
-def turn_renew_lease(*, turn: Turn) -> None:
-    Turn.objects.filter(pk=turn.pk, status=Turn.Status.RUNNING).update(
-        lease_expires_at=_lease_deadline()
+def turn_renew_lease(*, turn_id: int) -> bool:
+    """Extend the lease of a running turn; False when it no longer runs (lease lost)."""
+    return bool(
+        Turn.objects.filter(pk=turn_id, status=Turn.Status.RUNNING).update(
+            lease_expires_at=_lease_deadline()
+        )
     )
+
+
+def turn_append(
+    *,
+    turn: Turn,
+    role: str,
+    text: str,
+    parts: list | None = None,
+    metadata: dict | None = None,
+    reply_to: Message | None = None,
+) -> Message:
+    """Store a step of a running turn (a tool call, a tool result) while it holds its lease,
+    renewing it; raises LeaseLost, storing nothing, when the turn no longer runs."""
+    with transaction.atomic():
+        # The conditional update takes the row lock first: a recovery either ran before
+        # (nothing stored) or waits until this step is committed.
+        if not turn_renew_lease(turn_id=turn.pk):
+            raise LeaseLost(turn.pk)
+        return message_append(
+            chat=turn.chat, role=role, text=text, parts=parts, metadata=metadata, reply_to=reply_to
+        )
 
 
 def turn_finish(
     *,
     turn: Turn,
     status: str,
-    reply: Message | None = None,
+    reply_text: str | None = None,
+    reply_flags: dict | None = None,
+    reply_to: Message | None = None,
     error: str = "",
     interrupt_reason: str = "",
 ) -> bool:
-    """Record the outcome of a running turn; False if it was no longer running (recovered)."""
+    """Record the outcome of a running turn and append its reply (`reply_text`, unless None)
+    in one transaction. False, storing nothing, if it was no longer running (its lease was
+    lost and it was recovered): the reply is discarded."""
     now = timezone.now()
     latency_ms = int((now - turn.started_at).total_seconds() * 1000) if turn.started_at else None
     fields = {
         "status": status,
-        "reply": reply,
         "error": error,
         "interrupt_reason": interrupt_reason,
         "finished_at": now,
@@ -210,11 +268,24 @@ def turn_finish(
         "first_delta_ms": turn.first_delta_ms,
         "prompt_report": turn.prompt_report,
     }
-    updated = Turn.objects.filter(pk=turn.pk, status=Turn.Status.RUNNING).update(**fields)
+    reply = None
+    with transaction.atomic():
+        if not Turn.objects.filter(pk=turn.pk, status=Turn.Status.RUNNING).update(**fields):
+            return False
+        if reply_text is not None:
+            reply = message_append(
+                chat=turn.chat,
+                role=Message.Role.ASSISTANT,
+                text=reply_text,
+                metadata={"turn": turn.pk, **(reply_flags or {})},
+                reply_to=reply_to,
+            )
+            Turn.objects.filter(pk=turn.pk).update(reply=reply)
     for name, value in fields.items():
         setattr(turn, name, value)
+    turn.reply = reply
     clear_interrupt(turn.pk)
-    return bool(updated)
+    return True
 
 
 def turn_stop(*, turn_id: int, chat: Chat, reason: str) -> bool:
@@ -236,3 +307,53 @@ def turn_stop(*, turn_id: int, chat: Chat, reason: str) -> bool:
             return True
     request_interrupt(turn_id, reason)
     return True
+
+
+# --- the periodic sweep -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    recovered: int
+    requeued: int
+
+
+def turns_sweep(*, enqueue: Callable[[int], object]) -> SweepResult:
+    """Recover running turns whose lease ran out, then enqueue again the queued turns whose
+    task is gone, in every chat and channel. Two indexed queries when nothing is due."""
+    return SweepResult(
+        recovered=turns_recover_stale(), requeued=turns_requeue_lost(enqueue=enqueue)
+    )
+
+
+def turns_requeue_lost(*, enqueue: Callable[[int], object]) -> int:
+    """Enqueue again turns queued longer than TURN_REQUEUE_AFTER_SECONDS in chats where no
+    turn runs: their task was never sent (Redis was down), vanished with Redis's data, or
+    gave up waiting. A turn runs at most once (`turn_claim`), so an extra task is harmless;
+    each turn is enqueued again at most once per grace period."""
+    grace = settings.TURN_REQUEUE_AFTER_SECONDS
+    running = Turn.objects.filter(chat_id=OuterRef("chat_id"), status=Turn.Status.RUNNING)
+    lost = list(
+        Turn.objects.filter(
+            status=Turn.Status.QUEUED, created_at__lt=timezone.now() - timedelta(seconds=grace)
+        )
+        .filter(~Exists(running))  # a turn waiting behind a running one has a polling task
+        .order_by("id")
+        .values_list("id", flat=True)[:REQUEUE_BATCH]
+    )
+    requeued = 0
+    ttl = max(1, int(grace))
+    for turn_id in lost:
+        key = f"{settings.REDIS_KEY_PREFIX}:turn-requeued:{turn_id}"
+        if not guarded(lambda r, k=key: r.set(k, 1, nx=True, ex=ttl), default=True, what="sweep"):
+            continue  # enqueued again recently: give that task its grace period
+        try:
+            enqueue(turn_id)
+        except Exception:  # noqa: BLE001 - the broker is down: the next sweep tries again
+            guarded(lambda r, k=key: r.delete(k), default=None, what="sweep")
+            logger.warning("could not enqueue lost turn %s; retried later", turn_id, exc_info=True)
+            break
+        requeued += 1
+    if requeued:
+        logger.warning("enqueued %s queued turn(s) whose task was gone", requeued)
+    return requeued

@@ -92,3 +92,27 @@ def test_a_restarted_worker_releases_its_turns_but_not_others():
     theirs.refresh_from_db()
     assert mine.status == Turn.Status.INTERRUPTED and mine.interrupt_reason == WORKER_RESTARTED
     assert theirs.status == Turn.Status.RUNNING
+
+
+@pytest.mark.storage
+def test_stale_recovery_raises_the_interrupt_so_a_live_worker_stops():
+    stale = turn_request(message=say("one", chat_id="a"), enqueue=False)
+    restarted = turn_request(message=say("two", chat_id="b"), enqueue=False)
+    turn_claim(turn_id=stale.pk, worker="slow-worker")
+    turn_claim(turn_id=restarted.pk, worker="celery@host1")
+    Turn.objects.filter(pk=stale.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    try:
+        assert turns_recover_stale(worker="celery@host1") == 2
+        # The worker of a stale turn may still be alive (stalled, partitioned): it must stop.
+        assert interrupt_reason(stale.pk) == LEASE_EXPIRED
+        assert interrupt_reason(restarted.pk) == WORKER_RESTARTED
+    finally:
+        clear_interrupt(stale.pk)
+        clear_interrupt(restarted.pk)
+
+
+@pytest.mark.storage
+def test_a_turn_runs_once_however_often_its_task_is_delivered():
+    turn = turn_request(message=say("one"), enqueue=False)
+    outcomes = [turn_claim(turn_id=turn.pk, worker=f"w{n}").outcome for n in range(3)]
+    assert outcomes == [Claim.CLAIMED, Claim.GONE, Claim.GONE]
