@@ -6,11 +6,19 @@ data under var/valkey (used by `make run` when REDIS_URL is not set).
 free port, runs CMD with REDIS_URL pointing at it, stops the server and exits with CMD's
 status (used by `make test` and `make bench` when REDIS_URL is not set).
 
+Persistence (see docs/RELIABILITY.md): the `make run` server keeps an append-only file
+under var/valkey, fsynced every second. The Celery queue lives in Redis, so without it a
+restart of `make run` (or a crash of the server) would drop every turn that was queued
+and every unacknowledged task; with it they survive. The database stays the source of
+truth either way: turns are rows, and a queued turn whose task is gone is re-enqueued.
+Throw-away servers (tests, benchmarks) do not persist.
+
 This module must not import Django settings: it runs before anything else is up.
 """
 
 import argparse
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -49,8 +57,9 @@ def server_command(port: int, data_dir: Path, *, persist: bool) -> list[str]:
         "warning",
     ]
     if persist:
-        # The broker queue survives a restart of `make run`.
-        command += ["--appendonly", "yes", "--save", "60 1"]
+        # Only the append-only file: it already covers a restart, and periodic RDB
+        # snapshots would fork the server every minute while turns stream events.
+        command += ["--appendonly", "yes", "--appendfsync", "everysec", "--save", ""]
     else:
         command += ["--appendonly", "no", "--save", ""]
     return command
@@ -72,20 +81,56 @@ def wait_until_ready(port: int, process: subprocess.Popen, timeout: float = 10.0
     raise RuntimeError(f"embedded Valkey did not answer on port {port} within {timeout:.0f}s")
 
 
-def run_with_server(command: list[str]) -> int:
-    port = free_port()
-    with tempfile.TemporaryDirectory(prefix="hermes-valkey-") as data_dir:
-        server = subprocess.Popen(server_command(port, Path(data_dir), persist=False))
+class ValkeyServer:
+    """One embedded server on a fixed port that can be killed and started again with the
+    same data (tests restart Redis under a running stack with it)."""
+
+    def __init__(self, data_dir: Path, *, port: int | None = None, persist: bool = False):
+        self.data_dir = Path(data_dir)
+        self.port = port or free_port()
+        self.persist = persist
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def start(self, *, timeout: float = 10.0) -> None:
+        command = server_command(self.port, self.data_dir, persist=self.persist)
+        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
+        wait_until_ready(self.port, self.process, timeout)
+
+    def stop(self, *, crash: bool = False, timeout: float = 5.0) -> None:
+        """SIGTERM (a clean shutdown) or, with `crash`, SIGKILL (as an OOM kill would)."""
+        if not self.running:
+            return
+        self.process.send_signal(signal.SIGKILL if crash else signal.SIGTERM)
         try:
-            wait_until_ready(port, server)
-            env = dict(os.environ, REDIS_URL=f"redis://127.0.0.1:{port}/0")
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+    def restart(self, *, crash: bool = True, down_seconds: float = 0.0) -> None:
+        self.stop(crash=crash)
+        if down_seconds:
+            time.sleep(down_seconds)
+        self.start()
+
+
+def run_with_server(command: list[str]) -> int:
+    with tempfile.TemporaryDirectory(prefix="hermes-valkey-") as data_dir:
+        server = ValkeyServer(Path(data_dir))
+        server.start()
+        try:
+            env = dict(os.environ, REDIS_URL=server.url)
             return subprocess.call(command, env=env)
         finally:
-            server.terminate()
-            try:
-                server.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                server.kill()
+            server.stop()
 
 
 def main(argv: list[str] | None = None) -> int:

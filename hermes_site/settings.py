@@ -154,6 +154,18 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = False
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Surviving a Redis restart (docs/RELIABILITY.md): kombu's Redis transport with a fix for
+# the AttributeError that ended the worker when the connection dropped under a running turn.
+CELERY_BROKER_TRANSPORT = "hermes_site.broker:Transport"
+if REDIS_URL.startswith("rediss://"):
+    # Naming the transport bypasses kombu's scheme check that turns TLS on for rediss://;
+    # verify the certificate, as redis-py does for the cache and the channel layer.
+    CELERY_BROKER_USE_SSL = {"ssl_cert_reqs": "required"}
+# Wait for Redis as long as it takes (the default gives up after 100 attempts and exits).
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+# A running turn keeps streaming through a broker reconnect; cancelling it (celery 6's
+# default) would cut every reply short on each Redis restart.
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 # Beat's record of when each periodic task last ran (`celery beat -s` overrides it).
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 

@@ -108,7 +108,9 @@ class LiveStack:
         self.web.wait(timeout=10)
         self.start_web()
 
-    def start_worker(self) -> None:
+    def start_worker(self, *, pool: str = "solo", concurrency: int = 1) -> None:
+        """`pool="prefork"` runs the worker as `make run` does: tasks in child processes,
+        acknowledged by the parent."""
         self.worker = self._spawn(
             "worker",
             [
@@ -117,7 +119,9 @@ class LiveStack:
                 "hermes_site",
                 "worker",
                 "--pool",
-                "solo",
+                pool,
+                "--concurrency",
+                str(concurrency),
                 "--loglevel",
                 "INFO",
                 "-Q",
