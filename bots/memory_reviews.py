@@ -2,9 +2,12 @@
 
 When the memory app announces a proposal (`memory.signals.proposal_created`), each entitled
 reviewer with a Telegram account gets a message with Approve / Reject buttons in their
-private chat. A press calls the same review service as the dashboard with the presser as
-the reviewer (the service decides who is entitled), then the message shows the outcome.
-Callback data is `mem:<entry id>:a|r`; it names a decision, never a reviewer.
+private chat; a proposal revised by its proposer is announced again with new buttons. A
+press calls the same review service as the dashboard with the presser as the reviewer (the
+service decides who is entitled) and the revision the message showed, then the message
+shows the outcome. Callback data is `mem:<entry id>:<revision>:a|r` (at most 35 bytes of
+Telegram's 64); it names a decision and a version, never a reviewer. A button of an older
+version decides nothing.
 """
 
 import html
@@ -21,29 +24,44 @@ from chats.services import actor_get_or_create
 
 logger = logging.getLogger(__name__)
 
-CALLBACK_RE = re.compile(r"^mem:(\d{1,18}):([ar])$")
+CALLBACK_RE = re.compile(r"^mem:(\d{1,18}):(\d{1,9}):([ar])$")
 SCOPE_LABELS = {"user": "about you", "team": "for the whole team", "chat": "for a chat"}
 
 
-def _keyboard(entry_id: int) -> dict:
+def _keyboard(entry_id: int, revision: int) -> dict:
     return {
         "inline_keyboard": [
             [
-                {"text": "✅ Approve", "callback_data": f"mem:{entry_id}:a"},
-                {"text": "✖️ Reject", "callback_data": f"mem:{entry_id}:r"},
+                {"text": "✅ Approve", "callback_data": f"mem:{entry_id}:{revision}:a"},
+                {"text": "✖️ Reject", "callback_data": f"mem:{entry_id}:{revision}:r"},
             ]
         ]
     }
 
 
+def _quote(text: str) -> str:
+    return f"<blockquote>{html.escape(text)}</blockquote>"
+
+
 def prompt_text(entry) -> str:
-    """The HTML of an approval request for `entry`."""
+    """The HTML of an approval request for `entry`: what would change, exactly as the
+    buttons below it decide it."""
     scope = SCOPE_LABELS.get(getattr(entry, "scope", ""), "")
-    return (
-        f"🧠 I would like to remember this{' ' + scope if scope else ''}:\n\n"
-        f"<blockquote>{html.escape(entry.text)}</blockquote>\n"
-        "Approve it to let me use it in later conversations."
-    )
+    where = f" {scope}" if scope else ""
+    change = getattr(entry, "pending_change", "add")
+    if change == "replace":
+        body = (
+            f"🧠 I would like to change what I remember{where}:\n\n"
+            f"{_quote(entry.text)}\nto\n{_quote(entry.proposed_text)}\n"
+        )
+    elif change == "remove":
+        body = f"🧠 I would like to forget this{where}:\n\n{_quote(entry.text)}\n"
+    else:
+        body = f"🧠 I would like to remember this{where}:\n\n{_quote(entry.text)}\n"
+    if getattr(entry, "scope", "") == "user":
+        shared = entry.visibility == "shared"
+        body += "Shared: also used in groups.\n" if shared else "Private: only in your chats.\n"
+    return body + "Approve it to let me use it in later conversations."
 
 
 def memory_proposal_notify(*, entry) -> list[OutboundMessage]:
@@ -61,8 +79,8 @@ def memory_proposal_notify(*, entry) -> list[OutboundMessage]:
             outbox_send(
                 telegram_chat_id=chat_id,
                 text=prompt_text(entry),
-                reply_markup=_keyboard(entry.pk),
-                extra={"memory_entry_id": entry.pk},
+                reply_markup=_keyboard(entry.pk, entry.revision),
+                extra={"memory_entry_id": entry.pk, "memory_revision": entry.revision},
             )
         )
     return rows
@@ -110,10 +128,17 @@ def callback_query_apply(query: CallbackQuery, identity: BotIdentity):
         return UpdateOutcome("callback:unknown", outbound=[_answer(query, "This button is old.")])
     try:
         from memory.models import MemoryEvent
-        from memory.services import ReviewConflict, ReviewInvalid, ReviewNotAllowed, memory_review
+        from memory.reviews import memory_review
+        from memory.services import (
+            ReviewConflict,
+            ReviewInvalid,
+            ReviewNotAllowed,
+            ReviewStale,
+        )
     except ImportError:
         return UpdateOutcome("callback:no memory", outbound=[_answer(query, "Memory is off.")])
-    entry_id, decision = int(match.group(1)), "approve" if match.group(2) == "a" else "reject"
+    entry_id, revision = int(match.group(1)), int(match.group(2))
+    decision = "approve" if match.group(3) == "a" else "reject"
     presser = query.from_user
     actor = actor_get_or_create(
         channel=Channel.TELEGRAM, user_id=presser.id, display_name=display_name(presser)
@@ -123,6 +148,7 @@ def callback_query_apply(query: CallbackQuery, identity: BotIdentity):
             entry = memory_review(
                 entry_id=entry_id,
                 decision=decision,
+                revision=revision,
                 person=actor.person,
                 actor=actor,
                 via=MemoryEvent.Via.TELEGRAM,
@@ -130,6 +156,10 @@ def callback_query_apply(query: CallbackQuery, identity: BotIdentity):
     except ReviewNotAllowed:
         answer = _answer(query, "Only the person this is about, or a reviewer, can decide this.")
         return UpdateOutcome("memory:not allowed", outbound=[answer])
+    except ReviewStale as exc:
+        outbound = [_answer(query, f"{exc}.")]
+        edit = _edit(query, f"🧠 {html.escape(str(exc))} (sent to you again with the new text).")
+        return UpdateOutcome("memory:stale", outbound=outbound + ([edit] if edit else []))
     except (ReviewConflict, ReviewInvalid):
         outbound = [_answer(query, "Already decided (or expired).")]
         edit = _edit(query, "🧠 This proposal was already decided or has expired.")

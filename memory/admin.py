@@ -7,11 +7,21 @@ as everywhere else (staff decide team and chat entries; a person's entries are t
 A pending entry's page also carries a review form: approve (with the text edited first, if
 the reviewer wants), or reject, through memory_review like the dashboard.
 Entry text is untrusted (it may be a blocked injection attempt): it is always escaped.
+
+Every decision is bound to the revision the reviewer saw: the review form carries it, and
+each row of the entry list carries its own (`rev_<id>`) for the bulk actions; a proposal
+revised in between is refused ("changed after you saw it") and nothing changes.
+
+What staff may read: team and chat entries, and a person's shared entries (they already
+reach group prompts). The text of a person's *private* entries (and of the audit events of
+user books that may hold it) is shown only to superusers, holders of the
+`memory.read_private_memory` permission, and the person it is about; other staff see that
+an entry exists, its status and its history, never its words, and text search skips it.
 """
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, Q
+from django.db.models import BooleanField, Case, Count, Q, Value, When
 from django.http import HttpResponseNotAllowed
 from django.shortcuts import redirect
 from django.urls import NoReverseMatch, path, reverse
@@ -21,21 +31,69 @@ from django.utils.text import Truncator
 from chats.admin import NoWrites, ReadOnlyAdmin
 from memory import policy
 from memory.forms import DecisionForm
-from memory.models import MemoryBook, MemoryEntry, MemoryEvent
+from memory.models import MemoryBook, MemoryEntry, MemoryEvent, Scope, Visibility
+from memory.reviews import memory_review
 from memory.selectors import memory_conflict_reason
 from memory.services import (
     LIVE,
     ReviewConflict,
     ReviewInvalid,
     ReviewNotAllowed,
+    ReviewStale,
     book_usage,
     memory_expire_proposals,
     memory_forget,
-    memory_review,
 )
 
 SHORT_TEXT = 80
 MAX_FAILURES_LISTED = 20
+HIDDEN = "(private: not shown)"
+PRIVATE_PERMISSION = "memory.read_private_memory"
+
+
+def may_read_private(user) -> bool:
+    """Superusers and holders of the dedicated permission read private entries' text."""
+    return bool(user.is_active and user.has_perm(PRIVATE_PERMISSION))
+
+
+def _private_q(prefix: str = "") -> Q:
+    """Rows whose text may be a person's private fact (for an event: its entry is private,
+    or it belongs to a user book without an entry, like a blocked write)."""
+    if prefix:
+        return Q(book__scope=Scope.USER) & (
+            Q(entry__isnull=True) | ~Q(entry__visibility=Visibility.SHARED)
+        )
+    return Q(book__scope=Scope.USER) & ~Q(visibility=Visibility.SHARED)
+
+
+def _about(user) -> Q:
+    return Q(book__person=user) | Q(book__actor__person=user)
+
+
+def _with_readable(request, queryset, private: Q):
+    """Annotate `text_readable`: may this reader see the row's words? Computed in the query,
+    per request (a ModelAdmin is shared by every request, so it keeps no reader state)."""
+    if may_read_private(request.user):
+        return queryset.annotate(text_readable=Value(True, output_field=BooleanField()))
+    hidden = private & ~_about(request.user)
+    return queryset.annotate(
+        text_readable=Case(
+            When(hidden, then=Value(False)), default=Value(True), output_field=BooleanField()
+        )
+    )
+
+
+def _restricted_search(request, queryset, search_term, results, private: Q):
+    """Without the permission, a text search never finds private rows by their words (a
+    match would confirm what they say); by the person's name it still does."""
+    if not search_term or may_read_private(request.user):
+        return results
+    names = Q(book__person__username__icontains=search_term) | Q(
+        book__actor__display_name__icontains=search_term
+    )
+    by_name = queryset.filter(private).filter(names)
+    own = queryset.filter(private).filter(_about(request.user))
+    return results.exclude(private) | (results & (by_name | own))
 
 
 def _short(text: str) -> str:
@@ -149,14 +207,17 @@ class MemoryEntryAdmin(NoWrites, admin.ModelAdmin):
     actions = ("approve_selected", "reject_selected", "remove_selected")
     fields = (
         "book",
-        "text",
+        "text_shown",
         "status",
         "visibility",
+        "revision",
         "pending_change",
-        "proposed_text",
+        "proposed_text_shown",
         "proposed_at",
         "proposal_expires_at",
         "proposed_by_actor",
+        "proposed_by_person",
+        "proposal_chat",
         "proposal_message",
         "author_person",
         "author_actor",
@@ -170,6 +231,24 @@ class MemoryEntryAdmin(NoWrites, admin.ModelAdmin):
     readonly_fields = fields
 
     change_form_template = "admin/memory/memoryentry/change_form.html"
+
+    def get_queryset(self, request):
+        return _with_readable(request, super().get_queryset(request), _private_q())
+
+    def get_search_results(self, request, queryset, search_term):
+        results, distinct = super().get_search_results(request, queryset, search_term)
+        return _restricted_search(request, queryset, search_term, results, _private_q()), distinct
+
+    def _shows(self, entry: MemoryEntry) -> bool:
+        return bool(getattr(entry, "text_readable", False))
+
+    def action_checkbox(self, entry: MemoryEntry):
+        """The row's checkbox, plus the revision this row shows, so that a bulk decision is
+        bound to what the reviewer saw."""
+        box = super().action_checkbox(entry)
+        return format_html(
+            '{}<input type="hidden" name="rev_{}" value="{}">', box, entry.pk, entry.revision
+        )
 
     def has_review_permission(self, request) -> bool:
         """Who sees the actions; memory.services still decides each entry."""
@@ -202,6 +281,7 @@ class MemoryEntryAdmin(NoWrites, admin.ModelAdmin):
                 "change": entry.get_pending_change_display(),
                 "editable": entry.pending_change != MemoryEntry.Change.REMOVE,
                 "text": entry.proposed_text if replace else entry.text,
+                "revision": entry.revision,
                 "expires_at": entry.proposal_expires_at,
             }
         return super().change_view(request, object_id, form_url, context)
@@ -221,10 +301,17 @@ class MemoryEntryAdmin(NoWrites, admin.ModelAdmin):
         text = form.cleaned_data["text"] if "text" in request.POST else None
         try:
             entry = memory_review(
-                entry_id=entry_id, decision=decision, person=request.user, text=text, via="admin"
+                entry_id=entry_id,
+                decision=decision,
+                revision=form.cleaned_data["revision"],
+                person=request.user,
+                text=text,
+                via="admin",
             )
         except ReviewNotAllowed:
             self.message_user(request, "Not changed: you may not decide it.", messages.WARNING)
+        except ReviewStale as exc:
+            self.message_user(request, f"Not changed: {exc}.", messages.WARNING)
         except ReviewConflict:
             self.message_user(request, memory_conflict_reason(entry_id)[1], messages.WARNING)
         except ReviewInvalid as exc:
@@ -236,7 +323,17 @@ class MemoryEntryAdmin(NoWrites, admin.ModelAdmin):
 
     @admin.display(description="text")
     def short_text(self, entry: MemoryEntry) -> str:
-        return _short(entry.text)
+        return _short(entry.text) if self._shows(entry) else HIDDEN
+
+    @admin.display(description="text")
+    def text_shown(self, entry: MemoryEntry) -> str:
+        return entry.text if self._shows(entry) else HIDDEN
+
+    @admin.display(description="proposed text")
+    def proposed_text_shown(self, entry: MemoryEntry) -> str:
+        if not entry.proposed_text:
+            return "—"
+        return entry.proposed_text if self._shows(entry) else HIDDEN
 
     @admin.display(description="scope", ordering="book__scope")
     def scope(self, entry: MemoryEntry) -> str:
@@ -249,7 +346,7 @@ class MemoryEntryAdmin(NoWrites, admin.ModelAdmin):
     @admin.display(description="pending change")
     def pending(self, entry: MemoryEntry) -> str:
         if entry.pending_change == MemoryEntry.Change.REPLACE:
-            return f"replace → {_short(entry.proposed_text)}"
+            return f"replace → {_short(entry.proposed_text) if self._shows(entry) else HIDDEN}"
         return entry.get_pending_change_display() if entry.pending_change else "—"
 
     @admin.display(description="story (every event, oldest first)")
@@ -257,6 +354,7 @@ class MemoryEntryAdmin(NoWrites, admin.ModelAdmin):
         events = entry.events.select_related(
             "person", "actor", "source_chat", "source_message"
         ).order_by("created_at", "id")
+        shows = self._shows(entry)
         rows = format_html_join(
             "",
             '<tr class="memory-event event-{}"><td>{}</td><td>{}</td><td>{}</td><td>{}</td>'
@@ -271,8 +369,8 @@ class MemoryEntryAdmin(NoWrites, admin.ModelAdmin):
                     event.change or "—",
                     event.get_via_display(),
                     _who(event),
-                    event.before or "—",
-                    event.after or "—",
+                    (event.before if shows else HIDDEN) if event.before else "—",
+                    (event.after if shows else HIDDEN) if event.after else "—",
                     _source(event),
                 )
                 for number, event in enumerate(events, 1)
@@ -294,13 +392,18 @@ class MemoryEntryAdmin(NoWrites, admin.ModelAdmin):
             more = len(failures) - MAX_FAILURES_LISTED
             self.message_user(request, f"… and {more} more not changed.", messages.WARNING)
 
-    def _each(self, request, queryset, verb: str, act) -> None:
+    def _each(self, request, queryset, verb: str, act, *, shown: bool = False) -> None:
         done, failures = 0, []
         for entry_id in queryset.order_by("id").values_list("pk", flat=True):
             try:
-                act(entry_id)
+                if shown:
+                    act(entry_id, _shown_revision(request, entry_id))
+                else:
+                    act(entry_id)
             except ReviewNotAllowed:
                 failures.append(f"#{entry_id}: not changed, you may not decide it.")
+            except ReviewStale as exc:
+                failures.append(f"#{entry_id}: not changed. {exc}.")
             except ReviewConflict:
                 failures.append(f"#{entry_id}: {memory_conflict_reason(entry_id)[1]}")
             except ReviewInvalid as exc:
@@ -311,17 +414,29 @@ class MemoryEntryAdmin(NoWrites, admin.ModelAdmin):
 
     @admin.action(description="Approve selected proposals", permissions=["review"])
     def approve_selected(self, request, queryset) -> None:
-        def act(entry_id):
-            memory_review(entry_id=entry_id, decision="approve", person=request.user, via="admin")
+        def act(entry_id, revision):
+            memory_review(
+                entry_id=entry_id,
+                decision="approve",
+                revision=revision,
+                person=request.user,
+                via="admin",
+            )
 
-        self._each(request, queryset, "Approved", act)
+        self._each(request, queryset, "Approved", act, shown=True)
 
     @admin.action(description="Reject selected proposals", permissions=["review"])
     def reject_selected(self, request, queryset) -> None:
-        def act(entry_id):
-            memory_review(entry_id=entry_id, decision="reject", person=request.user, via="admin")
+        def act(entry_id, revision):
+            memory_review(
+                entry_id=entry_id,
+                decision="reject",
+                revision=revision,
+                person=request.user,
+                via="admin",
+            )
 
-        self._each(request, queryset, "Rejected", act)
+        self._each(request, queryset, "Rejected", act, shown=True)
 
     @admin.action(description="Remove selected entries", permissions=["review"])
     def remove_selected(self, request, queryset) -> None:
@@ -329,6 +444,15 @@ class MemoryEntryAdmin(NoWrites, admin.ModelAdmin):
             memory_forget(entry_id=entry_id, person=request.user, via="admin")
 
         self._each(request, queryset, "Removed", act)
+
+
+def _shown_revision(request, entry_id: int) -> int:
+    """The revision of `entry_id` the list showed this reviewer; an entry the list did not
+    show (selected "across all pages", or a forged post) counts as changed since."""
+    try:
+        return int(request.POST.get(f"rev_{entry_id}", ""))
+    except ValueError:
+        raise ReviewStale() from None
 
 
 def _source(event: MemoryEvent) -> str:
@@ -374,13 +498,32 @@ class MemoryEventAdmin(ReadOnlyAdmin):
         "entry",
         "person",
         "actor",
-        "before",
-        "after",
+        "before_shown",
+        "after_shown",
         "source_chat",
         "source_message",
         "detail",
     )
     readonly_fields = fields
+
+    def get_queryset(self, request):
+        return _with_readable(request, super().get_queryset(request), _private_q("entry"))
+
+    def get_search_results(self, request, queryset, search_term):
+        results, distinct = super().get_search_results(request, queryset, search_term)
+        private = _private_q("entry")
+        return _restricted_search(request, queryset, search_term, results, private), distinct
+
+    def _text(self, event: MemoryEvent, text: str) -> str:
+        return text if getattr(event, "text_readable", False) else HIDDEN
+
+    @admin.display(description="before")
+    def before_shown(self, event: MemoryEvent) -> str:
+        return self._text(event, event.before) if event.before else "—"
+
+    @admin.display(description="after")
+    def after_shown(self, event: MemoryEvent) -> str:
+        return self._text(event, event.after) if event.after else "—"
 
     @admin.display(description="entry", ordering="entry_id")
     def entry_link(self, event: MemoryEvent) -> str:
@@ -394,8 +537,8 @@ class MemoryEventAdmin(ReadOnlyAdmin):
 
     @admin.display(description="before")
     def short_before(self, event: MemoryEvent) -> str:
-        return _short(event.before) or "—"
+        return self._text(event, _short(event.before)) if event.before else "—"
 
     @admin.display(description="after")
     def short_after(self, event: MemoryEvent) -> str:
-        return _short(event.after) or "—"
+        return self._text(event, _short(event.after)) if event.after else "—"

@@ -136,6 +136,21 @@ class MemoryEntry(models.Model):
     proposal_message = models.ForeignKey(
         Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # The proposer's side (who may still revise or withdraw the proposal): the person, or
+    # the actor when it has no person, and the chat the proposal was made in.
+    proposed_by_person = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    proposal_chat = models.ForeignKey(
+        Chat, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # Bumped on every change of the entry or its proposal; a decision names the revision the
+    # reviewer saw, so a proposal rewritten after it was shown is never approved unseen.
+    revision = models.PositiveIntegerField(default=1)
 
     # Provenance of the entry itself.
     author_actor = models.ForeignKey(
@@ -160,6 +175,12 @@ class MemoryEntry(models.Model):
 
     class Meta:
         verbose_name_plural = "memory entries"
+        permissions = [
+            (
+                "read_private_memory",
+                "Can read the text of private entries about people in the admin",
+            )
+        ]
         indexes = [models.Index(fields=["book", "status"], name="memory_entry_book_status")]
         constraints = [
             models.CheckConstraint(
@@ -169,7 +190,9 @@ class MemoryEntry(models.Model):
         ]
 
     def __str__(self) -> str:
-        return self.text[:80]
+        # Not the text: admin titles, breadcrumbs and links show this to staff who may not
+        # read a person's private entries.
+        return f"memory entry #{self.pk}"
 
     @property
     def scope(self) -> str:

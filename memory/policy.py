@@ -96,9 +96,191 @@ def asked_to_forget(text: str) -> bool:
 
 
 def asked_for(change: str, text: str) -> bool:
-    """Is `text` an explicit request for this kind of change (add, replace, remove)?"""
+    """Does `text` mention this kind of change at all (add, replace, remove)? A loose hint,
+    never enough to approve anything: see `explicit_request`."""
     if change == "add":
         return asked_to_remember(text)
     if change == "replace":
         return asked_to_remember(text) or bool(_UPDATE.search(text or ""))
     return asked_to_forget(text)
+
+
+# --- the subject's own explicit request ---------------------------------------------------
+
+# A request is a statement, not a question: "do you remember…", "can you remember…?".
+_QUESTION_LEAD = re.compile(
+    r"\b(?:do|does|did|can|could|would|will|won't|should|shall|may|might|have|has)\s+"
+    r"(?:you|u|i|we|hermes)\b[^.!?\n]*$|(?:你|您)?(?:还)?记得|能不能|可不可以|是否",
+    re.IGNORECASE,
+)
+_NEGATION = re.compile(
+    r"\b(?:don't|do not|dont|never|no need to|not|stop|without)\s+(?:\w+\s+){0,2}$|[别不没]\s*$",
+    re.IGNORECASE,
+)
+_SENTENCE_END = re.compile(r"[.!?。！？;；\n]")
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+# Words that carry no fact: "I", "my", "that", "the user"... A fact's own words must come
+# from the subject's message; these may be added by the model when it rephrases.
+_FILLER = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "and",
+        "or",
+        "but",
+        "of",
+        "to",
+        "in",
+        "on",
+        "at",
+        "for",
+        "with",
+        "from",
+        "by",
+        "as",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "am",
+        "i",
+        "me",
+        "my",
+        "mine",
+        "myself",
+        "you",
+        "your",
+        "he",
+        "she",
+        "they",
+        "them",
+        "their",
+        "his",
+        "her",
+        "it",
+        "its",
+        "we",
+        "our",
+        "us",
+        "this",
+        "that",
+        "these",
+        "those",
+        "there",
+        "here",
+        "who",
+        "whom",
+        "which",
+        "what",
+        "when",
+        "where",
+        "user",
+        "person",
+        "people",
+        "has",
+        "have",
+        "had",
+        "does",
+        "do",
+        "did",
+        "will",
+        "would",
+        "should",
+        "can",
+        "could",
+        "also",
+        "always",
+        "usually",
+        "often",
+        "now",
+        "currently",
+        "very",
+        "really",
+        "just",
+        "please",
+        "remember",
+        "note",
+    ]
+)
+MATCH_SHARE = 0.8  # share of the fact's own words that the subject must have said
+
+
+def explicit_request_sentence(text: str) -> str | None:
+    """The sentence in which `text` explicitly asks to remember something ("remember that I
+    like tea", "记住我喜欢茶"), or None: questions ("do you remember…?"), negations ("don't
+    remember…") and corrections ("actually…", "can you change…") are not requests."""
+    text = text or ""
+    for match in _REMEMBER.finditer(text):
+        start = max((m.end() for m in _SENTENCE_END.finditer(text, 0, match.start())), default=0)
+        end_match = _SENTENCE_END.search(text, match.end())
+        end = end_match.end() if end_match else len(text)
+        before = text[start : match.start()]
+        sentence = text[start:end]
+        if sentence.rstrip().endswith(("?", "？", "吗", "吗？")) or _QUESTION_LEAD.search(before):
+            continue
+        if _NEGATION.search(before):
+            continue
+        return sentence
+    return None
+
+
+def _tokens(text: str) -> list[str]:
+    words = []
+    for word in _WORD.findall(text.casefold()):
+        if _CJK.search(word):
+            words.extend(_CJK.findall(word))  # Chinese: every character counts as a word
+        elif len(word) >= 2 and word not in _FILLER:
+            words.append(word)
+    return words
+
+
+def _stem(word: str) -> str:
+    for suffix in ("ing", "ed", "es", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
+
+
+def _said(word: str, said: set[str]) -> bool:
+    if word in said:
+        return True
+    stem = _stem(word)
+    return any(
+        other.startswith(stem) or stem.startswith(_stem(other))
+        for other in said
+        if len(other) >= 3 and len(stem) >= 3
+    )
+
+
+def content_matches(content: str, said: str, *, names: set[str] = frozenset()) -> bool:
+    """Do the fact's own words substantially come from what the subject said? At least
+    `MATCH_SHARE` of its non-filler words (the subject's own names aside) appear in `said`,
+    compared case-insensitively with plural/-ed/-ing endings folded; at least one must."""
+    ignored = {part for name in names for part in _WORD.findall(name.casefold())}
+    wanted = [word for word in _tokens(content) if word not in ignored]
+    if not wanted:
+        return False
+    heard = set(_tokens(said)) | set(_WORD.findall(said.casefold()))
+    found = sum(1 for word in wanted if _said(word, heard))
+    return found >= MATCH_SHARE * len(wanted)
+
+
+def explicit_request(
+    change: str, text: str, *, content: str = "", names: set[str] = frozenset()
+) -> bool:
+    """Is `text` the subject's explicit request for exactly this change? Add and replace: an
+    explicit "remember that …" (not a question, not negated) whose words the new content
+    substantially repeats. Remove: an explicit "forget …" that is not a question."""
+    if change == "remove":
+        if not asked_to_forget(text):
+            return False
+        return not any(
+            sentence.rstrip().endswith(("?", "？")) and _FORGET.search(sentence)
+            for sentence in re.split(r"(?<=[.!?。！？\n])", text or "")
+        )
+    sentence = explicit_request_sentence(text)
+    return sentence is not None and content_matches(content, text, names=names)

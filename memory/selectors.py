@@ -6,8 +6,9 @@ from django.contrib.auth import get_user_model
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from chats.models import Actor, Chat, ChatKind, ChatMember, Message
-from memory.models import MemoryBook, MemoryEntry, MemoryEvent, Scope, Visibility
+from chats.models import Actor, Chat, ChatMember, Message
+from memory.audience import chat_audience, readers_may_see
+from memory.models import MemoryBook, MemoryEntry, MemoryEvent, Scope
 
 Status = MemoryEntry.Status
 LIVE = (Status.ACTIVE, Status.PENDING)
@@ -87,17 +88,6 @@ def memory_review_recipients(*, entry: MemoryEntry, channel: str) -> list[Actor]
     return list(Actor.objects.filter(people, channel=channel).order_by("id"))
 
 
-def is_private_to(chat: Chat, person, actor: Actor | None) -> bool:
-    """Is `chat` one of this person's own chats (a DM, their terminal, their API chats, a web
-    room with nobody else in it), where private user entries may appear?"""
-    if chat.kind in (ChatKind.DM, ChatKind.CLI, ChatKind.API):
-        return True
-    if chat.kind == ChatKind.ROOM and person is not None:
-        members = list(ChatMember.objects.filter(chat=chat).values_list("person_id", flat=True))
-        return members == [person.pk]
-    return False
-
-
 @dataclass(frozen=True)
 class PromptBook:
     """One book as a prompt shows it: approved texts in order, and the book's usage."""
@@ -117,8 +107,9 @@ class PromptMemory:
 
 
 def memory_for_prompt(*, chat: Chat, person=None, actor: Actor | None = None) -> PromptMemory:
-    """Approved team entries, this chat's, and the trigger author's own (private ones only in
-    their own chats). Pending proposals never appear. Two queries plus one for a web room."""
+    """Approved team entries, this chat's, and the trigger author's own, each only where
+    `readers_may_see` allows it (private ones only in the author's own chats). Pending
+    proposals never appear. Two queries, plus one in a DM, terminal or API chat."""
     books = {
         book.pk: book
         for book in MemoryBook.objects.filter(
@@ -127,7 +118,7 @@ def memory_for_prompt(*, chat: Chat, person=None, actor: Actor | None = None) ->
     }
     if not books:
         return PromptMemory(None, None, None)
-    private_ok = is_private_to(chat, person, actor)
+    audience = chat_audience(chat, person=person, actor=actor)
     texts: dict[int, list[str]] = {pk: [] for pk in books}
     used: dict[int, int] = dict.fromkeys(books, 0)
     rows = (
@@ -138,12 +129,9 @@ def memory_for_prompt(*, chat: Chat, person=None, actor: Actor | None = None) ->
     for book_id, status, visibility, text, change, proposed in rows:
         # The same arithmetic as services.entry_cost, without building model instances.
         used[book_id] += max(len(text), len(proposed)) if change == "replace" else len(text)
-        if status != Status.ACTIVE:
-            continue
-        hidden = visibility == Visibility.PRIVATE and not private_ok
-        if hidden and books[book_id].scope == Scope.USER:
-            continue
-        texts[book_id].append(text)
+        # Pending rows carry no proposer here, so readers_may_see never shows them.
+        if readers_may_see(audience, books[book_id], status=status, visibility=visibility):
+            texts[book_id].append(text)
 
     def pick(scope: str) -> PromptBook | None:
         for pk, book in books.items():

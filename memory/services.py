@@ -17,6 +17,7 @@ from django.utils import timezone
 from chats.models import Actor, Chat, Message
 from hermes_site.scanning import scan_text
 from memory import policy
+from memory.audience import Audience, chat_audience, entry_shown, proposal_shown, readers_may_see
 from memory.models import MemoryBook, MemoryEntry, MemoryEvent, Scope, Visibility
 from memory.signals import proposal_created
 
@@ -35,6 +36,16 @@ class ReviewNotAllowed(PermissionError):
 
 class ReviewConflict(Exception):
     """The entry has nothing waiting for a decision any more (decided, expired, gone)."""
+
+
+STALE_MESSAGE = "This proposal changed after you saw it: review the new text"
+
+
+class ReviewStale(ReviewConflict):
+    """The proposal changed after the reviewer saw it (another revision); nothing changed."""
+
+    def __init__(self, message: str = STALE_MESSAGE):
+        super().__init__(message)
 
 
 class ReviewInvalid(ValueError):
@@ -149,10 +160,17 @@ def _lock(book: MemoryBook) -> list[MemoryEntry]:
     return list(book.entries.filter(status__in=LIVE).order_by("id"))
 
 
-def _listing(entries: list[MemoryEntry]) -> str:
+def _line(entry: MemoryEntry, audience: Audience | None) -> str:
+    """An entry as a tool result may show it: a change someone else proposed stays unseen."""
+    if audience is None or not entry.pending_change or proposal_shown(audience, entry):
+        return entry.summary_line()
+    return entry.text
+
+
+def _listing(entries: list[MemoryEntry], audience: Audience | None = None) -> str:
     if not entries:
         return "(no entries)"
-    return "\n".join(f"{n}. {entry.summary_line()}" for n, entry in enumerate(entries, 1))
+    return "\n".join(f"{n}. {_line(entry, audience)}" for n, entry in enumerate(entries, 1))
 
 
 def _audit(
@@ -185,16 +203,68 @@ def _audit(
     )
 
 
-def _needs_approval(book: MemoryBook, author: Author) -> bool:
+def _person_of(author: Author):
+    if author.person is not None:
+        return author.person
+    if author.actor is not None and author.actor.person_id is not None:
+        return author.actor.person
+    return None
+
+
+def _own_chat(book: MemoryBook, author: Author, audience: Audience | None) -> bool:
+    """Is the subject of `book` the one reader of the chat the author wrote in? A write with
+    no chat (a command, a test, the admin) has no other readers."""
+    if audience is None:
+        if author.chat is None:
+            return True
+        audience = chat_audience(author.chat, person=_person_of(author), actor=author.actor)
+    return audience.is_only_reader(book)
+
+
+def _needs_approval(
+    book: MemoryBook, author: Author, *, visibility: str = "", audience: Audience | None = None
+) -> bool:
+    """Team and chat entries follow their scope's policy. A person's entry is applied at once
+    only when that person explicitly asked for it (`author.asked`), it stays private, and
+    they are the one reader of the chat they asked in; the agent never widens visibility
+    (a shared entry always waits for the person), whatever the policy."""
     rule = policy.approval_policy(book.scope)
+    if book.scope != Scope.USER:
+        return rule != "auto"
+    if visibility == Visibility.SHARED and author.via == MemoryEvent.Via.AGENT:
+        return True
     if rule == "auto":
         return False
-    if book.scope == Scope.USER:
-        subject_asked = author.asked and policy.book_is_about(
-            book, person=author.person, actor=author.actor
-        )
-        return not subject_asked
-    return True
+    subject_asked = author.asked and policy.book_is_about(
+        book, person=_person_of(author), actor=author.actor
+    )
+    return not (
+        subject_asked and visibility != Visibility.SHARED and _own_chat(book, author, audience)
+    )
+
+
+def _proposers_side(entry: MemoryEntry, author: Author) -> bool:
+    """Is `author` the side that proposed the change waiting on `entry`: the same person (or
+    the same actor, without one) in the same chat? Only that side revises or withdraws it."""
+    chat_id = author.chat.pk if author.chat is not None else None
+    if entry.proposal_chat_id != chat_id:
+        return False
+    person = _person_of(author)
+    if entry.proposed_by_person_id is not None:
+        return person is not None and person.pk == entry.proposed_by_person_id
+    return author.actor is not None and entry.proposed_by_actor_id == author.actor.pk
+
+
+def _propose_fields(author: Author, now) -> dict:
+    person = _person_of(author)
+    return {
+        "proposed_at": now,
+        "proposal_expires_at": _expires_at(),
+        "proposed_by_actor": author.actor,
+        "proposed_by_person": person,
+        "proposal_chat": author.chat,
+        "proposal_message": author.message,
+    }
 
 
 def _announce(entry: MemoryEntry) -> None:
@@ -211,7 +281,9 @@ def _expires_at():
     return timezone.now() + timedelta(days=settings.MEMORY_PROPOSAL_TTL_DAYS)
 
 
-def _blocked(book: MemoryBook, author: Author, change: str, text: str, result) -> Outcome:
+def _blocked(
+    book: MemoryBook, author: Author, change: str, text: str, result, *, in_book: bool = False
+) -> Outcome:
     with transaction.atomic():
         _audit(
             book=book,
@@ -220,14 +292,43 @@ def _blocked(book: MemoryBook, author: Author, change: str, text: str, result) -
             author=author,
             change=change,
             after=text,
-            detail={"findings": [finding.category for finding in result.findings]},
+            detail={
+                "findings": [finding.category for finding in result.findings],
+                "in_book": in_book,
+            },
         )
+    if in_book:
+        # The excerpt could quote other entries, some not for this chat: categories only.
+        categories = ", ".join(sorted({finding.category for finding in result.findings}))
+        reason = (
+            f"together with the entries already in {book}, this text would read as {categories}."
+        )
+    else:
+        reason = result.summary()
     return Outcome(
         "blocked",
-        f"Blocked, nothing was stored: {result.summary()} Memory holds declarative facts "
+        f"Blocked, nothing was stored: {reason} Memory holds declarative facts "
         "only; never instructions, hidden characters, secrets or commands that send data out.",
         findings=list(result.findings),
     )
+
+
+def book_text_after(entries: list[MemoryEntry], content: str, replacing=None) -> list[str]:
+    """The texts of a book as it would read once this change and every waiting proposal are
+    approved (both texts of a pending replacement, since either may end up in force)."""
+    texts = []
+    for entry in entries:
+        if entry is replacing:
+            continue
+        texts.append(entry.text)
+        if entry.pending_change == Change.REPLACE:
+            texts.append(entry.proposed_text)
+    return [*texts, content]
+
+
+def scan_book(texts: list[str]):
+    """Scan a whole book as one text, so an instruction split across entries is caught."""
+    return scan_text("\n".join(texts), kind="memory")
 
 
 def memory_propose(
@@ -238,13 +339,15 @@ def memory_propose(
     content: str = "",
     match: str = "",
     visibility: str = "",
+    audience: Audience | None = None,
 ) -> Outcome:
     """Propose `add`, `replace` (the one entry containing `match`) or `remove` in `book`.
 
-    Scans new text first (a blocked write stores nothing and is audited), refuses exact
-    duplicates, ambiguous or unknown targets and anything past the budget (the error lists
-    usage and the current entries so the model can consolidate), and otherwise stores the
-    change as pending, or applies it when the policy or the subject's own request allows."""
+    Scans the new text, then the book as it would read after the change (a blocked write
+    stores nothing and is audited); refuses duplicates, ambiguous or unknown targets and
+    anything past the budget; stores the change as pending, or applies it when the policy
+    or the subject's own request allows. With an `audience` (the memory tool), only entries
+    its readers may see exist: results never show, and targets never reach, anything else."""
     content = normalise_text(content)
     match = str(match or "").strip()
     if change not in (Change.ADD, Change.REPLACE, Change.REMOVE):
@@ -262,26 +365,56 @@ def memory_propose(
 
     with transaction.atomic():
         entries = _lock(book)
+        for entry in entries:
+            entry.book = book
+        shown = entries if audience is None else [e for e in entries if entry_shown(audience, e)]
         usage = book_usage(book, entries)
         if change == Change.ADD:
-            return _add(book, entries, usage, author, content, visibility)
-        targets = _find(entries, match)
+            result = scan_book(book_text_after(entries, content))
+            if not result.allowed:
+                return _blocked(book, author, change, content, result, in_book=True)
+            return _add(book, shown, usage, author, content, visibility, audience)
+        targets = _find(shown, match)
         if not targets:
+            if _find([e for e in entries if _contested(e, author, audience)], match):
+                return Outcome(
+                    "not_yours",
+                    "Error: that entry is a proposal someone else made, waiting for review; "
+                    "only its proposer or a reviewer may change it. Nothing changed.",
+                    usage=usage,
+                )
             return Outcome(
                 "not_found",
                 f"Error: no entry in {book} contains {match!r}; nothing changed. "
-                f"Entries ({usage}):\n{_listing(entries)}",
+                f"Entries ({usage}):\n{_listing(shown, audience)}",
                 usage=usage,
             )
         if len(targets) > 1:
             return Outcome(
                 "ambiguous",
                 f"Error: {match!r} matches {len(targets)} entries in {book}; nothing changed. "
-                f"Quote more of the one you mean:\n{_listing(targets)}",
+                f"Quote more of the one you mean:\n{_listing(targets, audience)}",
                 usage=usage,
             )
         target = targets[0]
-        if target.status == Status.ACTIVE and target.pending_change:
+        mine = _proposers_side(target, author)
+        if target.pending_change and not mine:
+            waiting = (
+                "a proposal someone else made"
+                if target.status == Status.PENDING
+                else ("a change someone else proposed")
+            )
+            return Outcome(
+                "busy",
+                f"Error: this entry has {waiting}, waiting for review; only its proposer or "
+                "a reviewer may change it. Nothing changed.",
+                usage=usage,
+            )
+        if (
+            target.status == Status.ACTIVE
+            and target.pending_change
+            and not (change == Change.REPLACE and target.pending_change == Change.REPLACE)
+        ):
             return Outcome(
                 "busy",
                 f"Error: a change to this entry already waits for approval "
@@ -289,8 +422,21 @@ def memory_propose(
                 usage=usage,
             )
         if change == Change.REPLACE:
-            return _replace(book, entries, usage, author, target, content)
-        return _remove(book, entries, author, target)
+            result = scan_book(book_text_after(entries, content, replacing=target))
+            if not result.allowed:
+                return _blocked(book, author, change, content, result, in_book=True)
+            return _replace(book, shown, usage, author, target, content, audience)
+        return _remove(book, entries, author, target, audience)
+
+
+def _contested(entry: MemoryEntry, author: Author, audience: Audience | None) -> bool:
+    """A proposal made in this chat by someone else, that this chat could see once approved:
+    the tool says whose it is instead of "no match" (its words are already in this chat)."""
+    if audience is None or entry.status != Status.PENDING or _proposers_side(entry, author):
+        return False
+    if entry.proposal_chat_id != audience.chat.pk:
+        return False
+    return readers_may_see(audience, entry.book, status=Status.ACTIVE, visibility=entry.visibility)
 
 
 def _find(entries: list[MemoryEntry], match: str) -> list[MemoryEntry]:
@@ -313,40 +459,42 @@ def _duplicate_of(entries: list[MemoryEntry], content: str, skip=None) -> Memory
     return None
 
 
-def _overflow(book, entries, usage, needed: int) -> Outcome:
+def _overflow(book, shown, usage, needed: int, audience) -> Outcome:
     return Outcome(
         "overflow",
         f"Error: {book} is full: {usage.used:,} of {usage.budget:,} chars used "
         f"(approved + pending), and this needs {needed:,} more. Nothing was stored. "
         f"Consolidate first: replace several entries with one shorter entry, or remove "
-        f"stale ones, then retry.\nCurrent entries:\n{_listing(entries)}",
+        f"stale ones, then retry.\nCurrent entries:\n{_listing(shown, audience)}",
         usage=usage,
     )
 
 
-def _add(book, entries, usage, author: Author, content: str, visibility: str) -> Outcome:
-    duplicate = _duplicate_of(entries, content)
+def _add(book, shown, usage, author: Author, content, visibility, audience) -> Outcome:
+    # Duplicates only among what this chat may see: "already there" about a hidden entry
+    # would confirm a private fact to whoever guessed it.
+    duplicate = _duplicate_of(shown, content)
     if duplicate is not None:
         return Outcome(
             "duplicate",
-            f"Already in {book} ({duplicate.summary_line()}); not stored twice. Usage {usage}.",
+            f"Already in {book} ({_line(duplicate, audience)}); not stored twice. Usage {usage}.",
             entry=duplicate,
             usage=usage,
         )
     if usage.used + len(content) > usage.budget:
-        return _overflow(book, entries, usage, len(content))
+        return _overflow(book, shown, usage, len(content), audience)
     now = timezone.now()
-    pending = _needs_approval(book, author)
+    pending = _needs_approval(book, author, visibility=visibility, audience=audience)
+    proposal = _propose_fields(author, now)
+    if not pending:
+        proposal["proposal_expires_at"] = None
     entry = MemoryEntry.objects.create(
         book=book,
         text=content,
         visibility=visibility,
         status=Status.PENDING if pending else Status.ACTIVE,
         pending_change=Change.ADD if pending else Change.NONE,
-        proposed_at=now,
-        proposal_expires_at=_expires_at() if pending else None,
-        proposed_by_actor=author.actor,
-        proposal_message=author.message,
+        **proposal,
         author_actor=author.actor,
         author_person=author.person,
         source_chat=author.chat,
@@ -369,55 +517,72 @@ def _add(book, entries, usage, author: Author, content: str, visibility: str) ->
     return Outcome("saved", f"Saved to {book} — {usage}.", entry=entry, usage=usage)
 
 
-def _replace(book, entries, usage, author: Author, target: MemoryEntry, content: str) -> Outcome:
+def _touch(entry: MemoryEntry, now) -> None:
+    entry.updated_at = now
+    entry.revision += 1
+
+
+def _replace(book, shown, usage, author: Author, target, content, audience) -> Outcome:
     if _key(content) == _key(target.text):
         return Outcome(
             "duplicate",
             f"The entry already says that; nothing changed. Usage {usage}.",
             usage=usage,
         )
-    duplicate = _duplicate_of(entries, content, skip=target)
+    duplicate = _duplicate_of(shown, content, skip=target)
     if duplicate is not None:
         return Outcome(
             "duplicate",
-            f"Another entry already says that ({duplicate.summary_line()}); nothing changed. "
-            f"Remove this one instead if it is stale. Usage {usage}.",
+            f"Another entry already says that ({_line(duplicate, audience)}); nothing "
+            f"changed. Remove this one instead if it is stale. Usage {usage}.",
             usage=usage,
         )
     growth = len(content) - entry_cost(target)
     if growth > 0 and usage.used + growth > usage.budget:
-        return _overflow(book, entries, usage, growth)
+        return _overflow(book, shown, usage, growth, audience)
     now = timezone.now()
-    before = target.text
-    pending = _needs_approval(book, author)
-    if target.status == Status.PENDING:
-        # Still a proposal: the author revises it; it keeps waiting for (or gets) approval.
-        target.text = content
-        target.updated_at = now
-        target.proposal_expires_at = _expires_at() if pending else None
-        kind = Kind.EDITED
+    pending = _needs_approval(book, author, visibility=target.visibility, audience=audience)
+    if target.pending_change:
+        # Still a proposal, revised by its own side: the story records who revised it, the
+        # revision moves on so a decision taken on the older text is refused, and it waits
+        # for (or, when the subject asked, gets) approval again.
+        replacing = target.pending_change == Change.REPLACE
+        before = target.proposed_text if replacing else target.text
+        if replacing:
+            target.proposed_text = content
+        else:
+            target.text = content
+        _touch(target, now)
+        target.proposal_expires_at = _expires_at()
+        target.proposal_message = author.message
         if not pending:
-            target.status, target.pending_change, target.approved_at = Status.ACTIVE, "", now
+            if replacing:
+                target.text = content
+            else:
+                target.status, target.approved_at = Status.ACTIVE, now
+            target.pending_change, target.proposed_text = Change.NONE, ""
+            target.proposal_expires_at = None
         target.save()
+        change = "replace" if replacing else "add"
         _audit(
             book=book,
             entry=target,
-            kind=kind,
+            kind=Kind.EDITED,
             author=author,
-            change="replace",
+            change=change,
             before=before,
             after=content,
+            detail={"revision": target.revision, "by": "proposer"},
         )
         if not pending:
-            _audit(book=book, entry=target, kind=Kind.AUTO_APPROVED, author=author, change="add")
+            _audit(book=book, entry=target, kind=Kind.AUTO_APPROVED, author=author, change=change)
     elif pending:
+        before = target.text
         target.pending_change = Change.REPLACE
         target.proposed_text = content
-        target.proposed_at = now
-        target.proposal_expires_at = _expires_at()
-        target.proposed_by_actor = author.actor
-        target.proposal_message = author.message
-        target.updated_at = now
+        for name, value in _propose_fields(author, now).items():
+            setattr(target, name, value)
+        _touch(target, now)
         target.save()
         _audit(
             book=book,
@@ -429,8 +594,9 @@ def _replace(book, entries, usage, author: Author, target: MemoryEntry, content:
             after=content,
         )
     else:
+        before = target.text
         target.text = content
-        target.updated_at = now
+        _touch(target, now)
         target.save()
         _audit(
             book=book,
@@ -453,12 +619,16 @@ def _replace(book, entries, usage, author: Author, target: MemoryEntry, content:
     return Outcome("saved", f"Replaced in {book} — {usage}.", entry=target, usage=usage)
 
 
-def _remove(book, entries, author: Author, target: MemoryEntry) -> Outcome:
+def _remove(book, entries, author: Author, target, audience) -> Outcome:
     now = timezone.now()
-    if target.status == Status.PENDING or not _needs_approval(book, author):
-        # A proposal nobody approved yet can be withdrawn without review.
-        before_status = target.status
-        target.status, target.pending_change, target.updated_at = Status.REMOVED, "", now
+    withdrawn = target.status == Status.PENDING  # only its own side gets here
+    if withdrawn or not _needs_approval(
+        book, author, visibility=target.visibility, audience=audience
+    ):
+        # A proposal nobody approved yet can be withdrawn by its proposer without review.
+        target.status, target.pending_change = Status.REMOVED, ""
+        target.proposal_expires_at = None
+        _touch(target, now)
         target.save()
         _audit(
             book=book,
@@ -467,17 +637,15 @@ def _remove(book, entries, author: Author, target: MemoryEntry) -> Outcome:
             author=author,
             change="remove",
             before=target.text,
-            detail={"withdrawn": before_status == Status.PENDING},
+            detail={"withdrawn": withdrawn},
         )
         usage = book_usage(book, [entry for entry in entries if entry is not target])
         return Outcome("removed", f"Removed from {book} — {usage}.", entry=target, usage=usage)
     target.pending_change = Change.REMOVE
     target.proposed_text = ""
-    target.proposed_at = now
-    target.proposal_expires_at = _expires_at()
-    target.proposed_by_actor = author.actor
-    target.proposal_message = author.message
-    target.updated_at = now
+    for name, value in _propose_fields(author, now).items():
+        setattr(target, name, value)
+    _touch(target, now)
     target.save()
     _audit(
         book=book,
@@ -505,101 +673,14 @@ def _approver(book: MemoryBook) -> str:
     return "a chat owner or admin"
 
 
-# --- Decisions by people -----------------------------------------------------------------
-
-
-def memory_review(
-    *,
-    entry_id: int,
-    decision: str,
-    person=None,
-    actor: Actor | None = None,
-    text: str | None = None,
-    via: str = MemoryEvent.Via.DASHBOARD,
-) -> MemoryEntry:
-    """Approve or reject the change waiting on an entry, as `person` (or channel `actor`).
-
-    Only someone entitled (policy.may_review) decides; an outsider changes nothing. With
-    `text`, an approval applies the edited text instead (scanned and budget-checked, the
-    edit audited). Raises ReviewNotAllowed, ReviewConflict or ReviewInvalid."""
-    if decision not in ("approve", "reject"):
-        raise ValueError("decision must be approve or reject")
-    memory_expire_proposals(entry_ids=[entry_id])
-    reviewer = person if person is not None else (actor.person if actor else None)
-    with transaction.atomic():
-        entry = (
-            MemoryEntry.objects.select_for_update(of=("self",))
-            .select_related("book", "book__actor")
-            .filter(pk=entry_id)
-            .first()
-        )
-        if entry is None or not policy.may_review(entry.book, person=person, actor=actor):
-            raise ReviewNotAllowed("you may not decide this memory entry")
-        if not entry.pending_change:
-            raise ReviewConflict(f"this entry was already decided ({entry.get_status_display()})")
-        book = entry.book
-        MemoryBook.objects.select_for_update().filter(pk=book.pk).first()
-        change = entry.pending_change
-        now = timezone.now()
-        common = {"book": book, "entry": entry, "person": reviewer, "actor": actor, "via": via}
-        if decision == "reject":
-            if change == Change.ADD:
-                entry.status = Status.REJECTED
-            rejected_text = entry.proposed_text if change == Change.REPLACE else entry.text
-            _audit(**common, kind=Kind.REJECTED, change=change, after=rejected_text)
-            _clear_proposal(entry, now)
-            entry.save()
-            return entry
-        if text is not None and change != Change.REMOVE:
-            _edit_before_approve(entry, text, common)
-        before = entry.text
-        if change == Change.ADD:
-            entry.status, entry.approved_at = Status.ACTIVE, now
-            _audit(**common, kind=Kind.APPROVED, change=change, after=entry.text)
-        elif change == Change.REPLACE:
-            entry.text = entry.proposed_text
-            _audit(**common, kind=Kind.APPROVED, change=change, before=before, after=entry.text)
-        else:
-            entry.status = Status.REMOVED
-            _audit(**common, kind=Kind.APPROVED, change=change, before=before)
-        _clear_proposal(entry, now)
-        entry.save()
-        return entry
-
-
-def _edit_before_approve(entry: MemoryEntry, text: str, common: dict) -> None:
-    new = normalise_text(text)
-    current = entry.proposed_text if entry.pending_change == Change.REPLACE else entry.text
-    if new == current:
-        return
-    if not new:
-        raise ReviewInvalid("the edited text is empty")
-    result = scan_text(new, kind="memory")
-    if not result.allowed:
-        raise ReviewInvalid(f"the edited text was blocked: {result.summary()}")
-    others = [
-        other
-        for other in entry.book.entries.filter(status__in=LIVE).exclude(pk=entry.pk)
-        if other.pk != entry.pk
-    ]
-    usage = book_usage(entry.book, others)
-    if usage.used + len(new) > usage.budget:
-        raise ReviewInvalid(
-            f"the edited text does not fit: {usage.used:,} of {usage.budget:,} chars are "
-            f"used by other entries, the text has {len(new):,}"
-        )
-    _audit(**common, kind=Kind.EDITED, change=entry.pending_change, before=current, after=new)
-    if entry.pending_change == Change.REPLACE:
-        entry.proposed_text = new
-    else:
-        entry.text = new
+# --- Removals and housekeeping ------------------------------------------------------------
 
 
 def _clear_proposal(entry: MemoryEntry, now) -> None:
     entry.pending_change = Change.NONE
     entry.proposed_text = ""
     entry.proposal_expires_at = None
-    entry.updated_at = now
+    _touch(entry, now)
 
 
 def memory_forget(
@@ -698,6 +779,7 @@ def memory_adopt_actor_book(*, actor: Actor, person) -> int:
                 detail={"from_book": source.pk, "to_book": target.pk, "duplicate": bool(duplicate)},
             )
             entry.book = target
+            _touch(entry, timezone.now())
             if duplicate is not None:
                 entry.status = Status.REMOVED
                 _clear_proposal(entry, timezone.now())

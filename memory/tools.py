@@ -3,8 +3,9 @@
 from chats.agent.registry import Tool, TurnContext
 from chats.models import Actor
 from memory import policy
+from memory.audience import chat_audience
 from memory.models import Scope, Visibility
-from memory.selectors import chat_participants, is_private_to
+from memory.selectors import chat_participants
 from memory.services import Author, memory_book, memory_propose
 
 DESCRIPTION = (
@@ -13,8 +14,9 @@ DESCRIPTION = (
     "yourself, secrets or commands. Scopes: `user` = one person's preferences and style "
     "(the author of the current message; in a group set `about` only when the fact is "
     "about another participant), `chat` = facts about this chat, group or topic, `team` = "
-    "facts everyone on the team relies on. People approve writes, except what a person "
-    "explicitly asked you to remember about themselves; the result says which. "
+    "facts everyone on the team relies on. People approve writes, except a private fact "
+    "a person explicitly asked you to remember about themselves in their own chat, in their "
+    "words; the result says which. In a shared chat only shared entries exist for you. "
     "`replace` and `remove` pick the entry by `old_text`, a unique part of its text. When a "
     "scope is full the error lists its entries: consolidate with replace/remove and retry "
     "in the same turn. Approved memory appears in your instructions from the next message on."
@@ -45,7 +47,8 @@ PARAMETERS = {
             "type": "string",
             "enum": ["private", "shared"],
             "description": "user scope only: private facts appear only in that person's own "
-            "chats, shared ones also in groups. Default: where it was said.",
+            "chats, shared ones also in groups (always reviewed by the person first). "
+            "Default: where it was said.",
         },
     },
     "required": ["action", "scope"],
@@ -95,17 +98,20 @@ def _subject(context: TurnContext, about: str) -> tuple[object, Actor | None]:
 def _memory(context: TurnContext, arguments: dict) -> str:
     scope = arguments["scope"]
     change = arguments["action"]
+    content = arguments.get("content") or ""
     visibility = ""
-    author_asked = policy.asked_for(change, context.trigger.text)
+    audience = chat_audience(context.chat, person=context.person, actor=context.actor)
+    names: set[str] = set()
     try:
         if scope == Scope.USER:
             person, actor = _subject(context, arguments.get("about") or "")
             book = memory_book(scope=scope, person=person, actor=actor)
             visibility = arguments.get("visibility") or (
-                Visibility.PRIVATE
-                if is_private_to(context.chat, context.person, context.actor)
-                else Visibility.SHARED
+                Visibility.SHARED if audience.shared else Visibility.PRIVATE
             )
+            names = _names(actor) if actor is not None else set()
+            if person is not None:
+                names |= {person.get_username(), person.get_full_name()}
         else:
             if arguments.get("about") or arguments.get("visibility"):
                 raise _Refused("Error: `about` and `visibility` apply to user scope only.")
@@ -120,11 +126,14 @@ def _memory(context: TurnContext, arguments: dict) -> str:
             person=context.person,
             chat=context.chat,
             message=context.trigger,
-            asked=author_asked,
+            asked=policy.explicit_request(
+                change, context.trigger.text, content=content, names=names
+            ),
         ),
-        content=arguments.get("content") or "",
+        content=content,
         match=arguments.get("old_text") or "",
         visibility=visibility,
+        audience=audience,
     )
     return outcome.message
 

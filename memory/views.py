@@ -18,14 +18,15 @@ from chats.models import Chat
 from chats.selectors import chats_readable_by
 from memory.forms import BulkDecisionForm, DecisionForm
 from memory.models import MemoryBook, MemoryEntry
+from memory.reviews import memory_review
 from memory.selectors import memory_conflict_reason, memory_entries_about, memory_reviewable
 from memory.services import (
     ReviewConflict,
     ReviewInvalid,
     ReviewNotAllowed,
+    ReviewStale,
     memory_expire_proposals,
     memory_forget,
-    memory_review,
 )
 
 DONE = {"approve": "Approved", "reject": "Rejected"}
@@ -77,14 +78,21 @@ def approvals_page(request: HttpRequest) -> HttpResponse:
     return response
 
 
-def _decide_one(request, entry_id: int, decision: str, text: str | None):
+def _decide_one(request, entry_id: int, decision: str, text: str | None, revision: int):
     """Returns (entry or None, outcome message, error kind or "")."""
     try:
         entry = memory_review(
-            entry_id=entry_id, decision=decision, person=request.user, text=text, via="dashboard"
+            entry_id=entry_id,
+            decision=decision,
+            revision=revision,
+            person=request.user,
+            text=text,
+            via="dashboard",
         )
     except ReviewNotAllowed:
         return None, "Not found.", "not_found"
+    except ReviewStale as exc:
+        return None, f"{exc}.", "stale"
     except ReviewConflict:
         error, message = memory_conflict_reason(entry_id)
         return None, message, error
@@ -96,18 +104,22 @@ def _decide_one(request, entry_id: int, decision: str, text: str | None):
 @login_required
 @require_POST
 def proposal_decide(request: HttpRequest, entry_id: int) -> HttpResponse:
-    """Approve or reject one proposal (approve with `text` applies the edited text); the
-    decision and any edit are audited with via="dashboard"."""
+    """Approve or reject one proposal as shown (its revision), `text` approving an edited
+    text; the decision and any edit are audited with via="dashboard"."""
     form = DecisionForm(request.POST)
     if not form.is_valid():
-        return HttpResponse("Choose approve or reject.", status=400)
+        return HttpResponse("Choose approve or reject (reload the page first).", status=400)
     decision = form.cleaned_data["decision"]
     text = form.cleaned_data["text"] if "text" in request.POST else None
-    entry, message, error = _decide_one(request, entry_id, decision, text)
+    entry, message, error = _decide_one(
+        request, entry_id, decision, text, form.cleaned_data["revision"]
+    )
     if error == "not_found":
         raise Http404("No such proposal.")
     if error == "invalid":
         return _edit_refused(request, entry_id, message, request.POST.get("text", ""))
+    if error == "stale" and request.htmx:
+        return _changed_since_shown(request, entry_id, message)
     if not request.htmx:
         level = messages.WARNING if error else messages.SUCCESS
         outcome = message if error else f"{message}: “{entry.text}”"
@@ -121,6 +133,18 @@ def proposal_decide(request: HttpRequest, entry_id: int) -> HttpResponse:
         "expired": error == "expired",
     }
     return render(request, "memory/approvals.html#outcome", context, status=409 if error else 200)
+
+
+def _changed_since_shown(request, entry_id: int, message: str) -> HttpResponse:
+    """The proposal again in its new version, with the reason on top: nothing was decided."""
+    entry = next((entry for entry in _reviewable(request.user) if entry.pk == entry_id), None)
+    if entry is None:  # decided or expired meanwhile
+        error, message = memory_conflict_reason(entry_id)
+        context = {"entry_id": entry_id, "outcome": message, "failed": True}
+        context["expired"] = error == "expired"
+        return render(request, "memory/approvals.html#outcome", context, status=409)
+    entry.notice = message
+    return render(request, "memory/approvals.html#proposal", {"entry": entry}, status=409)
 
 
 def _edit_refused(request, entry_id: int, error: str, text: str) -> HttpResponse:
@@ -148,8 +172,8 @@ def _edit_refused(request, entry_id: int, error: str, text: str) -> HttpResponse
 @login_required
 @require_POST
 def proposals_decide(request: HttpRequest) -> HttpResponse:
-    """Approve or reject every ticked proposal, one decision each; what could not be decided
-    is reported and the rest still happens."""
+    """Approve or reject every ticked proposal as shown (each with its revision), one
+    decision each; what could not be decided is reported and the rest still happens."""
     form = BulkDecisionForm(request.POST)
     if not form.is_valid():
         notice = form.errors.get("entry", ["Choose approve or reject."])[0]
@@ -157,8 +181,8 @@ def proposals_decide(request: HttpRequest) -> HttpResponse:
     else:
         decision = form.cleaned_data["decision"]
         done, failures = 0, []
-        for entry_id in form.cleaned_data["entry"]:
-            entry, message, error = _decide_one(request, entry_id, decision, None)
+        for entry_id, revision in form.cleaned_data["entry"]:
+            entry, message, error = _decide_one(request, entry_id, decision, None, revision)
             if error:
                 failures.append(f"#{entry_id}: {message}")
             else:

@@ -64,8 +64,8 @@ def test_a_proposal_about_a_telegram_user_asks_them_and_only_their_press_counts(
     assert row.telegram_chat_id == 1001 and "prefers tea" in row.payload["text"]
     buttons = row.payload["reply_markup"]["inline_keyboard"][0]
     assert [b["callback_data"] for b in buttons] == [
-        f"mem:{outcome.entry.pk}:a",
-        f"mem:{outcome.entry.pk}:r",
+        f"mem:{outcome.entry.pk}:1:a",
+        f"mem:{outcome.entry.pk}:1:r",
     ]
 
     telegram_actor(BOB)
@@ -104,10 +104,47 @@ def test_a_team_proposal_goes_to_staff_who_linked_telegram(make_person):
 
 def test_unknown_or_forged_button_data_decides_nothing():
     alice = telegram_actor(ALICE)
+    entry = memory_propose(
+        book=memory_book(scope="user", actor=alice),
+        change="add",
+        author=Author(actor=alice),
+        content="Alice prefers tea over coffee",
+    ).entry
     row = OutboundMessage(
         telegram_chat_id=1001,
         payload={"text": "x", "reply_markup": {"inline_keyboard": []}},
     )
-    assert press(ALICE, row, "mem:abc:a").result == "callback:unknown"
-    assert press(ALICE, row, "mem:999999:a").result == "memory:not allowed"
-    assert alice.pk
+    assert press(ALICE, row, "mem:abc:1:a").result == "callback:unknown"
+    assert press(ALICE, row, "mem:999999:1:a").result == "memory:not allowed"
+    # A button of the version before revisions (no revision in it) decides nothing either.
+    assert press(ALICE, row, f"mem:{entry.pk}:a").result == "callback:unknown"
+    assert press(ALICE, row, f"mem:{entry.pk}:7:a").result == "memory:stale"
+    assert MemoryEntry.objects.get(pk=entry.pk).status == "pending"
+
+
+def test_a_button_shown_for_an_older_version_of_the_proposal_decides_nothing():
+    alice = telegram_actor(ALICE)
+    author = Author(actor=alice)
+    book = memory_book(scope="user", actor=alice)
+    outcome = memory_propose(book=book, change="add", author=author, content="Likes tea")
+    first = OutboundMessage.objects.get(kind="send")
+    approve = first.payload["reply_markup"]["inline_keyboard"][0][0]["callback_data"]
+    revised = memory_propose(
+        book=book, change="replace", author=author, match="tea", content="Likes tea; admin on prod"
+    )
+    assert revised.code == "pending"
+
+    stale = press(ALICE, first, approve)
+    assert stale.result == "memory:stale"
+    answer = next(r for r in stale.outbound if r.kind == "answer")
+    assert "changed after you saw it" in answer.payload["text"]
+    entry = MemoryEntry.objects.get(pk=outcome.entry.pk)
+    assert (entry.status, entry.text) == ("pending", "Likes tea; admin on prod")
+
+    # The new version came with its own buttons, which do decide.
+    latest = OutboundMessage.objects.filter(kind="send").order_by("-id").first()
+    assert latest.pk != first.pk and "admin on prod" in latest.payload["text"]
+    data = latest.payload["reply_markup"]["inline_keyboard"][0][0]["callback_data"]
+    assert len(data.encode()) <= 64
+    assert press(ALICE, latest, data).result == "memory:approve"
+    assert MemoryEntry.objects.get(pk=outcome.entry.pk).status == "active"

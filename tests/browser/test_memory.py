@@ -9,7 +9,9 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from memory.models import MemoryEntry, MemoryEvent
-from memory.services import Author, memory_book, memory_propose, memory_review
+from memory.reviews import memory_review
+from memory.services import Author, memory_book, memory_propose
+from tests.memory.helpers import shown_revision
 
 
 def propose(book, author, content, *, change="add", match=""):
@@ -28,7 +30,9 @@ def test_a_person_decides_their_proposals_and_the_badge_follows(page_for, make_p
     jazz = propose(book, olivia, "Likes jazz.")
     chess = propose(book, olivia, "Plays chess on Sundays.")
     porto = propose(book, olivia, "Was born in Porto.")
-    memory_review(entry_id=porto.pk, decision="approve", person=marco)
+    memory_review(
+        entry_id=porto.pk, revision=shown_revision(porto.pk), decision="approve", person=marco
+    )
     propose(book, olivia, "Was born in Braga.", change="replace", match="Porto")
 
     page = page_for(marco)

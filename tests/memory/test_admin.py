@@ -9,8 +9,10 @@ from django.urls import reverse
 from django.utils import timezone
 
 from memory.models import MemoryBook, MemoryEntry, MemoryEvent
-from memory.services import Author, memory_book, memory_propose, memory_review
+from memory.reviews import memory_review
+from memory.services import Author, memory_book, memory_propose
 from tests.chats.dashboard_helpers import say
+from tests.memory.helpers import shown_revision
 
 pytestmark = pytest.mark.django_db
 
@@ -35,9 +37,11 @@ def propose(book, content, *, change="add", match="", author=None):
 
 
 def act(client, action, entries):
+    """Run an action on `entries` as the list shows them now (with each row's revision)."""
+    shown = {f"rev_{entry.pk}": shown_revision(entry.pk) for entry in entries}
     return client.post(
         changelist("memoryentry"),
-        {"action": action, "_selected_action": [entry.pk for entry in entries]},
+        {"action": action, "_selected_action": [entry.pk for entry in entries], **shown},
         follow=True,
     )
 
@@ -76,7 +80,12 @@ def test_actions_report_each_entry_they_could_not_change(admin_client, admin_use
     about_marco = propose(memory_book(scope="user", person=member), "Prefers tea.")
     team = memory_book(scope="team")
     decided = propose(team, "Deploys happen on Tuesdays.")
-    memory_review(entry_id=decided.pk, decision="reject", person=admin_user)
+    memory_review(
+        entry_id=decided.pk,
+        revision=shown_revision(decided.pk),
+        decision="reject",
+        person=admin_user,
+    )
     fresh = propose(team, "The VPN is called Ruby.")
 
     response = act(admin_client, "approve_selected", [about_marco, decided, fresh])
@@ -111,6 +120,7 @@ def test_entry_page_tells_the_whole_story_in_order(admin_client, admin_user, tea
     entry = propose(team, "Deploys happen on Tuesdays.", author=author)
     memory_review(
         entry_id=entry.pk,
+        revision=shown_revision(entry.pk),
         decision="approve",
         person=admin_user,
         text="Deploys happen on Tuesdays after the standup.",
@@ -223,6 +233,7 @@ def test_a_book_shows_its_usage_and_takes_a_budget_override(admin_client, team_c
 
 
 def review(client, entry, **data):
+    data.setdefault("revision", shown_revision(entry.pk))
     url = reverse("admin:memory_memoryentry_review", args=[entry.pk])
     return client.post(url, data, follow=True)
 

@@ -8,7 +8,9 @@ from django.core.management import CommandError, call_command
 
 from chats.services import actor_get_or_create, chat_get_or_create
 from memory.models import MemoryEntry
-from memory.services import Author, memory_book, memory_forget, memory_propose, memory_review
+from memory.reviews import memory_review
+from memory.services import Author, memory_book, memory_forget, memory_propose
+from tests.memory.helpers import shown_revision
 
 pytestmark = pytest.mark.django_db
 
@@ -17,7 +19,12 @@ def add(book, content, *, approve_as=None):
     outcome = memory_propose(book=book, change="add", author=Author(), content=content)
     assert outcome.code == "pending", outcome.message
     if approve_as is not None:
-        memory_review(entry_id=outcome.entry.pk, decision="approve", person=approve_as)
+        memory_review(
+            entry_id=outcome.entry.pk,
+            revision=shown_revision(outcome.entry.pk),
+            decision="approve",
+            person=approve_as,
+        )
     return MemoryEntry.objects.get(pk=outcome.entry.pk)
 
 

@@ -9,8 +9,9 @@ from chats.agent.turns import Claim, message_received, turn_claim
 from chats.models import Chat, Turn
 from chats.services import actor_get_or_create, message_ingest
 from memory.models import MemoryEntry, MemoryEvent
-from memory.services import memory_review
+from memory.reviews import memory_review
 from tests.fakes import openai_server as fake_openai
+from tests.memory.helpers import shown_revision
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -77,7 +78,9 @@ def test_add_pending_approved_then_in_the_next_prompt_not_the_current_one(fake, 
     run(say("anything new?", chat_id="1", user="10", name="Alice", kind="dm"))
     assert fact not in system_prompt(fake.requests[-1])  # still pending
 
-    memory_review(entry_id=entry.pk, decision="approve", person=owner)
+    memory_review(
+        entry_id=entry.pk, revision=shown_revision(entry.pk), decision="approve", person=owner
+    )
     fake.script(fake_openai.text("Tuesday."))
     run(say("when do we deploy?", chat_id="1", user="10", name="Alice", kind="dm"))
     assert f"- {fact}" in system_prompt(fake.requests[-1])
@@ -90,7 +93,15 @@ def test_a_write_during_a_turn_does_not_change_that_turns_prompt(fake):
         remember(action="add", scope="user", content="Prefers answers in German."),
         fake_openai.text("Alles klar."),
     )
-    run(say("remember that I prefer German", chat_id="1", user="10", name="Alice", kind="dm"))
+    run(
+        say(
+            "remember that I prefer answers in German",
+            chat_id="1",
+            user="10",
+            name="Alice",
+            kind="dm",
+        )
+    )
     first, second = fake.requests
     assert "Saved to memory about Alice" in tool_result(second)
     assert "German" not in system_prompt(first) and "German" not in system_prompt(second)
@@ -105,7 +116,8 @@ def test_alice_bob_group_and_dms_keep_private_entries_private(fake, make_person)
     for user, person, name in (("10", alice, "Alice"), ("20", bob, "Bob"), ("30", None, "Carol")):
         actor_get_or_create(channel="telegram", user_id=user, display_name=name, person=person)
 
-    # In the group, Alice asks to remember: lands in her user memory, auto-approved, shared.
+    # In the group, Alice asks to remember: lands in her user memory as a shared entry, which
+    # waits for her own approval (a group is not her own chat: nothing is widened unseen).
     fake.script(
         remember(action="add", scope="user", content="Prefers short answers."),
         fake_openai.text("Will do."),
@@ -116,16 +128,26 @@ def test_alice_bob_group_and_dms_keep_private_entries_private(fake, make_person)
         )
     )
     entry = MemoryEntry.objects.get()
-    assert entry.status == "active" and entry.book.person == alice
+    assert entry.status == "pending" and entry.book.person == alice
     assert entry.visibility == "shared"
-    assert "Saved to memory about alice" in tool_result(fake.requests[-1])
+    assert "pending approval by alice" in tool_result(fake.requests[-1])
+    memory_review(
+        entry_id=entry.pk, revision=shown_revision(entry.pk), decision="approve", person=alice
+    )
 
-    # In her DM she tells something private (auto-approved: she asked).
+    # In her DM she tells something private (auto-approved: she asked, in her words, alone).
     fake.script(
         remember(action="add", scope="user", content="Is interviewing at another company."),
         fake_openai.text("Noted."),
     )
-    run(say("please remember I'm interviewing elsewhere", chat_id="10", user="10", name="Alice"))
+    run(
+        say(
+            "please remember I'm interviewing at another company",
+            chat_id="10",
+            user="10",
+            name="Alice",
+        )
+    )
     private = MemoryEntry.objects.get(text__startswith="Is interviewing")
     assert private.visibility == "private" and private.status == "active"
 

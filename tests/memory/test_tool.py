@@ -53,7 +53,7 @@ def test_results_are_one_line_of_outcome_and_usage():
 
 def test_overflow_returns_usage_and_entries_and_stores_nothing(settings):
     settings.MEMORY_BUDGET_USER = 100
-    context = context_for("remember these")
+    context = context_for("remember " + "a" * 60 + " and " + "b" * 50)
     assert "Saved" in call(context, action="add", scope="user", content="a" * 60)
     result = call(context, action="add", scope="user", content="b" * 50)
     assert result.startswith("Error: memory about Alice is full: 60 of 100 chars used")
@@ -63,7 +63,7 @@ def test_overflow_returns_usage_and_entries_and_stores_nothing(settings):
 
 
 def test_ambiguous_replace_unknown_target_and_duplicate_add():
-    context = context_for("remember")
+    context = context_for("remember that I use vim at work and zsh at home")
     call(context, action="add", scope="user", content="Uses vim at work")
     call(context, action="add", scope="user", content="Uses zsh at home")
     ambiguous = call(context, action="replace", scope="user", old_text="Uses", content="Uses emacs")
