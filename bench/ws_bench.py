@@ -166,10 +166,11 @@ class WebSocketClosed(Exception):
 class Client:
     """One browser tab: a WebSocket on one chat that records (receive time, event)."""
 
-    def __init__(self, index: int, chat_key: str, session_key: str):
+    def __init__(self, index: int, chat_key: str, session_key: str, after: int = 0):
         self.index = index
         self.chat_key = chat_key
         self.session_key = session_key
+        self.after = after
         self.events: list[tuple[float, dict]] = []
         self.error: str | None = None
         self.done = asyncio.Event()
@@ -181,7 +182,7 @@ class Client:
             asyncio.open_connection("127.0.0.1", port), timeout
         )
         key = base64.b64encode(os.urandom(16)).decode()
-        path = f"/ws/chats/{quote(self.chat_key, safe='')}/?after=0"
+        path = f"/ws/chats/{quote(self.chat_key, safe='')}/?after={self.after}"
         request = (
             f"GET {path} HTTP/1.1\r\n"
             f"Host: 127.0.0.1:{port}\r\n"
@@ -361,7 +362,8 @@ def build_people_and_rooms(chat_count: int, client_count: int):
     ]
     members = {chat.pk: [] for chat in chats}
     memberships = []
-    backend = settings.AUTHENTICATION_BACKENDS[0]
+    # The backend that loads people (the first one, django-axes, only counts failed logins).
+    backend = next(b for b in settings.AUTHENTICATION_BACKENDS if "ModelBackend" in b)
     for index, person in enumerate(people):
         chat = chats[index % chat_count]
         role = ChatMember.Role.OWNER if not members[chat.pk] else ChatMember.Role.MEMBER

@@ -2,17 +2,27 @@
 
 `ChatConsumer` (`ws/chats/<chat_key>/`) relays one chat's events (docs/EVENTS.md) to a
 browser: replay after the client's last `seq`, then live events in order, each exactly once.
+
+Abuse bounds: a `ping` compares numbers and reads only the missing tail of the replay buffer,
+at most once per WS_PING_CATCH_UP_SECONDS; a socket sending frames faster than its allowance
+(WS_FRAME_BURST, refilled at WS_FRAMES_PER_SECOND) is closed with 4429. A socket closes with
+4401 when its login session ends (logout, a password change elsewhere, expiry noticed then).
 """
 
 import json
 import logging
+import time
+from importlib import import_module
 from urllib.parse import parse_qs
 
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
+from django.contrib.auth import get_user
+from django.http import HttpRequest
 
-from chats.agent.events import chat_group_name, events_since, last_seq
+from chats.agent.events import chat_group_name, events_since, last_seq, person_group_name
 from chats.selectors import chat_for_person, chat_still_readable
 
 logger = logging.getLogger(__name__)
@@ -21,6 +31,7 @@ logger = logging.getLogger(__name__)
 CLOSE_BAD_REQUEST = 4400
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
+CLOSE_RATE_LIMITED = 4429  # more frames than the allowance: the page reconnects after a pause
 
 # Redis reads block; run them off the event loop without queueing behind database work.
 _events_since = sync_to_async(events_since, thread_sensitive=False)
@@ -39,19 +50,53 @@ def _after_from_query(query_string: bytes) -> tuple[int | None, bool]:
     return (after, True) if after >= 0 else (None, False)
 
 
+def session_person_id(session_key: str | None) -> int | None:
+    """Whom a login session authenticates now, checked as Django checks each request (the
+    session exists, the person is active, the password has not changed since); else None."""
+    if not session_key:
+        return None
+    request = HttpRequest()
+    request.session = import_module(settings.SESSION_ENGINE).SessionStore(session_key)
+    user = get_user(request)
+    return user.pk if user.is_authenticated else None
+
+
+class FrameAllowance:
+    """A token bucket per connection: `burst` frames at once, refilled at `rate` per second."""
+
+    def __init__(self, burst: int, rate: float):
+        self.burst = burst
+        self.rate = rate
+        self.tokens = float(burst)
+        self.at = time.monotonic()
+
+    def take(self) -> bool:
+        now = time.monotonic()
+        self.tokens = min(self.burst, self.tokens + (now - self.at) * self.rate)
+        self.at = now
+        if self.tokens < 1:
+            return False
+        self.tokens -= 1
+        return True
+
+
 class ChatConsumer(AsyncJsonWebsocketConsumer):
     """Sends a chat's members its events in `seq` order, each at most once, none missed that
     the replay buffer still holds; everybody else gets the same 4404 as for a missing chat."""
 
     chat_id: int | None = None
     group: str | None = None
+    person_group: str | None = None
     last_sent: int = 0
+    next_catch_up: float = 0.0
+    allowance: FrameAllowance | None = None
 
     async def connect(self):
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self._refuse(CLOSE_UNAUTHENTICATED)
             return
+        self.allowance = FrameAllowance(settings.WS_FRAME_BURST, settings.WS_FRAMES_PER_SECOND)
         chat_key = self.scope["url_route"]["kwargs"]["chat_key"]
         chat = await database_sync_to_async(chat_for_person)(user, chat_key)
         if chat is None:  # outsiders and unknown keys look the same: existence never leaks
@@ -67,6 +112,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         # Subscribed before reading the buffer, so nothing published from now on is missed;
         # live events already replayed are dropped by their seq.
         await self.channel_layer.group_add(self.group, self.channel_name)
+        self.person_group = person_group_name(user.pk)
+        await self.channel_layer.group_add(self.person_group, self.channel_name)
         newest = await _last_seq(self.chat_id)
         if after is None or after > newest:
             # No `after`: only what happens from now on. An `after` beyond the newest number
@@ -86,9 +133,15 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         await self.close(code=code, reason=reason or None)
 
     async def disconnect(self, code):
+        await self._leave_groups()
+
+    async def _leave_groups(self):
         if self.group is not None:
             await self.channel_layer.group_discard(self.group, self.channel_name)
             self.group = None
+        if self.person_group is not None:
+            await self.channel_layer.group_discard(self.person_group, self.channel_name)
+            self.person_group = None
 
     async def chat_event(self, message: dict):
         """A live event from the chat's group (`chats.agent.events.CHANNEL_MESSAGE_TYPE`)."""
@@ -109,21 +162,55 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             return
         person_id = self.scope["user"].pk
         if not await database_sync_to_async(chat_still_readable)(person_id, self.chat_id):
-            await self.channel_layer.group_discard(self.group, self.channel_name)
-            self.group = None
+            await self._leave_groups()
             await self.close(code=CLOSE_NOT_FOUND)
+
+    async def person_sessions(self, message: dict):
+        """The person's login sessions changed (`chats.agent.events.SESSIONS_MESSAGE_TYPE`):
+        close this socket if its session ended or no longer authenticates its person."""
+        if self.group is None:
+            return
+        session = self.scope.get("session")
+        session_key = getattr(session, "session_key", None)
+        ended = message.get("ended")
+        if not ended or ended != session_key:
+            person_id = await database_sync_to_async(session_person_id)(session_key)
+            if person_id == self.scope["user"].pk:
+                return
+        await self._leave_groups()
+        await self.close(code=CLOSE_UNAUTHENTICATED)
 
     async def receive_json(self, content, **kwargs):
         if self.group is None or not isinstance(content, dict):
             return
         if content.get("type") == "ping":
-            # Send whatever this socket has not delivered yet first, so a pong whose number
-            # matches the page's last seq means "you have everything up to here".
-            newest = await _last_seq(self.chat_id)
-            await self._catch_up(before=None)
-            await self.send_json({"type": "pong", "last_seq": max(newest, self.last_sent)})
+            await self._pong()
+
+    async def _pong(self):
+        # Send whatever this socket has not delivered yet first, so a pong whose number
+        # matches the page's last seq means "you have everything up to here". Comparing the
+        # numbers costs one GET; the buffer is read only when something is missing, and at
+        # most once per interval, so a flood of pings cannot make the server decode events.
+        newest = await _last_seq(self.chat_id)
+        if newest <= self.last_sent:
+            await self.send_json({"type": "pong", "last_seq": self.last_sent})
+            return
+        now = time.monotonic()
+        if now < self.next_catch_up:  # caught up a moment ago: say honestly what was sent
+            await self.send_json({"type": "pong", "last_seq": self.last_sent})
+            return
+        self.next_catch_up = now + settings.WS_PING_CATCH_UP_SECONDS
+        await self._catch_up(before=None)
+        # Beyond what the buffer still holds there is nothing more to fetch.
+        await self.send_json({"type": "pong", "last_seq": max(newest, self.last_sent)})
 
     async def receive(self, text_data=None, bytes_data=None, **kwargs):
+        if self.allowance is not None and not self.allowance.take():
+            if self.group is not None or self.person_group is not None:
+                logger.info("closed a WebSocket that sent frames faster than its allowance")
+                await self._leave_groups()
+                await self.close(code=CLOSE_RATE_LIMITED)
+            return
         try:
             await super().receive(text_data=text_data, bytes_data=bytes_data, **kwargs)
         except ValueError:  # not JSON (or binary): nothing a page sends, ignore it
@@ -138,7 +225,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json(event)
 
     async def _catch_up(self, *, before: int | None):
-        """Send recorded events after the last one sent (and below `before`), in order."""
+        """Send recorded events after the last one sent (and below `before`), in order; only
+        the missing tail of the buffer is read."""
         for event in await _events_since(self.chat_id, self.last_sent):
             if before is not None and event["seq"] >= before:
                 break

@@ -47,9 +47,25 @@ return {encoded, listeners}
 """
 
 
+# Everything after ARGV[1] in one round trip, without reading the rest of the buffer: the
+# buffer holds consecutive numbers ending at the counter, so the missing events are its last
+# (newest - after) entries. Returns {newest, {raw...}}; nothing to read costs one GET.
+_TAIL = """
+local newest = tonumber(redis.call('GET', KEYS[1]) or '0')
+local missing = newest - tonumber(ARGV[1])
+if missing <= 0 then return {newest, {}} end
+return {newest, redis.call('LRANGE', KEYS[2], -missing, -1)}
+"""
+
+
 def chat_group_name(chat_id: int) -> str:
     """The channel-layer group every subscriber of a chat joins."""
     return f"chat.{chat_id}"
+
+
+def person_group_name(person_id: int) -> str:
+    """The channel-layer group every live connection of one person joins (any chat)."""
+    return f"person.{person_id}"
 
 
 def _seq_key(chat_id: int) -> str:
@@ -115,6 +131,21 @@ def announce_access_change(chat_id: int) -> None:
         logger.warning("could not announce an access change in chat %s", chat_id, exc_info=True)
 
 
+SESSIONS_MESSAGE_TYPE = "person.sessions"
+
+
+def announce_sessions_changed(person_id: int, *, ended_session: str | None = None) -> None:
+    """Tell a person's live connections to check that their login session still holds (a
+    password change, a logout): those whose session ended or no longer authenticates the
+    person close. `ended_session` names a session that is ending right now, before its row
+    is deleted, so its connections close without waiting for the deletion."""
+    message = {"type": SESSIONS_MESSAGE_TYPE, "ended": ended_session}
+    try:
+        _group_send(person_group_name(person_id), message)
+    except Exception:  # noqa: BLE001 - a reconnect authenticates again anyway
+        logger.warning("could not announce a session change of person %s", person_id, exc_info=True)
+
+
 def publish(chat_id: int, event_type: str, **data) -> dict | None:
     """Number, record and broadcast one event; returns it (with `seq`), or None if Redis failed."""
     event = {
@@ -148,9 +179,18 @@ def publish(chat_id: int, event_type: str, **data) -> dict | None:
 
 
 def events_since(chat_id: int, after_seq: int) -> list[dict]:
-    """Recorded events of a chat with seq > after_seq, in order (the replay buffer is bounded)."""
-    raw = guarded(lambda r: r.lrange(_replay_key(chat_id), 0, -1), default=[], what="replay")
-    events = [json.loads(item) for item in raw]
+    """Recorded events of a chat with seq > after_seq, in order (the replay buffer is bounded);
+    reads and decodes only those events, not the whole buffer."""
+    tail = guarded(
+        lambda r: r.register_script(_TAIL)(
+            keys=[_seq_key(chat_id), _replay_key(chat_id)], args=[max(after_seq, 0)]
+        ),
+        default=None,
+        what="replay",
+    )
+    if not tail:
+        return []
+    events = [json.loads(item) for item in tail[1]]
     return sorted((e for e in events if e["seq"] > after_seq), key=lambda e: e["seq"])
 
 

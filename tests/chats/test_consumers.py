@@ -394,3 +394,192 @@ def test_invalid_after_is_refused(member, team_chat, after):
         assert code == consumers.CLOSE_BAD_REQUEST
 
     run(body)
+
+
+# --- abuse: pings, frame floods, ended sessions ---------------------------------------------
+
+
+def test_a_ping_with_nothing_missing_does_not_read_the_replay_buffer(
+    member, team_chat, monkeypatch
+):
+    """A ping used to re-read and decode the whole replay buffer (2,000 events): flooding
+    sockets slowed everybody down. With nothing missing it only compares numbers."""
+    headers = session_headers(member)
+    reads = []
+    read_buffer = consumers._events_since
+
+    async def counting(chat_id, after_seq):
+        reads.append(after_seq)
+        return await read_buffer(chat_id, after_seq)
+
+    monkeypatch.setattr(consumers, "_events_since", counting)
+
+    async def body():
+        for i in range(30):
+            await publish(team_chat.pk, "turn.delta", text=str(i))
+        communicator = socket(team_chat.chat_key, headers)
+        assert (await communicator.connect(timeout=TIMEOUT))[0]
+        live = await publish(team_chat.pk, "turn.delta", text="live")
+        assert await receive_events(communicator, 1) == [live]
+        reads.clear()
+        for _ in range(5):
+            await communicator.send_json_to({"type": "ping"})
+            pong = await communicator.receive_json_from(timeout=TIMEOUT)
+            assert pong == {"type": "pong", "last_seq": live["seq"]}
+        assert reads == []
+        await communicator.disconnect()
+
+    run(body)
+
+
+def test_the_replay_buffer_decodes_only_the_missing_tail(team_chat, monkeypatch):
+    for i in range(200):
+        events.publish(team_chat.pk, "turn.delta", text=str(i))
+    newest = events.last_seq(team_chat.pk)
+    decoded = []
+    real_loads = events.json.loads
+
+    def counting_loads(raw, *args, **kwargs):
+        decoded.append(raw)
+        return real_loads(raw, *args, **kwargs)
+
+    monkeypatch.setattr(events.json, "loads", counting_loads)
+    tail = events.events_since(team_chat.pk, newest - 3)
+    assert [e["seq"] for e in tail] == [newest - 2, newest - 1, newest]
+    assert [e["text"] for e in tail] == ["197", "198", "199"]
+    assert len(decoded) <= 4  # not the 200 events of the buffer
+
+
+def test_a_socket_flooding_frames_is_closed_with_the_rate_limit_code(member, team_chat, settings):
+    settings.WS_FRAME_BURST = 20
+    settings.WS_FRAMES_PER_SECOND = 1
+    headers = session_headers(member)
+
+    async def body():
+        communicator = socket(team_chat.chat_key, headers)
+        assert (await communicator.connect(timeout=TIMEOUT))[0]
+        for _ in range(60):
+            await communicator.send_to(text_data='{"type": "subscribe"}')
+        output = await communicator.receive_output(timeout=TIMEOUT)
+        assert output == {"type": "websocket.close", "code": consumers.CLOSE_RATE_LIMITED}
+        await communicator.disconnect()
+
+    run(body)
+
+
+def test_a_socket_within_its_frame_allowance_stays_open(member, team_chat, settings):
+    settings.WS_FRAME_BURST = 20
+    settings.WS_FRAMES_PER_SECOND = 1
+    headers = session_headers(member)
+
+    async def body():
+        communicator = socket(team_chat.chat_key, headers)
+        assert (await communicator.connect(timeout=TIMEOUT))[0]
+        for _ in range(10):
+            await communicator.send_json_to({"type": "ping"})
+            assert (await communicator.receive_json_from(timeout=TIMEOUT))["type"] == "pong"
+        event = await publish(team_chat.pk, "turn.delta", text="still open")
+        assert await receive_events(communicator, 1) == [event]
+        await communicator.disconnect()
+
+    run(body)
+
+
+def logged_in_client(person) -> Client:
+    """A browser that logged in through the login form (a real session, real auth hash)."""
+    client = Client()
+    response = client.post(
+        "/accounts/login/", {"username": person.username, "password": f"pw-{person.username}-123!"}
+    )
+    assert response.status_code == 302, response.content[:300]
+    return client
+
+
+def cookie_headers(client: Client) -> list[tuple[bytes, bytes]]:
+    return [
+        (b"origin", ORIGIN),
+        (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode()),
+    ]
+
+
+def test_logging_out_closes_that_sessions_sockets_and_not_the_other_browsers(member, team_chat):
+    laptop, phone = logged_in_client(member), logged_in_client(member)
+    laptop_headers, phone_headers = cookie_headers(laptop), cookie_headers(phone)
+
+    async def body():
+        laptop_socket = socket(team_chat.chat_key, laptop_headers)
+        phone_socket = socket(team_chat.chat_key, phone_headers)
+        assert (await laptop_socket.connect(timeout=TIMEOUT))[0]
+        assert (await phone_socket.connect(timeout=TIMEOUT))[0]
+        response = await sync_to_async(laptop.post)("/accounts/logout/")
+        assert response.status_code == 302
+        closed = await laptop_socket.receive_output(timeout=TIMEOUT)
+        assert closed == {"type": "websocket.close", "code": consumers.CLOSE_UNAUTHENTICATED}
+        event = await publish(team_chat.pk, "turn.delta", text="only the phone reads this")
+        assert await receive_events(phone_socket, 1) == [event]
+        assert await laptop_socket.receive_nothing(timeout=0.3)
+        await laptop_socket.disconnect()
+        await phone_socket.disconnect()
+
+    run(body)
+
+
+def test_a_password_change_closes_the_persons_other_sessions_sockets(member, owner, team_chat):
+    laptop, phone = logged_in_client(member), logged_in_client(member)
+    phone_headers = cookie_headers(phone)
+    owner_headers = session_headers(owner)
+
+    async def body():
+        phone_socket = socket(team_chat.chat_key, phone_headers)
+        owners_socket = socket(team_chat.chat_key, owner_headers)
+        assert (await phone_socket.connect(timeout=TIMEOUT))[0]
+        assert (await owners_socket.connect(timeout=TIMEOUT))[0]
+        response = await sync_to_async(laptop.post)(
+            "/accounts/password/",
+            {
+                "old_password": "pw-marco-123!",
+                "new_password1": "a-new-long-passphrase-42",
+                "new_password2": "a-new-long-passphrase-42",
+            },
+        )
+        assert response.status_code == 302
+        closed = await phone_socket.receive_output(timeout=TIMEOUT)
+        assert closed == {"type": "websocket.close", "code": consumers.CLOSE_UNAUTHENTICATED}
+        # The laptop stays logged in and can open a socket again; other people are untouched.
+        again = socket(team_chat.chat_key, cookie_headers(laptop))
+        assert (await again.connect(timeout=TIMEOUT))[0]
+        event = await publish(team_chat.pk, "turn.delta", text="after the change")
+        assert await receive_events(again, 1) == [event]
+        assert await receive_events(owners_socket, 1) == [event]
+        await again.disconnect()
+        await owners_socket.disconnect()
+        await phone_socket.disconnect()
+
+    run(body)
+
+
+def test_a_ping_catches_up_at_most_once_per_interval(member, team_chat, monkeypatch, settings):
+    settings.WS_PING_CATCH_UP_SECONDS = 3600
+    headers = session_headers(member)
+
+    async def body():
+        communicator = socket(team_chat.chat_key, headers)
+        assert (await communicator.connect(timeout=TIMEOUT))[0]
+        with monkeypatch.context() as patch:  # recorded, never broadcast
+            patch.setattr(events, "_group_send", lambda group, message: None)
+            first = await publish(team_chat.pk, "turn.delta", text="1")
+            await communicator.send_json_to({"type": "ping"})
+            assert await receive_events(communicator, 2) == [
+                first,
+                {"type": "pong", "last_seq": first["seq"]},
+            ]
+            await publish(team_chat.pk, "turn.delta", text="2")
+            await communicator.send_json_to({"type": "ping"})
+            # Within the interval: no second read; the pong says what this socket has.
+            assert await communicator.receive_json_from(timeout=TIMEOUT) == {
+                "type": "pong",
+                "last_seq": first["seq"],
+            }
+        await communicator.disconnect()
+
+    run(body)
