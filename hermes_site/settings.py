@@ -31,6 +31,7 @@ if not SECRET_KEY:
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
+LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "[::1]", "::1"}
 PORT = env_int("PORT", 8000, minimum=1)
 
 INSTALLED_APPS = [
@@ -43,6 +44,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "django_htmx",
+    "axes",
     "chats.apps.ChatsConfig",
     "memory.apps.MemoryConfig",
     "skills.apps.SkillsConfig",
@@ -51,6 +53,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -59,6 +62,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes requires: turns a locked-out login into its 429 page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "hermes_site.urls"
@@ -181,8 +186,68 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "chat_list"
 LOGOUT_REDIRECT_URL = "login"
 SESSION_COOKIE_HTTPONLY = True
-SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
+
+# Login throttling (django-axes): LOGIN_FAILURE_LIMIT wrong passwords for one username from
+# one address lock that pair out for LOGIN_LOCKOUT_MINUTES (429 and a message on the login
+# page); other people and other addresses are unaffected. Attempts are kept in the database
+# (visible in the admin, unaffected by a Redis outage); AXES_HANDLER=cache keeps them in Redis.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_HANDLER = {
+    "database": "axes.handlers.database.AxesDatabaseHandler",
+    "cache": "axes.handlers.cache.AxesCacheHandler",
+}.get(env_str("AXES_HANDLER", "database").lower(), env_str("AXES_HANDLER"))
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = env_float("LOGIN_LOCKOUT_MINUTES", 15, minimum=0.1) / 60  # hours
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "chats.views_accounts.login_locked_out"
+AXES_VERBOSE = False
+# The client address: REMOTE_ADDR, unless TRUSTED_PROXY_COUNT reverse proxies in front of the
+# hub append to X-Forwarded-For (then the address they saw). Never a header a client sets.
+TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0, minimum=0)
+AXES_CLIENT_IP_CALLABLE = "chats.views_accounts.client_address"
+
+# --- HTTPS, cookies, headers -------------------------------------------------------------
+# HTTPS defaults to on as soon as ALLOWED_HOSTS names a host that is not loopback (a
+# deployment), and to off for `make run` on http://127.0.0.1. On: secure cookies, HSTS and a
+# redirect to https. Behind a TLS proxy set SECURE_PROXY_SSL_HEADER to the header it sets
+# (e.g. X-Forwarded-Proto; the value must be "https"), so Django sees the request as secure.
+HTTPS = env_bool("HTTPS", any(host not in LOOPBACK_HOSTS for host in ALLOWED_HOSTS))
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", HTTPS)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+SESSION_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the page, not from the cookie
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", HTTPS)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31_536_000 if HTTPS else 0, minimum=0)
+# Subdomains of the hub's host are HTTPS-only too. The preload directive only consents to a
+# listing on hstspreload.org, which somebody must still request for the registrable domain.
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", HTTPS)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", HTTPS)
+_proxy_header = env_str("SECURE_PROXY_SSL_HEADER")
+if _proxy_header:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_" + _proxy_header.upper().replace("-", "_"), "https")
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+# Content Security Policy, on everywhere (dev included, so tests see what production sends):
+# the pages load only this site's scripts, styles and images, and no inline script, style
+# or handler runs. WebSockets are same-origin ('self' covers ws: and wss:).
+SECURE_CSP = {
+    "default-src": ["'self'"],
+    "script-src": ["'self'"],
+    "style-src": ["'self'"],
+    "img-src": ["'self'", "data:"],
+    "connect-src": ["'self'"],
+    "font-src": ["'self'"],
+    "object-src": ["'none'"],
+    "base-uri": ["'none'"],
+    "form-action": ["'self'"],
+    "frame-ancestors": ["'none'"],
+}
 
 # --- I18n, time -------------------------------------------------------------------------
 
@@ -204,6 +269,17 @@ WHITENOISE_USE_FINDERS = True
 API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 256 * 1024, minimum=1024)
 API_RATE_LIMIT_PER_MINUTE = env_int("API_RATE_LIMIT_PER_MINUTE", 600, minimum=0)
 API_PAGE_SIZE_MAX = 200
+
+# --- Abuse bounds of the dashboard -------------------------------------------------------
+# Messages a person may post from the dashboard composer per minute (0: no limit); counted in
+# Redis like the API's limit, and not enforced while Redis is down.
+WEB_POST_RATE_LIMIT_PER_MINUTE = env_int("WEB_POST_RATE_LIMIT_PER_MINUTE", 30, minimum=0)
+# Frames a WebSocket may send at once, and the rate the allowance refills; beyond it the
+# socket is closed with code 4429 (the page reconnects after a pause).
+WS_FRAME_BURST = env_int("WS_FRAME_BURST", 30, minimum=1)
+WS_FRAMES_PER_SECOND = env_float("WS_FRAMES_PER_SECOND", 2.0, minimum=0.01)
+# A ping catches a socket up from the replay buffer at most once per this many seconds.
+WS_PING_CATCH_UP_SECONDS = env_float("WS_PING_CATCH_UP_SECONDS", 1.0, minimum=0)
 DATA_UPLOAD_MAX_MEMORY_SIZE = API_MAX_BODY_BYTES
 
 # --- LLM (used by the agent engine) -----------------------------------------------------
@@ -278,6 +354,9 @@ TELEGRAM_EDIT_INTERVAL_SECONDS = env_float("TELEGRAM_EDIT_INTERVAL_SECONDS", 1.0
 TELEGRAM_TYPING_INTERVAL_SECONDS = env_float("TELEGRAM_TYPING_INTERVAL_SECONDS", 4.0, minimum=1)
 TELEGRAM_POLL_TIMEOUT_SECONDS = env_int("TELEGRAM_POLL_TIMEOUT_SECONDS", 30, minimum=0)
 TELEGRAM_LINK_CODE_TTL_MINUTES = env_int("TELEGRAM_LINK_CODE_TTL_MINUTES", 15, minimum=1)
+# Link previews under the bot's messages: off, so Telegram never fetches a URL from a reply
+# (which may come from the model or a quoted message) without somebody clicking it.
+TELEGRAM_LINK_PREVIEWS = env_bool("TELEGRAM_LINK_PREVIEWS", False)
 
 # --- Logging ----------------------------------------------------------------------------
 

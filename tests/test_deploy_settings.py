@@ -1,0 +1,76 @@
+"""Production settings: `manage.py check --deploy` is clean for a production environment, and
+the same code stays usable over plain HTTP on 127.0.0.1 (`make run`, the tests)."""
+
+import os
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.test import Client
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def deploy_check(tmp_path, **env) -> subprocess.CompletedProcess:
+    clean = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("SECURE_", "SESSION_", "CSRF_", "HTTPS", "ALLOWED_", "DEBUG"))
+    }
+    clean.update(
+        {
+            "DEBUG": "false",
+            "SECRET_KEY": secrets.token_urlsafe(50),
+            "HERMES_VAR_DIR": str(tmp_path),
+            **env,
+        }
+    )
+    return subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=BASE_DIR,
+        env=clean,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_check_deploy_is_clean_for_a_production_environment(tmp_path):
+    result = deploy_check(tmp_path, ALLOWED_HOSTS="hub.example.com")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout
+
+
+def test_check_deploy_is_clean_behind_a_tls_proxy(tmp_path):
+    result = deploy_check(
+        tmp_path,
+        ALLOWED_HOSTS="hub.example.com",
+        SECURE_PROXY_SSL_HEADER="X-Forwarded-Proto",
+        TRUSTED_PROXY_COUNT="1",
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_check_deploy_flags_a_public_host_served_without_https(tmp_path):
+    result = deploy_check(tmp_path, ALLOWED_HOSTS="hub.example.com", HTTPS="false")
+    assert result.returncode != 0
+    assert "SECURE_SSL_REDIRECT" in result.stderr + result.stdout
+
+
+@pytest.mark.django_db
+def test_pages_carry_a_strict_content_security_policy_and_work_over_http():
+    response = Client().get("/accounts/login/")
+    assert response.status_code == 200  # no redirect to https on 127.0.0.1
+    policy = response["Content-Security-Policy"]
+    directives = dict(
+        (part.split()[0], part.split()[1:]) for part in policy.split(";") if part.strip()
+    )
+    assert directives["default-src"] == ["'self'"]
+    assert directives["script-src"] == ["'self'"]
+    assert directives["object-src"] == ["'none'"]
+    assert directives["frame-ancestors"] == ["'none'"]
+    assert "'unsafe-inline'" not in policy and "'unsafe-eval'" not in policy
+    assert response["X-Frame-Options"] == "DENY"
+    assert response["Referrer-Policy"] == "same-origin"
