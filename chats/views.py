@@ -7,6 +7,7 @@ new message from `chat_message`.
 """
 
 import uuid
+from functools import wraps
 from urllib.parse import quote
 
 from django.conf import settings
@@ -26,6 +27,7 @@ from django_htmx.http import HttpResponseClientRedirect, reswap, retarget
 from chats.agent.events import last_seq
 from chats.agent.llm import get_provider
 from chats.agent.turns import message_received, turn_stop
+from chats.api.ratelimit import window_retry_after
 from chats.forms import MemberAddForm, MessagePostForm, RoomCreateForm
 from chats.models import Channel, Chat, ChatKind, ChatMember, Message
 from chats.selectors import (
@@ -199,17 +201,42 @@ def chat_message(request: HttpRequest, chat_key: str, message_id: int) -> HttpRe
     return render(request, "chats/chat.html#message", context)
 
 
-def _composer_error(request: HttpRequest, chat: Chat, error: str) -> HttpResponse:
+def _composer_error(
+    request: HttpRequest, chat: Chat, error: str, *, status: int = 400
+) -> HttpResponse:
     if request.htmx:
         context = {"composer_error": error}
-        response = render(request, "chats/chat.html#composer_error", context, status=400)
+        response = render(request, "chats/chat.html#composer_error", context, status=status)
         return reswap(retarget(response, "#composer-error"), "outerHTML")
     context = _page_context(request, chat) | {"composer_error": error}
-    return render(request, "chats/chat.html", context, status=400)
+    return render(request, "chats/chat.html", context, status=status)
+
+
+def _post_rate_limited(view):
+    """Refuse a person's posts beyond WEB_POST_RATE_LIMIT_PER_MINUTE with a 429 and a message
+    in the composer; nothing is stored. Counted in Redis per person; open when Redis is down."""
+
+    @wraps(view)
+    def limited(request: HttpRequest, chat_key: str, *args, **kwargs) -> HttpResponse:
+        retry_after = window_retry_after(
+            scope="web-post",
+            key=str(request.user.pk),
+            limit=settings.WEB_POST_RATE_LIMIT_PER_MINUTE,
+        )
+        if retry_after is None:
+            return view(request, chat_key, *args, **kwargs)
+        chat = _chat_or_404(request, chat_key)
+        error = f"You are sending messages too fast: wait {retry_after} s, then send it again."
+        response = _composer_error(request, chat, error, status=429)
+        response["Retry-After"] = str(retry_after)
+        return response
+
+    return limited
 
 
 @login_required
 @require_POST
+@_post_rate_limited
 def message_post(request: HttpRequest, chat_key: str) -> HttpResponse:
     """Store a member's message in a web room once per client id and request the agent's
     turn; answers the rendered message (201, or 200 for a repeated submit)."""

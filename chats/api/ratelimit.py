@@ -58,3 +58,21 @@ def rate_limit_check(token: ApiToken) -> None:
             f"Rate limit of {limit} requests per minute exceeded; retry in {retry_after} s.",
             headers={"Retry-After": str(retry_after)},
         )
+
+
+def window_retry_after(*, scope: str, key: str, limit: int) -> int | None:
+    """Count one request of `key` in `scope` (e.g. the dashboard composer) in the same
+    one-minute windows; the seconds to wait once the window is full, else None. Fails open
+    (None, with a warning) when the cache is unreachable, like the API's limit."""
+    if not limit:
+        return None
+    now = now_seconds()
+    window = int(now // WINDOW_SECONDS)
+    try:
+        count = _count_request(f"{scope}-rate:{key}:{window}")
+    except Exception as exc:  # any cache/Redis failure: fail open, never 500
+        logger.warning("%s rate limit not enforced: the cache is unavailable (%s)", scope, exc)
+        return None
+    if count <= limit:
+        return None
+    return max(1, math.ceil((window + 1) * WINDOW_SECONDS - now))

@@ -220,7 +220,7 @@
 
     document.body.addEventListener("htmx:beforeSwap", function (e) {
       var xhr = e.detail.xhr;
-      if (xhr.status === 400) { // validation errors come back as partials to show
+      if (xhr.status === 400 || xhr.status === 429) { // refusals come back as partials to show
         e.detail.shouldSwap = true;
         e.detail.isError = false;
       }
