@@ -20,7 +20,7 @@ from datetime import timedelta
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import close_old_connections
-from telegram import Bot, InlineKeyboardMarkup, ReplyParameters
+from telegram import Bot, InlineKeyboardMarkup, LinkPreviewOptions, ReplyParameters
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, TelegramError
 from telegram.warnings import PTBDeprecationWarning
@@ -138,6 +138,12 @@ async def api_call(gate: ChatGate, chat_id: int, call: Callable[[], Awaitable]):
     raise NetworkError("gave up after repeated flood-control waits")
 
 
+def link_previews() -> LinkPreviewOptions | None:
+    """Link previews of every message and edit the bot sends: off unless
+    TELEGRAM_LINK_PREVIEWS, so no URL in a reply is fetched before somebody clicks it."""
+    return None if settings.TELEGRAM_LINK_PREVIEWS else LinkPreviewOptions(is_disabled=True)
+
+
 def _is(error: BadRequest, *fragments: str) -> bool:
     text = str(error).lower()
     return any(fragment in text for fragment in fragments)
@@ -176,6 +182,7 @@ class Sender:
                     chat_id=chat_id,
                     text=text,
                     parse_mode=parse_mode,
+                    link_preview_options=link_previews(),
                     message_thread_id=thread_id,
                     reply_parameters=reply,
                     reply_markup=keyboard,
@@ -214,6 +221,7 @@ class Sender:
                     message_id=message_id,
                     text=text,
                     parse_mode=parse_mode,
+                    link_preview_options=link_previews(),
                     reply_markup=keyboard,
                 ),
             )
@@ -446,6 +454,7 @@ class ReplyDelivery:
             chat_id=self.chat_id,
             text=html,
             parse_mode=None if html == plain else ParseMode.HTML,
+            link_preview_options=link_previews(),
             message_thread_id=self.thread_id,
             reply_parameters=reply,
         )
@@ -458,6 +467,7 @@ class ReplyDelivery:
                 message_id=message_id,
                 text=html,
                 parse_mode=None if html == plain else ParseMode.HTML,
+                link_preview_options=link_previews(),
             )
         except BadRequest as exc:
             if not _is(exc, "not modified"):

@@ -370,14 +370,29 @@ def _group_wants_answer(message: TgMessage, identity: BotIdentity, command) -> b
 
 
 def _apply_edit(message: TgMessage) -> UpdateOutcome:
+    """An edit passes the same gates as a new message (the allow-lists and pairing as they
+    are now, not when the original arrived) and must come from the original's author."""
     place = place_of(message)
     if place is None:
         return UpdateOutcome("ignored:channel")
+    user = message.from_user
+    if place.is_private:
+        if user is None or not user_allowed(user_id=user.id, actor=_telegram_actor(message)):
+            return UpdateOutcome("ignored:not allowed")
+    elif not chat_allowed(telegram_chat_id=place.telegram_chat_id):
+        return UpdateOutcome("ignored:unknown chat")
     key = make_chat_key(Channel.TELEGRAM, place.telegram_chat_id, place.thread_id)
-    stored = Message.objects.filter(chat__chat_key=key, external_id=str(message.message_id)).first()
+    stored = (
+        Message.objects.select_related("actor")
+        .filter(chat__chat_key=key, external_id=str(message.message_id))
+        .first()
+    )
     content = describe(message)
     if stored is None or content is None:
         return UpdateOutcome("ignored:edit")
+    author = user.id if user else (message.sender_chat.id if message.sender_chat else None)
+    if stored.actor is None or stored.actor.external_id != str(author):
+        return UpdateOutcome("ignored:not the author")
     message_record_edit(message=stored, text=content.text, source_ts=message.edit_date)
     return UpdateOutcome("edited", message=stored)
 

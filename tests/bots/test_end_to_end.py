@@ -467,3 +467,18 @@ def test_a_dead_model_gets_a_clear_message_and_the_question_is_kept(telegram_liv
     assert final_text(notice).startswith("⚠️")
     assert Turn.objects.get().status == "failed"
     assert Message.objects.filter(text="this will hit a broken model").exists()
+
+
+def test_a_url_in_a_streamed_reply_goes_out_with_link_previews_off(telegram_live):
+    tg = telegram_live.tg
+    answer = " ".join(["see https://attacker.example/pixel?who=alice"] + ["word"] * 40)
+    telegram_live.llm.default = by_prompt({"link": fake_openai.text(answer, delay=0.05)})
+    tg.send(private_chat(ALICE), ALICE, "a link please")
+    wait(replies_done(1), 60, "the reply")
+    writes = [
+        c
+        for c in tg.calls
+        if c.method in ("sendMessage", "editMessageText") and c.params.get("chat_id") == 1001
+    ]
+    assert len(writes) >= 2  # a streamed preview, then its edits
+    assert all(c.params.get("link_preview_options") == {"is_disabled": True} for c in writes)
