@@ -247,7 +247,19 @@ class Turn(models.Model):
                 name="turn_one_running_per_chat",
             )
         ]
-        indexes = [models.Index(fields=["chat", "status"], name="turn_chat_status_idx")]
+        indexes = [
+            models.Index(fields=["chat", "status"], name="turn_chat_status_idx"),
+            # The periodic sweep reads only open turns: tiny partial indexes keep it cheap
+            # however many finished turns the table holds.
+            models.Index(
+                fields=["lease_expires_at"],
+                condition=models.Q(status="running"),
+                name="turn_running_lease_idx",
+            ),
+            models.Index(
+                fields=["created_at"], condition=models.Q(status="queued"), name="turn_queued_idx"
+            ),
+        ]
         ordering = ["id"]
 
     def __str__(self) -> str:

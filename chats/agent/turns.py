@@ -129,7 +129,9 @@ def turns_recover_stale(*, chat_id: int | None = None, worker: str | None = None
     due = Q(lease_expires_at__lt=now) | Q(lease_expires_at__isnull=True)
     if worker:
         due |= Q(worker=worker)
-    stale = Turn.objects.filter(due, status=Turn.Status.RUNNING)
+    # Unordered: ordering by id would make SQLite scan the table instead of the small
+    # partial index of running turns (turn_running_lease_idx).
+    stale = Turn.objects.filter(due, status=Turn.Status.RUNNING).order_by()
     if chat_id is not None:
         stale = stale.filter(chat_id=chat_id)
     recovered = 0
@@ -338,7 +340,7 @@ def turns_requeue_lost(*, enqueue: Callable[[int], object]) -> int:
             status=Turn.Status.QUEUED, created_at__lt=timezone.now() - timedelta(seconds=grace)
         )
         .filter(~Exists(running))  # a turn waiting behind a running one has a polling task
-        .order_by("id")
+        .order_by("created_at")  # the order of turn_queued_idx: no sort, no table scan
         .values_list("id", flat=True)[:REQUEUE_BATCH]
     )
     requeued = 0
