@@ -239,21 +239,30 @@ def _tokens(text: str) -> list[str]:
 
 
 def _stem(word: str) -> str:
-    for suffix in ("ing", "ed", "es", "s"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            return word[: -len(suffix)]
-    return word
+    """A crude English stem: enough that "prefers"/"prefer", "uses"/"using", "likes"/"like"
+    meet, and nothing that would need a dictionary."""
+    for suffix in ("ing", "ed", "es", "s", "e"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 2:
+            word = word[: -len(suffix)]
+            break
+    return word.removesuffix("e") if len(word) > 3 else word
 
 
 def _said(word: str, said: set[str]) -> bool:
     if word in said:
         return True
     stem = _stem(word)
-    return any(
-        other.startswith(stem) or stem.startswith(_stem(other))
-        for other in said
-        if len(other) >= 3 and len(stem) >= 3
-    )
+    for other in said:
+        heard = _stem(other)
+        if heard == stem:
+            return True
+        if (
+            len(stem) >= 4
+            and len(heard) >= 4
+            and (heard.startswith(stem) or stem.startswith(heard))
+        ):
+            return True
+    return False
 
 
 def content_matches(content: str, said: str, *, names: set[str] = frozenset()) -> bool:

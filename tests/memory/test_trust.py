@@ -18,7 +18,7 @@ from chats.services import (
 )
 from memory.models import MemoryEntry, MemoryEvent
 from memory.reviews import memory_review
-from memory.services import Author, memory_book, memory_propose
+from memory.services import Author, ReviewStale, memory_book, memory_propose
 from memory.tools import MEMORY_TOOL
 
 pytestmark = [pytest.mark.django_db, pytest.mark.storage]
@@ -373,3 +373,56 @@ def test_an_admin_bulk_action_on_an_older_version_is_refused(revised_team_propos
     )
     assert STALE in response.content.decode()
     assert_unchanged_after_stale(entry)
+
+
+def test_a_stale_revision_is_refused_by_the_service_and_every_change_moves_it_on(
+    revised_team_proposal, make_person
+):
+    entry, revise = revised_team_proposal
+    staff = make_person("stella", is_staff=True)
+    assert entry.revision == 1
+    revise()
+    entry.refresh_from_db()
+    assert entry.revision == 2
+    for decision in ("approve", "reject"):
+        with pytest.raises(ReviewStale, match="changed after you saw it"):
+            memory_review(entry_id=entry.pk, decision=decision, revision=1, person=staff)
+    assert_unchanged_after_stale(entry)
+    memory_review(entry_id=entry.pk, decision="approve", revision=2, person=staff)
+    entry.refresh_from_db()
+    assert (entry.status, entry.revision) == ("active", 3)
+
+
+def test_the_same_person_in_another_chat_is_not_the_proposers_side(alice):
+    in_group = turn("the office is in Rome", chat_id="-100", user="10", name="Alice", kind="group")
+    assert "pending" in call(in_group, action="add", scope="team", content="The office is in Rome")
+    elsewhere = turn("hi", chat_id="-200", user="10", name="Alice", kind="group")
+    result = call(elsewhere, action="replace", scope="team", old_text="Rome", content="Oslo")
+    assert result.startswith("Error: no entry") and "The office is in Rome" not in result
+    assert MemoryEntry.objects.get().text == "The office is in Rome"
+
+
+def test_an_unlinked_telegram_actor_revises_only_its_own_proposal():
+    carol = turn("fyi the wiki moved", chat_id="-100", user="30", name="Carol", kind="group")
+    assert "pending" in call(carol, action="add", scope="chat", content="Wiki is at wiki.example")
+    dave = turn("no", chat_id="-100", user="40", name="Dave", kind="group")
+    refused = call(dave, action="remove", scope="chat", old_text="Wiki")
+    assert refused.startswith("Error: that entry is a proposal someone else made")
+    revised = call(
+        carol, action="replace", scope="chat", old_text="Wiki", content="Wiki is at w.ex"
+    )
+    assert "pending" in revised
+    edited = MemoryEntry.objects.get().events.get(kind=Kind.EDITED)
+    assert edited.actor.display_name == "Carol" and edited.person is None
+
+
+def test_a_web_room_is_shared_even_with_one_member(alice):
+    from memory.selectors import memory_for_prompt
+
+    book = memory_book(scope="user", person=alice)
+    add_entry(book, SECRET, visibility="private")
+    room, _ = chat_get_or_create(channel="web", chat_id="alone", kind="room", title="Mine")
+    chat_member_ensure(chat=room, person=alice, role=ChatMember.Role.OWNER)
+    assert memory_for_prompt(chat=room, person=alice).user is None
+    dm = turn("hi", chat_id="10", user="10", name="Alice")
+    assert memory_for_prompt(chat=dm.chat, person=alice, actor=dm.actor).user.texts == [SECRET]
