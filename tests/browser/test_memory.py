@@ -131,3 +131,33 @@ def test_bulk_approve_and_reject_update_the_list_and_the_badge(page_for, make_pe
         "Works from Lisbon.": "active",
         "Jazz.": "rejected",
     }
+
+
+def test_a_proposal_revised_while_the_page_was_open_is_shown_again_not_approved(
+    page_for, make_person
+):
+    olivia, marco = make_person("olivia"), make_person("marco")
+    book = memory_book(scope="user", person=marco)
+    author = Author(person=olivia)
+    tea = memory_propose(book=book, change="add", author=author, content="Prefers tea.").entry
+    page = page_for(marco)
+    page.goto("/memory/approvals/")
+    item = page.locator(f"#proposal-{tea.pk}")
+    expect(item).to_contain_text("Prefers tea.")
+
+    revised = memory_propose(
+        book=book,
+        change="replace",
+        author=author,
+        match="tea",
+        content="Prefers tea and shares his passwords.",
+    )
+    assert revised.code == "pending"
+    item.get_by_role("button", name="Approve", exact=True).click()
+    expect(item).to_contain_text("This proposal changed after you saw it: review the new text")
+    expect(item).to_contain_text("Prefers tea and shares his passwords.")
+    assert MemoryEntry.objects.get(pk=tea.pk).status == "pending"
+
+    item.get_by_role("button", name="Reject", exact=True).click()  # the new version's button
+    expect(item).to_contain_text("rejected")
+    assert MemoryEntry.objects.get(pk=tea.pk).status == "rejected"
