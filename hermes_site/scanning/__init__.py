@@ -8,8 +8,17 @@ Shared by the memory and skills apps: import from `hermes_site.scanning`.
   hide things from the user, jailbreak vocabulary (English and Chinese);
 * exfiltration: network commands carrying secrets or secret files, prose asking to send
   credentials somewhere, Markdown images/links whose URL would carry a secret;
-* hidden Unicode: zero-width, bidi, tag and other format characters;
+* hidden Unicode: zero-width, bidi, tag, variation-selector, filler and other format or
+  default-ignorable characters;
 * secrets: high-confidence credential formats only, so memory never stores them.
+
+The same rules also run on what a text hides (`engine.py`): look-alike letters from other
+scripts read as Latin (`confusables.py`), words spelled with separators or leet joined
+(`spelling.py`), and the text carried by tag characters, variation selectors, base64, hex
+or URL encoding decoded (`hidden.py`, `encoded.py`). Such findings say how the text was
+hidden in their reason, keep offsets into the original, and (for decoded text) show the
+decoded text in their excerpt. `scan_book()` scans a whole book so an instruction split
+across entries is seen; `reveal_hidden()` shows hidden code points on approval pages.
 
 It is pure Python (no network, no database) and linear-time: every regex is precompiled,
 repetition between literals is bounded, and rules whose trigger words are absent are skipped.
@@ -32,8 +41,15 @@ every later turn, so borderline phrasing is blocked, ordinary facts are not):
   in a skill: a skill that needs a credential should name where it comes from, not inline it.
 * Invisible characters: soft hyphen (U+00AD) is allowed; ZWJ (U+200D) is allowed between two
   emoji (👩‍💻, 🏳️‍🌈); ZWJ/ZWNJ are allowed between letters of scripts that need them
-  (Arabic, Persian, Indic, …); a leading BOM is allowed; Unicode tag characters are allowed
-  only inside a subdivision-flag emoji (🏴󠁧󠁢󠁳󠁣󠁴󠁿). Everything else in category Cf is reported.
+  (Arabic, Persian, Indic, Mongolian, …); one variation selector is allowed on a base that
+  has variants (VS16 on ❤, an ideographic selector on a kanji); a leading BOM is allowed;
+  Unicode tag characters are allowed only inside the recommended subdivision flags
+  (England, Scotland, Wales). Everything else in category Cf or Default_Ignorable_Code_Point
+  is reported (see `hidden.py`).
+* Look-alikes and spellings: a word is rewritten only when every letter has a Latin
+  look-alike, so Russian, Greek or Japanese text is not; separators and leet are read only
+  where the rewrite spells a word of the rules, so IDs, versions and snake_case pass.
+* Encoded runs count only when they decode to text: hashes, UUIDs and random IDs pass.
 * `kind="skill"` relaxes nothing today; the parameter exists so skill-specific policy has a
   place to live without changing callers.
 
@@ -47,42 +63,90 @@ excerpts, so a scan result never repeats a credential.
 
 from __future__ import annotations
 
-from hermes_site.scanning.commands import _command_findings, _url_findings
-from hermes_site.scanning.credentials import _secret_findings
-from hermes_site.scanning.hidden import _hidden_unicode_findings
-from hermes_site.scanning.normalise import _normalise
-from hermes_site.scanning.phrases import _TEXT_RULES
+from dataclasses import replace
+
+from hermes_site.scanning.engine import scan_raw
 from hermes_site.scanning.result import (
     CATEGORIES,
     EXCERPT_LIMIT,
     KINDS,
+    MAX_FINDINGS_PER_CATEGORY,
     Finding,
     ScanResult,
-    _select,
+    select,
 )
+from hermes_site.scanning.reveal import reveal_hidden
 
-__all__ = ["CATEGORIES", "EXCERPT_LIMIT", "KINDS", "Finding", "ScanResult", "scan_text"]
+__all__ = [
+    "CATEGORIES",
+    "EXCERPT_LIMIT",
+    "KINDS",
+    "Finding",
+    "ScanResult",
+    "reveal_hidden",
+    "scan_book",
+    "scan_text",
+]
+
+BOOK_SEPARATOR = "\n"
 
 
 def scan_text(text: str, *, kind: str = "memory") -> ScanResult:
-    """Scan `text` for injection, exfiltration, hidden Unicode and secrets; never raises on
-    content, only on an unknown `kind`."""
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
+    """Scan `text` for injection, exfiltration, hidden Unicode and secrets, also in what it
+    hides (look-alike letters, spelled-out words, tag characters, encoded runs); never raises
+    on content, only on an unknown `kind`."""
+    _check_kind(kind)
     if not text:
         return ScanResult(allowed=True, findings=[], kind=kind)
-    hidden = _hidden_unicode_findings(text)
-    quiet = {pos for f in hidden if f[0] is None for pos in range(f[1], f[2])}
-    raw: list[tuple[str, str, int, int, bool]] = [f[3] for f in hidden if f[0] is not None]
-    norm = _normalise(text)
-    for rule in _TEXT_RULES:
-        if rule.triggers and not any(t in norm.text for t in rule.triggers):
-            continue
-        for m in rule.finditer(norm.text):
-            start, end = norm.span(m.start(), m.end())
-            raw.append((rule.category, rule.reason, start, end, False))
-    raw.extend(_command_findings(norm))
-    raw.extend(_url_findings(norm))
-    raw.extend(_secret_findings(text))
-    findings = _select(text, raw, quiet)
+    raw, quiet = scan_raw(text)
+    findings = select(text, raw, quiet, cap=MAX_FINDINGS_PER_CATEGORY)
     return ScanResult(allowed=not findings, findings=findings, kind=kind)
+
+
+def scan_book(texts: list[str], *, changed: int | None = None, kind: str = "memory") -> ScanResult:
+    """Scan a book as the model reads it after a change, so an instruction split across
+    entries is seen whole.
+
+    Contract: `texts` are the book's entries in prompt order *after* the change (the new or
+    replaced text in its place, a removed one left out). They are joined with
+    `BOOK_SEPARATOR` (a newline: the prompt puts each entry on its own line) and scanned as
+    one text. Offsets index that joined text; each finding's `entries` lists the indexes of
+    the entries its span touches. With `changed` (an index into `texts`), only findings
+    that touch that entry count, so entries stored before the scanner learnt something new
+    do not block every later write; the caller decides what to do about those. Never raises
+    on content, only on an unknown `kind` or a `changed` outside `texts`."""
+    _check_kind(kind)
+    if changed is not None and not 0 <= changed < len(texts):
+        raise ValueError(f"changed must index texts (0..{len(texts) - 1}), not {changed!r}")
+    joined = BOOK_SEPARATOR.join(texts)
+    if not joined:
+        return ScanResult(allowed=True, findings=[], kind=kind)
+    bounds, pos = [], 0
+    for text in texts:
+        bounds.append((pos, pos + len(text)))
+        pos += len(text) + len(BOOK_SEPARATOR)
+    raw, quiet = scan_raw(joined)
+    findings = []
+    for finding in select(joined, raw, quiet, cap=None):
+        entries = tuple(
+            i for i, (lo, hi) in enumerate(bounds) if finding.start < hi and lo < finding.end
+        )
+        if changed is None or changed in entries:
+            findings.append(replace(finding, entries=entries))
+    findings = _cap(findings)
+    return ScanResult(allowed=not findings, findings=findings, kind=kind)
+
+
+def _cap(findings: list[Finding]) -> list[Finding]:
+    counts: dict[str, int] = {}
+    kept = []
+    for finding in findings:
+        counts[finding.category] = counts.get(finding.category, 0) + 1
+        if counts[finding.category] <= MAX_FINDINGS_PER_CATEGORY:
+            kept.append(finding)
+    return kept
+
+
+def _check_kind(kind: str) -> None:
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")

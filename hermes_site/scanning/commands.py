@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from hermes_site.scanning.normalise import _is_word, _Normalised
+from hermes_site.scanning.normalise import Normalised, is_word
 
 _NET_COMMAND = re.compile(
     # One group of literal-first branches, so the engine can skip ahead by first character.
@@ -48,13 +48,11 @@ def _logical_line(text: str, pos: int) -> tuple[int, int]:
     return start, len(text) if end == -1 else end
 
 
-def _command_findings(norm: _Normalised) -> Iterator[tuple[str, str, int, int, bool]]:
+def _command_findings(norm: Normalised) -> Iterator[tuple[str, str, int, int, bool]]:
     text = norm.text
     done_until = 0
     for command in _NET_COMMAND.finditer(text):
-        if command.start() < done_until or (
-            command.start() and _is_word(text[command.start() - 1])
-        ):
+        if command.start() < done_until or (command.start() and is_word(text[command.start() - 1])):
             continue
         base, done_until = _logical_line(text, command.start())
         body = text[base:done_until]
@@ -82,7 +80,7 @@ def _command_findings(norm: _Normalised) -> Iterator[tuple[str, str, int, int, b
             )
 
 
-def _url_findings(norm: _Normalised) -> Iterator[tuple[str, str, int, int, bool]]:
+def _url_findings(norm: Normalised) -> Iterator[tuple[str, str, int, int, bool]]:
     text = norm.text
     if "http" not in text:
         return

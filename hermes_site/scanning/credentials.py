@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from hermes_site.scanning.normalise import _is_word
+from hermes_site.scanning.normalise import is_word
 
 _SECRET_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     (
@@ -71,7 +71,7 @@ def _secret_findings(text: str) -> Iterator[tuple[str, str, int, int, bool]]:
         for m in regex.finditer(text):
             # No leading lookbehind in the patterns (it would disable the engine's fast
             # first-character skip); a key glued to a longer token is not a key.
-            if m.start() and (_is_word(text[m.start() - 1]) or text[m.start() - 1] in "-:"):
+            if m.start() and (is_word(text[m.start() - 1]) or text[m.start() - 1] in "-:"):
                 continue
             body = m.groupdict().get("body")
             # A long hyphenated slug after "sk-" is not a key; real keys mix digits and letters.

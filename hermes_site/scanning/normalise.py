@@ -6,7 +6,7 @@ import re
 import unicodedata
 from bisect import bisect_right
 
-from hermes_site.scanning.hidden import _HIDDEN_CHARS, _is_stripped
+from hermes_site.scanning.hidden import BLANKS, HIDDEN_CHARS, is_stripped
 
 _QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u02bc": "'", "\u201c": '"', "\u201d": '"'})
 # Han, CJK punctuation and full-width punctuation, not full-width letters ("ＩＧＮＯＲＥ ＡＬＬ").
@@ -20,14 +20,14 @@ _CJK_CHAR = re.compile(rf"[{_CJK}]")
 # rule matches gaps with `\s+`, which is the same thing without moving offsets.
 _NON_ASCII_CHUNK = re.compile(r"[^\x00-\x7f]+(?:[\t\n\x0b\x0c\r ]+[^\x00-\x7f]+)*")
 _CHUNK_PART = re.compile(r"(?P<gap>[\t\n\x0b\x0c\r ]+)|(?P<run>[^\x00-\x7f]+)")
-_NEEDS_CHAR_BY_CHAR = re.compile(rf"[\s{_HIDDEN_CHARS}]")
+_NEEDS_CHAR_BY_CHAR = re.compile(rf"[\s{HIDDEN_CHARS}]")
 
 
 def _fold(s: str) -> str:
     return unicodedata.normalize("NFKC", s).casefold().translate(_QUOTES)
 
 
-class _Normalised:
+class Normalised:
     """The normalised text plus a piecewise map from its offsets back to the original."""
 
     def __init__(self) -> None:
@@ -60,11 +60,51 @@ class _Normalised:
         """Original offsets covering normalised `start:end` (end exclusive, non-empty)."""
         return self._char_span(start)[0], self._char_span(max(start, end - 1))[1]
 
+    def finish(self) -> None:
+        self.text = "".join(self.pieces)
 
-def _normalise(text: str) -> _Normalised:
+
+class Derived(Normalised):
+    """A rewrite of another view (deletions, one-to-one replacements); offsets map through
+    the view it was made from back to the original text."""
+
+    def __init__(self, parent: Normalised) -> None:
+        super().__init__()
+        self.parent = parent
+
+    def span(self, start: int, end: int) -> tuple[int, int]:
+        mid_start, mid_end = super().span(start, end)
+        return self.parent.span(mid_start, mid_end)
+
+
+class Relabelled(Normalised):
+    """Another view's text with some characters replaced one for one: same offsets."""
+
+    def __init__(self, parent: Normalised, text: str) -> None:
+        super().__init__()
+        self.parent = parent
+        self.text = text
+
+    def span(self, start: int, end: int) -> tuple[int, int]:
+        return self.parent.span(start, end)
+
+
+class Payload(Normalised):
+    """Text decoded from somewhere in the original, each character with its source span."""
+
+    def __init__(self, text: str, sources: list[tuple[int, int]]) -> None:
+        super().__init__()
+        self.text = text
+        self.sources = sources
+
+    def span(self, start: int, end: int) -> tuple[int, int]:
+        return self.sources[start][0], self.sources[max(start, end - 1)][1]
+
+
+def normalise(text: str) -> Normalised:
     """NFKC + casefold, hidden characters stripped, spaces between CJK characters dropped
     (they are a cheap way to dodge "忽 略 指 令")."""
-    norm = _Normalised()
+    norm = Normalised()
     if text.isascii():
         norm.add(text.lower(), 0, len(text))
         norm.text = norm.pieces[0]
@@ -82,15 +122,15 @@ def _normalise(text: str) -> _Normalised:
     return norm
 
 
-def _between_cjk(norm: _Normalised, text: str, after: int) -> bool:
+def _between_cjk(norm: Normalised, text: str, after: int) -> bool:
     if not _CJK_CHAR.match(norm.last_char()):
         return False
-    while after < len(text) and (text[after].isspace() or _is_stripped(text[after])):
+    while after < len(text) and (text[after].isspace() or is_stripped(text[after])):
         after += 1
     return after < len(text) and _CJK_CHAR.match(text[after]) is not None
 
 
-def _add_part(norm: _Normalised, text: str, start: int, end: int, gap: bool) -> None:
+def _add_part(norm: Normalised, text: str, start: int, end: int, gap: bool) -> None:
     run = text[start:end]
     if gap:
         if not _between_cjk(norm, text, end):
@@ -102,10 +142,10 @@ def _add_part(norm: _Normalised, text: str, start: int, end: int, gap: bool) -> 
         return
     for i in range(start, end):
         ch = text[i]
-        if _is_stripped(ch) or (ch.isspace() and _between_cjk(norm, text, i + 1)):
+        if is_stripped(ch) or (ch.isspace() and _between_cjk(norm, text, i + 1)):
             continue
-        norm.add(_fold(ch), i, i + 1)
+        norm.add(" " if ch in BLANKS else _fold(ch), i, i + 1)
 
 
-def _is_word(ch: str) -> bool:
+def is_word(ch: str) -> bool:
     return ch.isalnum() or ch == "_"

@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from hermes_site.scanning.normalise import _is_word
+from hermes_site.scanning.normalise import is_word
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class _Rule:
                 continue
             for m in regex.finditer(text):
                 start = m.start()
-                if self.word_start and start and _is_word(text[start - 1]):
+                if self.word_start and start and is_word(text[start - 1]):
                     continue
                 if self.before and not self.before.search(text, max(0, start - 60), start):
                     continue

@@ -5,7 +5,10 @@ from __future__ import annotations
 import unicodedata
 from dataclasses import dataclass, field
 
-from hermes_site.scanning.hidden import _HIDDEN
+from hermes_site.scanning.hidden import HIDDEN_RUN
+
+# category, reason, start, end, redact, excerpt (None: rendered from the scanned text)
+Raw = tuple[str, str, int, int, bool, str | None]
 
 CATEGORIES = ("prompt_injection", "exfiltration", "invisible_unicode", "bidi_control", "secret")
 KINDS = ("memory", "skill")
@@ -16,11 +19,16 @@ SUMMARY_FINDINGS = 3
 
 @dataclass(frozen=True)
 class Finding:
+    """What was found and where: `start:end` index the scanned text (for `scan_book`, the
+    joined book), and `entries` names the book entries the span touches (empty for
+    `scan_text`). The excerpt is one line, bounded, with secrets redacted."""
+
     category: str
     reason: str
     excerpt: str
     start: int
     end: int
+    entries: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -44,31 +52,32 @@ class ScanResult:
         return f"Blocked by content scan ({count} {noun}): " + "; ".join(parts)
 
 
-def _select(
-    text: str, raw: list[tuple[str, str, int, int, bool]], quiet: set[int]
-) -> list[Finding]:
+def select(text: str, raw: list[Raw], quiet: set[int], *, cap: int | None) -> list[Finding]:
     """Drop overlaps within a category, cap each category, order by position."""
     raw.sort(key=lambda r: (r[2], -(r[3] - r[2])))
-    kept: list[tuple[str, str, int, int, bool]] = []
+    kept: list[Raw] = []
     last_end: dict[str, int] = {}
     counts: dict[str, int] = {}
-    for category, reason, start, end, redact in raw:
-        if start < last_end.get(category, -1) or counts.get(category, 0) >= (
-            MAX_FINDINGS_PER_CATEGORY
+    for item in raw:
+        category, _, start, end, _, _ = item
+        if start < last_end.get(category, -1) or (
+            cap is not None and counts.get(category, 0) >= cap
         ):
             continue
         last_end[category] = end
         counts[category] = counts.get(category, 0) + 1
-        kept.append((category, reason, start, end, redact))
+        kept.append(item)
     return [
         Finding(
             category=category,
             reason=reason,
-            excerpt=_excerpt(text, start, end, redact=redact, quiet=quiet),
+            excerpt=excerpt
+            if excerpt is not None
+            else render_excerpt(text, start, end, redact=redact, quiet=quiet),
             start=start,
             end=end,
         )
-        for category, reason, start, end, redact in kept
+        for category, reason, start, end, redact, excerpt in kept
     ]
 
 
@@ -81,7 +90,7 @@ def _render(text: str, start: int, end: int, quiet: set[int]) -> list[str]:
             if not tokens or tokens[-1] != " ":
                 tokens.append(" ")
         elif i not in quiet and (
-            _HIDDEN.match(ch) or ch == "\u00ad" or unicodedata.category(ch) in ("Cc", "Cf")
+            HIDDEN_RUN.match(ch) or ch == "\u00ad" or unicodedata.category(ch) in ("Cc", "Cf")
         ):
             tokens.append(f"<U+{ord(ch):04X}>")
         else:
@@ -102,7 +111,7 @@ def _take(tokens: list[str], budget: int, *, from_end: bool) -> tuple[list[str],
     return (taken[::-1] if from_end else taken), truncated
 
 
-def _excerpt(text: str, start: int, end: int, *, redact: bool, quiet: set[int]) -> str:
+def render_excerpt(text: str, start: int, end: int, *, redact: bool, quiet: set[int]) -> str:
     """At most EXCERPT_LIMIT characters around the match, on one line."""
     if redact:
         keep = min(6, (end - start) // 4)

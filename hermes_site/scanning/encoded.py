@@ -1,0 +1,122 @@
+"""Encoded payloads: base64 (standard or URL-safe, padding optional), hex and URL-encoded
+runs long enough to hold an instruction are decoded, and when they decode to text that text
+is scanned like any other. Hashes, UUIDs and random IDs decode to bytes that are not UTF-8
+text (or to nothing worth reading) and are left alone.
+
+Each decoded character keeps the span of the encoded characters it came from, so findings
+point into the original text. Work is bounded: at most `MAX_PAYLOADS` runs per text and
+`MAX_DECODED` decoded characters in all.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+
+from hermes_site.scanning.hidden import looks_like_text
+
+MIN_ENCODED = 16
+MAX_PAYLOADS = 32
+MAX_DECODED = 64_000
+
+_BASE64 = re.compile(r"[A-Za-z0-9+/_-]{16,}={0,2}")
+_HEX = re.compile(r"(?:[0-9A-Fa-f]{2}){12,}")
+_PERCENT = re.compile(r"[^\s%]*(?:%[0-9A-Fa-f]{2}[^\s%]*){3,}")
+_ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
+
+
+def encoded_payloads(text: str) -> list[tuple[str, str, list[tuple[int, int]]]]:
+    """(how it was encoded, decoded text, source span of each decoded character)."""
+    out: list[tuple[str, str, list[tuple[int, int]]]] = []
+    if "%" in text:
+        for m in _PERCENT.finditer(text):
+            found = _decode_percent(m.group(), m.start())
+            if found is not None:
+                out.append(("URL encoding", *found))
+    budget = MAX_DECODED
+    # Hex digits are base64 characters too: one pass finds both kinds of run.
+    for m in _BASE64.finditer(text):
+        if len(out) >= MAX_PAYLOADS or budget <= 0:
+            break
+        found = None
+        if _HEX.fullmatch(m.group()):
+            found = _decode_bytes(bytes.fromhex(m.group()), m.start(), m.end(), group=1, chars=2)
+            if found is not None:
+                out.append(("hex", *found))
+        if found is None:
+            found = _decode_base64(m.group()[: budget * 4 // 3 + 4], m.start())
+            if found is not None:
+                out.append(("base64", *found))
+        if found is not None:
+            budget -= len(found[0])
+    return out[:MAX_PAYLOADS]
+
+
+def _decode_base64(run: str, start: int) -> tuple[str, list[tuple[int, int]]] | None:
+    body = run.rstrip("=")
+    if ("-" in body or "_" in body) and ("+" in body or "/" in body):
+        return None  # two alphabets at once: a path or a slug, not base64
+    body = body[: len(body) - len(body) % 4] if len(body) % 4 == 1 else body
+    padded = body + "=" * (-len(body) % 4)
+    try:
+        if "-" in body or "_" in body:
+            data = base64.urlsafe_b64decode(padded)
+        else:
+            data = base64.b64decode(padded, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return _decode_bytes(data, start, start + len(run), group=3, chars=4)
+
+
+def _decode_bytes(
+    data: bytes, start: int, end: int, *, group: int, chars: int
+) -> tuple[str, list[tuple[int, int]]] | None:
+    """UTF-8 text of `data` if it reads as text; every `group` bytes came from `chars`
+    encoded characters (3 bytes per 4 in base64, 1 per 2 in hex)."""
+    if len(data) < 8:
+        return None
+    try:
+        decoded = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if not looks_like_text(decoded):
+        return None
+    sources = []
+    pos = 0
+    for ch in decoded:
+        size = len(ch.encode("utf-8"))
+        lo = start + (pos // group) * chars
+        hi = start + ((pos + size + group - 1) // group) * chars
+        sources.append((min(lo, end - 1), min(hi, end)))
+        pos += size
+    return decoded, sources
+
+
+def _decode_percent(token: str, start: int) -> tuple[str, list[tuple[int, int]]] | None:
+    data = bytearray()
+    byte_sources: list[tuple[int, int]] = []
+    pos = 0
+    while pos < len(token):
+        m = _ESCAPE.match(token, pos)
+        if m:
+            data.append(int(m.group(1), 16))
+            byte_sources.append((start + pos, start + pos + 3))
+            pos += 3
+            continue
+        raw = token[pos].encode("utf-8")
+        data.extend(raw)
+        byte_sources.extend([(start + pos, start + pos + 1)] * len(raw))
+        pos += 1
+    try:
+        decoded = bytes(data).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if not looks_like_text(decoded):
+        return None
+    sources, i = [], 0
+    for ch in decoded:
+        size = len(ch.encode("utf-8"))
+        sources.append((byte_sources[i][0], byte_sources[i + size - 1][1]))
+        i += size
+    return decoded, sources

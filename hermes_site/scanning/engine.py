@@ -1,0 +1,104 @@
+"""One scan: the direct rules on the text, then the same rules on what the text hides
+(look-alike letters read as Latin, spelled-out words joined, tag characters, variation
+selectors and encoded runs decoded), every finding mapped back to original offsets.
+
+Cheap checks come first: ASCII text skips everything Unicode, and each rewrite is made only
+when the text has something it would rewrite, so an ordinary fact pays for a few regex
+searches beyond the direct rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from hermes_site.scanning.commands import _command_findings, _url_findings
+from hermes_site.scanning.confusables import skeleton_view
+from hermes_site.scanning.credentials import _secret_findings
+from hermes_site.scanning.encoded import encoded_payloads
+from hermes_site.scanning.hidden import (
+    hidden_findings,
+    hidden_runs,
+    selector_payloads,
+    tag_payload,
+)
+from hermes_site.scanning.normalise import Normalised, Payload, normalise
+from hermes_site.scanning.phrases import _TEXT_RULES, _Rule
+from hermes_site.scanning.result import Raw, render_excerpt
+from hermes_site.scanning.spelling import SQUASHED_RULES, spelled_views
+
+# Decoding inside decoded text: base64 of base64 is decoded, a third layer is not.
+MAX_DEPTH = 2
+LOOK_ALIKE = " (written with look-alike letters)"
+SPELLED = " (spelled with separators or digits)"
+
+
+def scan_raw(text: str, *, depth: int = 0) -> tuple[list[Raw], set[int]]:
+    """Every finding in `text` (overlaps included) and the positions of legitimate hidden
+    characters, which excerpts leave as they are."""
+    runs = hidden_runs(text)
+    quiet = {pos for run in runs if run.kind is None for pos in range(run.start, run.end)}
+    raw: list[Raw] = [(*f, None) for f in hidden_findings(text, runs, redact=redact_secrets)]
+    norm = normalise(text)
+    raw.extend(_view_findings(norm, _TEXT_RULES, "", commands=True))
+    raw.extend((*f, None) for f in _secret_findings(text))
+    skeleton = skeleton_view(norm)
+    if skeleton is not None:
+        raw.extend(_view_findings(skeleton, _TEXT_RULES, LOOK_ALIKE, commands=True))
+    for view in spelled_views(skeleton or norm):
+        raw.extend(_view_findings(view, _TEXT_RULES + SQUASHED_RULES, SPELLED, commands=False))
+    if depth < MAX_DEPTH:
+        for how, payload in _payloads(text, runs):
+            raw.extend(_payload_findings(payload, how, depth))
+    return raw, quiet
+
+
+def _view_findings(
+    view: Normalised, rules: Iterable[_Rule], suffix: str, *, commands: bool
+) -> list[Raw]:
+    out: list[Raw] = []
+    text = view.text
+    for rule in rules:
+        if rule.triggers and not any(t in text for t in rule.triggers):
+            continue
+        for m in rule.finditer(text):
+            start, end = view.span(m.start(), m.end())
+            out.append((rule.category, rule.reason + suffix, start, end, False, None))
+    if commands:
+        for category, reason, start, end, redact in (
+            *_command_findings(view),
+            *_url_findings(view),
+        ):
+            out.append((category, reason + suffix, start, end, redact, None))
+    return out
+
+
+def _payloads(text: str, runs: list) -> list[tuple[str, Payload]]:
+    out = []
+    tags = tag_payload(text, runs)
+    if tags is not None:
+        decoded, positions = tags
+        out.append(("in hidden tag characters", Payload(decoded, [(p, p + 1) for p in positions])))
+    for decoded, sources in selector_payloads(text, runs):
+        out.append(("in variation selectors", Payload(decoded, sources)))
+    for how, decoded, sources in encoded_payloads(text):
+        out.append((f"decoded from {how}", Payload(decoded, sources)))
+    return out
+
+
+def _payload_findings(payload: Payload, how: str, depth: int) -> list[Raw]:
+    """The payload scanned as text of its own; excerpts show the decoded text."""
+    inner, quiet = scan_raw(payload.text, depth=depth + 1)
+    out: list[Raw] = []
+    for category, reason, start, end, redact, excerpt in inner:
+        if excerpt is None:
+            excerpt = render_excerpt(payload.text, start, end, redact=redact, quiet=quiet)
+        out.append((category, f"{reason} ({how})", *payload.span(start, end), redact, excerpt))
+    return out
+
+
+def redact_secrets(payload: str) -> str:
+    """`payload` with every credential replaced, for reasons that quote decoded text."""
+    spans = [(start, end) for _, _, start, end, _ in _secret_findings(payload)]
+    for start, end in sorted(spans, reverse=True):
+        payload = payload[:start] + "[redacted]" + payload[end:]
+    return payload
