@@ -208,7 +208,9 @@
       form.addEventListener("htmx:afterRequest", function (e) {
         text.readOnly = false;
         button.disabled = false;
-        if (e.detail.successful) {
+        // Not `successful`: a refusal shown as a partial (400, 429) counts as one for htmx,
+        // and its message and the typed text must stay.
+        if (e.detail.xhr && e.detail.xhr.status < 300) {
           form.reset();
           clientId.value = "";
           var error = document.getElementById("composer-error");

@@ -1,0 +1,87 @@
+"""The Content Security Policy and the abuse limits, as a browser meets them: no page of the
+product trips the policy, a locked-out login says why, a too-fast composer says so."""
+
+import pytest
+from playwright.sync_api import expect
+
+from chats.models import ChatMember
+from chats.services import chat_get_or_create, chat_member_ensure
+from tests.fakes import openai_server as fake_openai
+
+
+def watch_policy(page) -> list[str]:
+    """Every CSP violation the page reports (console errors and violation events)."""
+    violations = []
+    page.on(
+        "console",
+        lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None,
+    )
+    page.add_init_script(
+        "document.addEventListener('securitypolicyviolation', e => "
+        "console.error('Content Security Policy violation: ' + e.violatedDirective"
+        " + ' ' + e.blockedURI));"
+    )
+    return violations
+
+
+def test_no_page_trips_the_content_security_policy(page_for, make_person, fake_llm):
+    alice = make_person("alice", is_staff=True, is_superuser=True)
+    room, _ = chat_get_or_create(channel="web", chat_id="csp-room", title="CSP room")
+    chat_member_ensure(chat=room, person=alice, role=ChatMember.Role.OWNER)
+    fake_llm.script(fake_openai.text("A reply with **bold** and `code`.", delay=0.05))
+    page = page_for(alice)
+    violations = watch_policy(page)
+    page.reload()
+    page.click("text=CSP room")
+    page.fill("#composer-text", "hello")
+    page.keyboard.press("Enter")
+    expect(page.locator("#messages")).to_contain_text("A reply with", timeout=20_000)
+    for path in ["/memory/", "/memory/approvals/", "/accounts/password/", "/search/?q=hello"]:
+        page.goto(path)
+        page.wait_for_load_state("networkidle")
+    page.goto("/admin/")
+    page.wait_for_load_state("networkidle")
+    page.goto("/admin/chats/chat/")
+    page.wait_for_load_state("networkidle")
+    assert violations == []
+
+
+def test_a_locked_out_login_says_why(chromium_browser, live_stack, make_person):
+    make_person("alice")
+    context = chromium_browser.new_context(base_url=live_stack.url)
+    page = context.new_page()
+    page.goto("/accounts/login/")
+    for attempt in range(5):
+        page.fill("#id_username", "alice")
+        page.fill("#id_password", f"wrong-{attempt}")
+        page.click("button[type=submit]")
+    expect(page.get_by_role("alert")).to_contain_text("Too many failed login attempts")
+    page.fill("#id_password", "pw-alice-123!")
+    page.click("button[type=submit]")
+    expect(page.get_by_role("alert")).to_contain_text("Try again in 15 minutes")
+    expect(page.locator("h1")).to_have_text("Log in")
+    context.close()
+
+
+@pytest.fixture
+def one_post_per_minute(monkeypatch):
+    monkeypatch.setenv("WEB_POST_RATE_LIMIT_PER_MINUTE", "1")
+
+
+def test_posting_too_fast_shows_the_limit_in_the_composer(
+    one_post_per_minute, page_for, make_person, fake_llm
+):
+    alice = make_person("alice")
+    room, _ = chat_get_or_create(channel="web", chat_id="fast-room", title="Fast room")
+    chat_member_ensure(chat=room, person=alice, role=ChatMember.Role.OWNER)
+    fake_llm.script(fake_openai.text("ok"))
+    page = page_for(alice)
+    page.click("text=Fast room")
+    page.fill("#composer-text", "first")
+    page.keyboard.press("Enter")
+    expect(page.locator("#messages")).to_contain_text("first")
+    page.fill("#composer-text", "second")
+    page.keyboard.press("Enter")
+    expect(page.locator("#composer-error")).to_contain_text("too fast")
+    expect(page.locator("#composer-text")).to_have_value("second")  # kept to send again
+    expect(page.locator("#messages")).not_to_contain_text("second")
