@@ -67,7 +67,13 @@ def fill_books():
 
     person = get_user_model().objects.create_user("bench-alice")
     message = message_ingest(
-        channel="web", chat_id="bench-room", user_id="bench-alice", text="hi", person=person
+        # A terminal profile: the person's own chat (one reader), where their private
+        # entries are shown and their explicit requests apply at once; a web room is shared.
+        channel="cli",
+        chat_id="bench-profile",
+        user_id="bench-alice",
+        text="hi",
+        person=person,
     ).message
     chat_member_ensure(chat=message.chat, person=person)
     author = Author(person=person, actor=message.actor, chat=message.chat, asked=True)
