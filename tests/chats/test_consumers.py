@@ -231,7 +231,8 @@ def test_chat_key_with_colon_and_percent_in_its_id(member):
     run(body)
 
 
-def test_ping_answers_pong_with_the_newest_seq(member, team_chat, monkeypatch):
+def test_ping_answers_pong_with_the_newest_seq(member, team_chat, monkeypatch, settings):
+    settings.WS_PING_CATCH_UP_SECONDS = 0  # every ping looks (the interval is tested below)
     headers = session_headers(member)
 
     async def body():
