@@ -21,6 +21,7 @@ from bots.models import OutboundMessage
 from bots.updates import BotIdentity, display_name
 from chats.models import Channel
 from chats.services import actor_get_or_create
+from hermes_site.scanning import reveal_hidden
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +41,9 @@ def _keyboard(entry_id: int, revision: int) -> dict:
 
 
 def _quote(text: str) -> str:
-    return f"<blockquote>{html.escape(text)}</blockquote>"
+    """Escaped, with hidden code points shown as markers: a reviewer sees what the model
+    would read."""
+    return f"<blockquote>{html.escape(reveal_hidden(text))}</blockquote>"
 
 
 def prompt_text(entry) -> str:
@@ -166,7 +169,7 @@ def callback_query_apply(query: CallbackQuery, identity: BotIdentity):
         return UpdateOutcome("memory:conflict", outbound=outbound + ([edit] if edit else []))
     verb = "Approved" if decision == "approve" else "Rejected"
     text = (
-        f"🧠 <blockquote>{html.escape(entry.text)}</blockquote>\n"
+        f"🧠 {_quote(entry.text)}\n"
         f"{'✅' if decision == 'approve' else '✖️'} {verb} by {html.escape(display_name(presser))}."
     )
     outbound = [_answer(query, f"{verb}.")]

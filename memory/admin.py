@@ -29,6 +29,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 
 from chats.admin import NoWrites, ReadOnlyAdmin
+from hermes_site.scanning import reveal_hidden
 from memory import policy
 from memory.forms import DecisionForm
 from memory.models import MemoryBook, MemoryEntry, MemoryEvent, Scope, Visibility
@@ -97,7 +98,8 @@ def _restricted_search(request, queryset, search_term, results, private: Q):
 
 
 def _short(text: str) -> str:
-    return Truncator(" ".join((text or "").split())).chars(SHORT_TEXT)
+    """One line of at most SHORT_TEXT characters, hidden code points shown as markers."""
+    return Truncator(" ".join(reveal_hidden(text or "").split())).chars(SHORT_TEXT)
 
 
 def _admin_link(obj, label=None) -> str:
@@ -327,13 +329,13 @@ class MemoryEntryAdmin(NoWrites, admin.ModelAdmin):
 
     @admin.display(description="text")
     def text_shown(self, entry: MemoryEntry) -> str:
-        return entry.text if self._shows(entry) else HIDDEN
+        return reveal_hidden(entry.text) if self._shows(entry) else HIDDEN
 
     @admin.display(description="proposed text")
     def proposed_text_shown(self, entry: MemoryEntry) -> str:
         if not entry.proposed_text:
             return "—"
-        return entry.proposed_text if self._shows(entry) else HIDDEN
+        return reveal_hidden(entry.proposed_text) if self._shows(entry) else HIDDEN
 
     @admin.display(description="scope", ordering="book__scope")
     def scope(self, entry: MemoryEntry) -> str:
@@ -369,8 +371,8 @@ class MemoryEntryAdmin(NoWrites, admin.ModelAdmin):
                     event.change or "—",
                     event.get_via_display(),
                     _who(event),
-                    (event.before if shows else HIDDEN) if event.before else "—",
-                    (event.after if shows else HIDDEN) if event.after else "—",
+                    (reveal_hidden(event.before) if shows else HIDDEN) if event.before else "—",
+                    (reveal_hidden(event.after) if shows else HIDDEN) if event.after else "—",
                     _source(event),
                 )
                 for number, event in enumerate(events, 1)
@@ -519,11 +521,11 @@ class MemoryEventAdmin(ReadOnlyAdmin):
 
     @admin.display(description="before")
     def before_shown(self, event: MemoryEvent) -> str:
-        return self._text(event, event.before) if event.before else "—"
+        return self._text(event, reveal_hidden(event.before)) if event.before else "—"
 
     @admin.display(description="after")
     def after_shown(self, event: MemoryEvent) -> str:
-        return self._text(event, event.after) if event.after else "—"
+        return self._text(event, reveal_hidden(event.after)) if event.after else "—"
 
     @admin.display(description="entry", ordering="entry_id")
     def entry_link(self, event: MemoryEvent) -> str:

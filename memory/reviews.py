@@ -22,11 +22,10 @@ from memory.services import (
     Status,
     _audit,
     _clear_proposal,
-    book_text_after,
     book_usage,
     memory_expire_proposals,
     normalise_text,
-    scan_book,
+    scan_book_after,
 )
 
 
@@ -106,7 +105,7 @@ def _edit_before_approve(entry: MemoryEntry, text: str, common: dict) -> None:
     if not result.allowed:
         raise ReviewInvalid(f"the edited text was blocked: {result.summary()}")
     others = list(entry.book.entries.filter(status__in=LIVE).exclude(pk=entry.pk).order_by("id"))
-    if not scan_book(book_text_after(others, new)).allowed:
+    if not scan_book_after(others, new).allowed:
         raise ReviewInvalid(
             "the edited text was blocked: together with the other entries of this book it "
             "reads as an instruction or a secret"

@@ -15,7 +15,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from chats.models import Actor, Chat, Message
-from hermes_site.scanning import scan_text
+from hermes_site.scanning import scan_book, scan_text
 from memory import policy
 from memory.audience import Audience, chat_audience, entry_shown, proposal_shown, readers_may_see
 from memory.models import MemoryBook, MemoryEntry, MemoryEvent, Scope, Visibility
@@ -313,22 +313,33 @@ def _blocked(
     )
 
 
-def book_text_after(entries: list[MemoryEntry], content: str, replacing=None) -> list[str]:
-    """The texts of a book as it would read once this change and every waiting proposal are
-    approved (both texts of a pending replacement, since either may end up in force)."""
-    texts = []
+def book_text_after(
+    entries: list[MemoryEntry], content: str, replacing: MemoryEntry | None = None
+) -> tuple[list[str], int]:
+    """The texts of a book in prompt order as it would read once this change and every
+    waiting proposal are approved (both texts of another pending replacement, since either
+    may end up in force), and the index of the changed text: for `scan_book`."""
+    texts: list[str] = []
+    changed = None
     for entry in entries:
         if entry is replacing:
+            changed = len(texts)
+            texts.append(content)
             continue
         texts.append(entry.text)
         if entry.pending_change == Change.REPLACE:
             texts.append(entry.proposed_text)
-    return [*texts, content]
+    if changed is None:
+        changed = len(texts)
+        texts.append(content)
+    return texts, changed
 
 
-def scan_book(texts: list[str]):
-    """Scan a whole book as one text, so an instruction split across entries is caught."""
-    return scan_text("\n".join(texts), kind="memory")
+def scan_book_after(entries: list[MemoryEntry], content: str, replacing=None):
+    """Scan the book as it would read with `content` added (or in place of `replacing`);
+    only findings touching the new text count, so old entries never block later writes."""
+    texts, changed = book_text_after(entries, content, replacing)
+    return scan_book(texts, changed=changed, kind="memory")
 
 
 def memory_propose(
@@ -370,7 +381,7 @@ def memory_propose(
         shown = entries if audience is None else [e for e in entries if entry_shown(audience, e)]
         usage = book_usage(book, entries)
         if change == Change.ADD:
-            result = scan_book(book_text_after(entries, content))
+            result = scan_book_after(entries, content)
             if not result.allowed:
                 return _blocked(book, author, change, content, result, in_book=True)
             return _add(book, shown, usage, author, content, visibility, audience)
@@ -422,7 +433,7 @@ def memory_propose(
                 usage=usage,
             )
         if change == Change.REPLACE:
-            result = scan_book(book_text_after(entries, content, replacing=target))
+            result = scan_book_after(entries, content, replacing=target)
             if not result.allowed:
                 return _blocked(book, author, change, content, result, in_book=True)
             return _replace(book, shown, usage, author, target, content, audience)
