@@ -48,7 +48,7 @@ BENIGN_MORE = [
     "Mongolian: ᠮᠣᠩᠭᠣᠯ ᠠ\u180b ᠨᠢ\u180eᠭᠡ",
     "Khmer: ភាសាខ្មែរ ជាភាសាផ្លូវការ",
     # emoji
-    "Team emoji: 👩🏽\u200d💻 👨\u200d👩\u200d👧\u200d👦 🏳️\u200d🌈 ❤️ ✔️ 1️⃣ #️⃣ ™️",
+    "Team emoji: 👩🏽\u200d💻 👨\u200d👩\u200d👧\u200d👦 🏳️\u200d🌈 ❤️ ✔️ 1️⃣ #️⃣ ™️ 〽️",
     f"Flags for the UK offices: {ENGLAND} London, {SCOTLAND} Edinburgh, {WALES} Cardiff",
     "Rain ☔ and sun ☀️ icons show the weather status",
     # code, versions, IDs, hashes
