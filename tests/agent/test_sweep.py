@@ -178,3 +178,28 @@ def test_beat_runs_the_sweep_at_the_configured_interval(settings):
     assert entry["schedule"] == settings.TURN_SWEEP_SECONDS
     # A backlog of sweeps (beat kept ticking while no worker ran) is dropped, not replayed.
     assert entry["options"]["expires"] <= settings.TURN_SWEEP_SECONDS
+
+
+def test_two_tasks_claiming_one_turn_at_once_run_it_once():
+    import threading
+
+    from django.db import connections
+
+    message = message_ingest(channel="api", chat_id="r", user_id="u", text="hi").message
+    turn = turn_request(message=message, enqueue=False)
+    start = threading.Barrier(2)
+    outcomes = []
+
+    def claim(worker):
+        try:
+            start.wait(timeout=10)
+            outcomes.append(turn_claim(turn_id=turn.pk, worker=worker).outcome)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=claim, args=(f"w{n}",)) for n in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert sorted(o.value for o in outcomes) == [Claim.CLAIMED.value, Claim.GONE.value]
