@@ -113,8 +113,11 @@ _QUESTION_LEAD = re.compile(
     r"(?:you|u|i|we|hermes)\b[^.!?\n]*$|(?:你|您)?(?:还)?记得|能不能|可不可以|是否",
     re.IGNORECASE,
 )
+# Any negation before the keyword in its sentence ("I don't want you to remember…"): a
+# request that is not plainly positive is not one (it then simply waits for review).
 _NEGATION = re.compile(
-    r"\b(?:don't|do not|dont|never|no need to|not|stop|without)\s+(?:\w+\s+){0,2}$|[别不没]\s*$",
+    r"\b(?:don't|don’t|do not|dont|never|no|not|stop|without|can't|cannot|won't|shouldn't)\b"
+    r"|[别不没]",
     re.IGNORECASE,
 )
 _SENTENCE_END = re.compile(r"[.!?。！？;；\n]")

@@ -85,6 +85,8 @@ def test_an_explicit_request_whose_words_the_content_repeats(said, content):
         ("Can you change my drink to green tea?", "Likes green tea"),
         ("Don't remember that I like green tea", "Likes green tea"),
         ("no need to remember that I like tea", "Likes tea"),
+        ("I don't want you to remember that I like tea", "Likes tea"),
+        ("Please never ever again remember that I like tea", "Likes tea"),
         ("I can never remember the VPN steps", "VPN steps"),
         ("你还记得我喜欢茶吗？", "喜欢茶"),
         # Explicit, but the content is not what was said.
