@@ -13,7 +13,8 @@ from chats.agent.turns import Claim, turn_claim, turns_recover_stale, turns_swee
 logger = logging.getLogger(__name__)
 
 BUSY_RETRY_SECONDS = 0.2
-# Waiting for a running turn ends at the latest when its lease runs out and it is recovered.
+# Waiting for a running turn ends at the latest when its lease runs out and it is recovered;
+# a turn whose task gave up (or was lost) is enqueued again by `sweep_turns`.
 BUSY_MAX_RETRIES = 5000
 
 
