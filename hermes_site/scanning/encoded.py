@@ -14,13 +14,14 @@ import base64
 import binascii
 import re
 
-from hermes_site.scanning.hidden import looks_like_text
+from hermes_site.scanning.hidden import decode_utf8, looks_like_text
 
 MIN_ENCODED = 16
 MAX_PAYLOADS = 32
 MAX_DECODED = 64_000
 
-_BASE64 = re.compile(r"[A-Za-z0-9+/_-]{16,}={0,2}")
+# Wrapped base64 (MIME, PEM: lines of 64 or 76) is one run across its line breaks.
+_BASE64 = re.compile(r"[A-Za-z0-9+/_-]{16,}(?:\r?\n[A-Za-z0-9+/_-]{4,})*={0,2}")
 _HEX = re.compile(r"(?:[0-9A-Fa-f]{2}){12,}")
 _PERCENT = re.compile(r"[^\s%]*(?:%[0-9A-Fa-f]{2}[^\s%]*){3,}")
 _ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
@@ -45,12 +46,32 @@ def encoded_payloads(text: str) -> list[tuple[str, str, list[tuple[int, int]]]]:
             if found is not None:
                 out.append(("hex", *found))
         if found is None:
-            found = _decode_base64(m.group()[: budget * 4 // 3 + 4], m.start())
+            found = _decode_wrapped(m.group()[: budget * 4 // 3 + 4], m.start())
             if found is not None:
                 out.append(("base64", *found))
         if found is not None:
             budget -= len(found[0])
     return out[:MAX_PAYLOADS]
+
+
+def _decode_wrapped(run: str, start: int) -> tuple[str, list[tuple[int, int]]] | None:
+    """A run that may span lines: decoded whole, or else line by line (two unrelated
+    lines of long tokens, one of them base64)."""
+    if "\n" not in run:
+        return _decode_base64(run, start)
+    keep = [i for i, ch in enumerate(run) if ch not in "\r\n"]
+    found = _decode_base64("".join(run[i] for i in keep), 0)
+    if found is not None:
+        decoded, sources = found
+        return decoded, [(start + keep[lo], start + keep[hi - 1] + 1) for lo, hi in sources]
+    texts: list[str] = []
+    spans: list[tuple[int, int]] = []
+    for line in re.finditer(r"[^\r\n]+", run):
+        found = _decode_base64(line.group(), start + line.start())
+        if found is not None:
+            texts.append(found[0] + "\n")
+            spans.extend([*found[1], found[1][-1]])
+    return ("".join(texts), spans) if texts else None
 
 
 def _decode_base64(run: str, start: int) -> tuple[str, list[tuple[int, int]]] | None:
@@ -76,20 +97,14 @@ def _decode_bytes(
     encoded characters (3 bytes per 4 in base64, 1 per 2 in hex)."""
     if len(data) < 8:
         return None
-    try:
-        decoded = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
+    decoded, spans = decode_utf8(data)
     if not looks_like_text(decoded):
         return None
     sources = []
-    pos = 0
-    for ch in decoded:
-        size = len(ch.encode("utf-8"))
-        lo = start + (pos // group) * chars
-        hi = start + ((pos + size + group - 1) // group) * chars
-        sources.append((min(lo, end - 1), min(hi, end)))
-        pos += size
+    for lo, hi in spans:
+        first = start + (lo // group) * chars
+        last = start + ((hi + group - 1) // group) * chars
+        sources.append((min(first, end - 1), min(last, end)))
     return decoded, sources
 
 
@@ -108,15 +123,7 @@ def _decode_percent(token: str, start: int) -> tuple[str, list[tuple[int, int]]]
         data.extend(raw)
         byte_sources.extend([(start + pos, start + pos + 1)] * len(raw))
         pos += 1
-    try:
-        decoded = bytes(data).decode("utf-8")
-    except UnicodeDecodeError:
-        return None
+    decoded, spans = decode_utf8(bytes(data))
     if not looks_like_text(decoded):
         return None
-    sources, i = [], 0
-    for ch in decoded:
-        size = len(ch.encode("utf-8"))
-        sources.append((byte_sources[i][0], byte_sources[i + size - 1][1]))
-        i += size
-    return decoded, sources
+    return decoded, [(byte_sources[lo][0], byte_sources[hi - 1][1]) for lo, hi in spans]

@@ -253,18 +253,31 @@ def selector_text(chunk: str) -> str | None:
     data = selector_bytes(chunk)
     if len(data) < 2:
         return None
-    try:
-        decoded = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
+    decoded, _ = decode_utf8(data)
     return decoded if looks_like_text(decoded) else None
+
+
+def decode_utf8(data: bytes) -> tuple[str, list[tuple[int, int]]]:
+    """`data` as UTF-8 with each character's byte span; a byte that is not UTF-8 reads as
+    U+FFFD, so junk appended to a payload cannot hide the text before it."""
+    decoded = data.decode("utf-8", errors="surrogateescape")
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    for ch in decoded:
+        size = 1 if 0xDC80 <= ord(ch) <= 0xDCFF else len(ch.encode("utf-8"))
+        spans.append((pos, pos + size))
+        pos += size
+    return _SURROGATE.sub("\ufffd", decoded), spans
+
+
+_SURROGATE = re.compile("[\udc80-\udcff]")
 
 
 def looks_like_text(decoded: str) -> bool:
     """Mostly printable characters with at least one letter: worth scanning as text."""
     if not decoded or not any(c.isalpha() for c in decoded):
         return False
-    printable = sum(1 for c in decoded if c.isprintable() or c in "\t\n\r")
+    printable = sum(1 for c in decoded if (c.isprintable() and c != "\ufffd") or c in "\t\n\r")
     return printable >= 0.9 * len(decoded)
 
 
@@ -290,13 +303,9 @@ def selector_payloads(text: str, runs: list[Run]) -> list[tuple[str, list[tuple[
     for run in runs:
         if run.kind != "selector" or run.end - run.start < 2:
             continue
-        decoded = selector_text(text[run.start : run.end])
-        if decoded is None:
+        decoded, spans = decode_utf8(selector_bytes(text[run.start : run.end]))
+        if not looks_like_text(decoded):
             continue
-        sources, pos = [], run.start
-        for ch in decoded:
-            width = len(ch.encode("utf-8"))
-            sources.append((pos, pos + width))
-            pos += width
-        out.append((decoded, sources))
+        # one selector per byte, so byte offsets are character offsets in the run
+        out.append((decoded, [(run.start + lo, run.start + hi) for lo, hi in spans]))
     return out
