@@ -1,8 +1,10 @@
 """`make run`: prepare the database and start the whole product under one supervisor.
 
-Processes (honcho): the embedded Valkey (unless REDIS_URL is set), daphne serving HTTP
-and WebSockets on 127.0.0.1:PORT, a Celery worker, and the Telegram bridge when
-TELEGRAM_BOT_TOKEN is set. Ctrl-C stops them all.
+Processes (hermes_site/supervisor.py): the embedded Valkey (unless REDIS_URL is set; with
+an append-only file under var/valkey), daphne serving HTTP and WebSockets on
+127.0.0.1:PORT, a Celery worker with its embedded beat (the periodic turn sweep), and the
+Telegram bridge when TELEGRAM_BOT_TOKEN is set. A process that exits is restarted (with
+backoff, logged); Ctrl-C stops them all.
 """
 
 import os
@@ -15,6 +17,9 @@ import time
 from pathlib import Path
 
 from dotenv import load_dotenv
+
+from hermes_site.embedded_valkey import wait_until_ready
+from hermes_site.supervisor import Program, Supervisor
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -49,22 +54,50 @@ def manage(env: dict[str, str], *args: str) -> str:
     return result.stdout.strip()
 
 
-def processes(env: dict[str, str]) -> dict[str, str]:
-    """Name → shell command of each process `make run` supervises."""
+def processes(env: dict[str, str]) -> dict[str, list[str]]:
+    """Name → command line of each process `make run` supervises, in start order."""
     python = sys.executable
     port = env["PORT"]
     procs = {}
     if not env.get("REDIS_URL"):
-        procs["valkey"] = f"{python} -m hermes_site.embedded_valkey"
-    procs["web"] = f"{BIN / 'daphne'} -b 127.0.0.1 -p {port} hermes_site.asgi:application"
-    procs["worker"] = (
-        f"{BIN / 'celery'} -A hermes_site worker --loglevel INFO "
-        f"--concurrency {env.get('CELERY_CONCURRENCY', '2')} --without-gossip --without-mingle"
-    )
+        procs["valkey"] = [python, "-m", "hermes_site.embedded_valkey"]
+    procs["web"] = [
+        str(BIN / "daphne"),
+        "-b",
+        "127.0.0.1",
+        "-p",
+        port,
+        "hermes_site.asgi:application",
+    ]
+    # -B: beat inside the worker runs the periodic turn sweep (fine for the one worker of
+    # `make run`; a deployment with several workers runs one `celery beat` instead).
+    procs["worker"] = [
+        str(BIN / "celery"),
+        "-A",
+        "hermes_site",
+        "worker",
+        "-B",
+        "--loglevel",
+        "INFO",
+        "--concurrency",
+        env.get("CELERY_CONCURRENCY", "2"),
+        "--without-gossip",
+        "--without-mingle",
+    ]
     if env.get("TELEGRAM_BOT_TOKEN"):
         # The Telegram bridge (long polling, or sending only in webhook mode).
-        procs["telegram"] = f"{python} manage.py run_telegram_bot"
+        procs["telegram"] = [python, "manage.py", "run_telegram_bot"]
     return procs
+
+
+def _valkey_ready(env: dict[str, str]):
+    def ready(program: Program) -> None:
+        try:
+            wait_until_ready(int(env.get("VALKEY_PORT", "6380")), program.process, timeout=30)
+        except RuntimeError as exc:  # the supervisor restarts it; the clients retry meanwhile
+            print(f"embedded Valkey is not ready: {exc}", file=sys.stderr, flush=True)
+
+    return ready
 
 
 def announce_when_listening(port: int, login: str) -> None:
@@ -81,22 +114,23 @@ def announce_when_listening(port: int, login: str) -> None:
 
 
 def main() -> None:
-    from honcho.manager import Manager
-
     env = prepare_environment()
     os.chdir(BASE_DIR)
     manage(env, "migrate", "--noinput", "-v", "0")
     manage(env, "collectstatic", "--noinput", "-v", "0")
     login = manage(env, "ensure_admin")
     login += "\n  " + manage(env, "llm_status").replace("\n", "\n  ")
-    manager = Manager()
-    for name, command in processes(env).items():
-        manager.add_process(name, command, env=env, cwd=str(BASE_DIR))
+    programs = []
+    for name, argv in processes(env).items():
+        if name == "valkey":
+            # Stopped last, so the others can still reach Redis while they stop.
+            programs.append(Program(name, argv, ready=_valkey_ready(env), stop_last=True))
+        else:
+            programs.append(Program(name, argv))
     threading.Thread(
         target=announce_when_listening, args=(int(env["PORT"]), login), daemon=True
     ).start()
-    manager.loop()
-    sys.exit(manager.returncode)
+    sys.exit(Supervisor(programs, env=env, cwd=str(BASE_DIR)).run())
 
 
 if __name__ == "__main__":

@@ -5,10 +5,13 @@ Use through the `live_stack` fixture (tests/conftest.py) in `transactional_db` t
 what the test writes is committed and visible to the subprocesses.
 """
 
+import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -162,3 +165,99 @@ class LiveStack:
                     process.wait(timeout=10)
                 except subprocess.TimeoutExpired:
                     os.killpg(process.pid, signal.SIGKILL)
+
+
+def processes_in_session(session_id: int) -> list[str]:
+    """ "pid command" of the live processes of a session; zombies (killed, waiting for the
+    init process to reap them) are not running and do not count."""
+    listing = subprocess.run(
+        ["ps", "-o", "pid=,stat=,args=", "-s", str(session_id)], capture_output=True, text=True
+    ).stdout.splitlines()
+    live = []
+    for line in listing:
+        pid, stat, *args = line.split(None, 2)
+        if not stat.startswith("Z"):
+            live.append(" ".join([pid, *args]))
+    return live
+
+
+class MakeRun:
+    """`make run` itself (hermes_site.runner: the supervisor and every process it starts) as
+    a subprocess, with its output collected line by line so a test can wait for a line and
+    find the pid of a supervised process."""
+
+    def __init__(self, env: dict[str, str], argv: list[str] | None = None):
+        self.lines: list[str] = []
+        self._changed = threading.Condition()
+        self.process = subprocess.Popen(
+            argv or [sys.executable, "-u", "-m", "hermes_site.runner"],
+            cwd=BASE_DIR,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            with self._changed:
+                self.lines.append(line.rstrip("\n"))
+                self._changed.notify_all()
+        with self._changed:
+            self._changed.notify_all()
+
+    def output(self, start: int = 0) -> str:
+        with self._changed:
+            return "\n".join(self.lines[start:])
+
+    def wait_for(self, pattern: str, timeout: float, start: int = 0):
+        """The first line from index `start` on matching `pattern` (a regex), and its index."""
+        deadline = time.monotonic() + timeout
+        checked = start
+        with self._changed:
+            while True:
+                while checked < len(self.lines):
+                    match = re.search(pattern, self.lines[checked])
+                    if match:
+                        return match, checked
+                    checked += 1
+                remaining = deadline - time.monotonic()
+                finished = self.process.poll() is not None and not self._reader.is_alive()
+                if remaining <= 0 or finished:
+                    break
+                self._changed.wait(min(remaining, 0.2))
+            tail = "\n".join(self.lines[-60:])
+        raise AssertionError(f"no line matching {pattern!r} in {timeout} s; output:\n{tail}")
+
+    def mark(self) -> int:
+        """The index of the next line (wait for what happens after this point)."""
+        with self._changed:
+            return len(self.lines)
+
+    def pid(self, name: str) -> int:
+        """The pid of the running `name` process, as the supervisor last announced it."""
+        with self._changed:
+            for line in reversed(self.lines):
+                match = re.search(rf"supervisor\s*\| started {name} \(pid (\d+)\)", line)
+                if match:
+                    return int(match.group(1))
+        raise AssertionError(f"the supervisor never started {name}")
+
+    def stop(self, timeout: float = 40) -> list[str]:
+        """Ctrl-C (SIGINT) and wait; returns the processes left in its session ("pid command")."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                raise AssertionError(f"Ctrl-C did not stop `make run` within {timeout} s") from None
+        self._reader.join(timeout=5)
+        leftovers = processes_in_session(self.process.pid)
+        for line in leftovers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(line.split()[0]), signal.SIGKILL)
+        return leftovers

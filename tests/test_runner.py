@@ -2,20 +2,24 @@
 
 Starts the real supervisor (embedded Valkey + daphne + Celery worker) with a fresh var/
 directory, logs in with the printed admin login, sees the chat list, and stops it all
-with Ctrl-C (SIGINT)."""
+with Ctrl-C (SIGINT). The supervisor restarts a process that exits (with backoff) and
+kills what it left behind; a killed worker comes back and answers."""
 
+import json
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from http.cookiejar import CookieJar
 from pathlib import Path
 from urllib.parse import urlencode
 from urllib.request import HTTPCookieProcessor, build_opener
 
 from hermes_site.embedded_valkey import free_port
+from tests.live import MakeRun, processes_in_session
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -80,9 +84,7 @@ def test_make_run_serves_login_and_chat_list_on_embedded_defaults(tmp_path):
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             raise AssertionError("Ctrl-C did not stop `make run` within 30 s") from None
-    leftovers = subprocess.run(
-        ["pgrep", "-s", str(process.pid)], capture_output=True, text=True
-    ).stdout.split()
+    leftovers = processes_in_session(process.pid)
     assert leftovers == [], f"processes left running after Ctrl-C: {leftovers}"
 
 
@@ -93,6 +95,158 @@ def test_the_telegram_bridge_runs_only_when_a_token_is_configured():
     assert set(without) == {"valkey", "web", "worker"}
     with_token = processes({"PORT": "8000", "TELEGRAM_BOT_TOKEN": "123:abc"})
     assert set(with_token) == {"valkey", "web", "worker", "telegram"}
-    assert with_token["telegram"].endswith("manage.py run_telegram_bot")
+    assert with_token["telegram"][-2:] == ["manage.py", "run_telegram_bot"]
     on_redis = processes({"PORT": "8000", "REDIS_URL": "redis://127.0.0.1:6379/0"})
     assert "valkey" not in on_redis
+
+
+# --- the supervisor ---------------------------------------------------------------------
+
+SUPERVISE = """
+import sys
+from hermes_site.supervisor import Program, Supervisor
+programs = [Program(name, [sys.executable, "-u", "-c", code]) for name, code in {programs!r}]
+sys.exit(Supervisor(programs, env=None, cwd=".").run())
+"""
+PARENT_OF_A_CHILD = (
+    "import subprocess, time; child = subprocess.Popen(['sleep', '600']); "
+    "print('child', child.pid, flush=True); time.sleep(600)"
+)
+
+
+def supervise(**programs: str) -> MakeRun:
+    code = SUPERVISE.format(programs=list(programs.items()))
+    return MakeRun(dict(os.environ), argv=[sys.executable, "-u", "-c", code])
+
+
+def gone(pid: int, timeout: float = 15) -> bool:
+    """Whether `pid` stops existing (or is a zombie) within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        if state == "Z":
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_the_supervisor_restarts_a_killed_process_and_kills_what_it_left_behind():
+    run = supervise(sleeper=PARENT_OF_A_CHILD, other="import time; time.sleep(600)")
+    try:
+        match, _ = run.wait_for(r"sleeper\s*\| child (\d+)", 30)
+        child, leader, other = int(match.group(1)), run.pid("sleeper"), run.pid("other")
+        mark = run.mark()
+        os.kill(leader, signal.SIGKILL)
+
+        run.wait_for(
+            rf"sleeper \(pid {leader}\) exited with signal 9 .*restarting in 1 s", 30, mark
+        )
+        run.wait_for(r"started sleeper \(pid \d+\)", 30, mark)
+        run.wait_for(r"sleeper\s*\| child \d+", 30, mark)
+        assert run.pid("sleeper") != leader
+        assert gone(child), "the killed process's child must not outlive it"
+        assert run.pid("other") == other, "the other processes keep running"
+        assert run.process.poll() is None
+    finally:
+        leftovers = run.stop()
+    assert leftovers == [], f"processes left running after Ctrl-C: {leftovers}"
+    assert "stopping" in run.output()
+
+
+def test_a_process_that_keeps_failing_is_restarted_with_growing_delays():
+    run = supervise(broken="import sys; print('broken config', flush=True); sys.exit(3)")
+    try:
+        for delay in (1, 2, 4):
+            run.wait_for(rf"broken \(pid \d+\) exited with status 3 .*restarting in {delay} s", 60)
+        assert run.output().count("broken config") >= 3
+    finally:
+        leftovers = run.stop()
+    assert leftovers == []
+
+
+def _post(base: str, token: str, message_id: str, text: str) -> dict:
+    request = urllib.request.Request(
+        f"{base}/api/v1/messages",
+        data=json.dumps(
+            {"chat_id": "ops", "user_id": "u1", "message_id": message_id, "text": text}
+        ).encode(),
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        assert response.status == 201
+        return json.loads(response.read())["turn"]
+
+
+def _wait_answered(base: str, token: str, turn_id: int, timeout: float = 90) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        request = urllib.request.Request(
+            f"{base}/api/v1/turns/{turn_id}", headers={"Authorization": f"Bearer {token}"}
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            turn = json.loads(response.read())["turn"]
+        if turn["status"] not in ("queued", "running") or time.monotonic() > deadline:
+            return turn
+        time.sleep(0.2)
+
+
+def test_make_run_restarts_a_killed_worker_which_then_answers(tmp_path, fake_llm):
+    port, valkey_port = free_port(), free_port()
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY", "DJANGO_SETTINGS_MODULE"}
+    }
+    env.update(
+        HERMES_VAR_DIR=str(tmp_path / "var"),
+        PORT=str(port),
+        VALKEY_PORT=str(valkey_port),
+        LLM_PROVIDER="openai",
+        LLM_BASE_URL=fake_llm.base_url,
+        LLM_MODEL="fake-model",
+        LLM_RETRY_BASE_SECONDS="0",
+    )
+    fake_llm.script("first answer", "second answer")
+    run = MakeRun(env)
+    try:
+        login, _ = run.wait_for(r"admin login: (\S+) / (\S+)", 120)
+        run.wait_for(r"worker\s*\|.* ready\.", 120)
+        run.wait_for(rf"Hermes Hub is up: http://127\.0\.0\.1:{port}/", 60)
+        base = f"http://127.0.0.1:{port}"
+        token = subprocess.run(
+            [sys.executable, "manage.py", "create_api_token", login.group(1)],
+            cwd=BASE_DIR,
+            env={**env, "SECRET_KEY": (tmp_path / "var" / "secret_key").read_text().strip()},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        assert (
+            _wait_answered(base, token, _post(base, token, "m-1", "hello")["id"])["status"]
+            == "completed"
+        )
+
+        worker = run.pid("worker")
+        pool = subprocess.run(
+            ["pgrep", "-P", str(worker)], capture_output=True, text=True
+        ).stdout.split()
+        assert pool, "the worker runs its turns in pool processes"
+        mark = run.mark()
+        os.kill(worker, signal.SIGKILL)  # the main process only, as the OOM killer might
+
+        run.wait_for(rf"worker \(pid {worker}\) exited with signal 9 .*restarting in", 30, mark)
+        run.wait_for(r"started worker \(pid \d+\)", 60, mark)
+        run.wait_for(r"worker\s*\|.* ready\.", 120, mark)
+        assert run.pid("worker") != worker
+        assert all(gone(int(pid)) for pid in pool), "the dead worker's pool processes are gone"
+
+        answered = _wait_answered(base, token, _post(base, token, "m-2", "are you back?")["id"])
+        assert answered["status"] == "completed"
+        assert answered["reply"]["text"] == "second answer"
+    finally:
+        leftovers = run.stop()
+    assert leftovers == [], f"processes left running after Ctrl-C: {leftovers}"
