@@ -334,6 +334,17 @@ MEMORY_APPROVAL_CHAT = env_str("MEMORY_APPROVAL_CHAT", "chat_admin")
 # Days a proposal waits for a decision before it expires.
 MEMORY_PROPOSAL_TTL_DAYS = env_float("MEMORY_PROPOSAL_TTL_DAYS", 14, minimum=0.001)
 
+# --- Skills -----------------------------------------------------------------------------
+# When a change the agent makes to a skill applies: "own_chat" (default: at once when asked
+# in the author's own private chat — DM, terminal, API — else it waits for a skill reviewer),
+# "review" (every change waits) or "auto" (every change applies at once).
+SKILLS_APPROVAL = env_str("SKILLS_APPROVAL", "own_chat")
+# Skill reviewers: staff, and the members of this Django group.
+SKILLS_REVIEWERS_GROUP = env_str("SKILLS_REVIEWERS_GROUP", "skill reviewers")
+# Token budget of the skills index in the system prompt; past it, the index says how many
+# more skills there are and how to list them.
+SKILLS_INDEX_TOKENS = env_int("SKILLS_INDEX_TOKENS", 1200, minimum=100)
+
 # --- Telegram ---------------------------------------------------------------------------
 # The bridge (`manage.py run_telegram_bot`, started by `make run`) runs when a token is set.
 TELEGRAM_BOT_TOKEN = env_str("TELEGRAM_BOT_TOKEN")

@@ -1,1 +1,241 @@
-"""Skill models arrive with the skills issue; the app is installed and empty."""
+"""Skills: procedures the agent writes, patches and reuses, with their whole history.
+
+A **Skill** is one named procedure (its slug is the `name` of its SKILL.md and never drifts).
+Every content change creates an immutable **SkillVersion** (the full SKILL.md, its parsed
+front matter and the supporting files); `(skill, number)` is unique, so two writers that
+raced for the same next number conflict instead of one losing the other's update. A change
+that needs a reviewer waits as a **SkillProposal** bound to the version it was based on.
+**SkillEvent** rows are the audit trail, written in the same transaction as the change by
+`skills.services`; **SkillUsage** rows record each time a turn loaded a skill.
+"""
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from chats.models import Actor, Chat, Turn
+
+
+class Via(models.TextChoices):
+    AGENT = "agent", "Agent"
+    DASHBOARD = "dashboard", "Dashboard"
+    ADMIN = "admin", "Admin"
+    TELEGRAM = "telegram", "Telegram"
+    COMMAND = "command", "Management command"
+    SYSTEM = "system", "System"
+
+
+class Skill(models.Model):
+    """One named procedure; its content is the current version's."""
+
+    class Status(models.TextChoices):
+        ACTIVE = "active", "Active"
+        STALE = "stale", "Stale"
+        ARCHIVED = "archived", "Archived"
+
+    slug = models.CharField(max_length=64, unique=True)
+    category = models.CharField(max_length=64, blank=True, default="")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
+    pinned = models.BooleanField(default=False)
+    # Copied from the current version so the prompt index needs no join over versions.
+    description = models.CharField(max_length=1024, blank=True, default="")
+    current_version = models.ForeignKey(
+        "SkillVersion", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["slug"]
+        indexes = [models.Index(fields=["status", "slug"], name="skill_status_slug")]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class SkillVersion(models.Model):
+    """One immutable state of a skill's content."""
+
+    skill = models.ForeignKey(Skill, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    change = models.CharField(max_length=16)  # create, patch, edit, file_write, … rollback
+    skill_md = models.TextField()
+    front_matter = models.JSONField(default=dict)
+    files = models.JSONField(default=dict, blank=True)  # {"references/x.md": "text"}
+    content_hash = models.CharField(max_length=64, db_index=True)
+    author_actor = models.ForeignKey(
+        Actor, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    author_person = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="skill_versions",
+    )
+    source_chat = models.ForeignKey(
+        Chat, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    source_turn = models.ForeignKey(
+        Turn, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    reason = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["skill", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["skill", "number"], name="skill_version_number_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.skill.slug} v{self.number}"
+
+
+class SkillProposal(models.Model):
+    """A change that waits for a skill reviewer: the full proposed content, bound to the
+    version it was based on (`base_number`; none for a new skill)."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Waiting for a reviewer"
+        APPROVED = "approved", "Approved"
+        REJECTED = "rejected", "Rejected"
+        SUPERSEDED = "superseded", "Superseded by another change"
+
+    skill = models.ForeignKey(
+        Skill, null=True, blank=True, on_delete=models.CASCADE, related_name="proposals"
+    )
+    slug = models.CharField(max_length=64)
+    category = models.CharField(max_length=64, blank=True, default="")
+    action = models.CharField(max_length=16)  # create, patch, edit, delete, file_write, …
+    base_number = models.PositiveIntegerField(null=True, blank=True)
+    skill_md = models.TextField()
+    front_matter = models.JSONField(default=dict)
+    files = models.JSONField(default=dict, blank=True)
+    content_hash = models.CharField(max_length=64)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    author_actor = models.ForeignKey(
+        Actor, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    author_person = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="skill_proposals",
+    )
+    source_chat = models.ForeignKey(
+        Chat, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    source_turn = models.ForeignKey(
+        Turn, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    reason = models.TextField(blank=True, default="")
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    result_version = models.ForeignKey(
+        SkillVersion, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["status", "created_at"], name="skill_proposal_status")]
+
+    def __str__(self) -> str:
+        return f"skill proposal #{self.pk} ({self.action} {self.slug})"
+
+
+class SkillEvent(models.Model):
+    """One line of the audit trail: who did what to which skill, with before/after."""
+
+    class Kind(models.TextChoices):
+        CREATE = "create", "Created"
+        PATCH = "patch", "Patched"
+        EDIT = "edit", "Edited"
+        FILE_WRITE = "file_write", "File written"
+        FILE_REMOVE = "file_remove", "File removed"
+        ARCHIVE = "archive", "Archived"
+        RESTORE = "restore", "Restored"
+        ROLLBACK = "rollback", "Rolled back"
+        PIN = "pin", "Pinned"
+        UNPIN = "unpin", "Unpinned"
+        IMPORT = "import", "Imported"
+        PROPOSED = "proposed", "Proposed"
+        BLOCKED = "blocked", "Blocked by the scanner"
+        APPROVED = "approved", "Approved"
+        REJECTED = "rejected", "Rejected"
+
+    skill = models.ForeignKey(
+        Skill, null=True, blank=True, on_delete=models.CASCADE, related_name="events"
+    )
+    slug = models.CharField(max_length=64)  # also for a blocked create that left no skill
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    via = models.CharField(max_length=16, choices=Via.choices)
+    version = models.ForeignKey(
+        SkillVersion, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    proposal = models.ForeignKey(
+        SkillProposal, null=True, blank=True, on_delete=models.SET_NULL, related_name="events"
+    )
+    actor = models.ForeignKey(
+        Actor, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    person = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="skill_events",
+    )
+    chat = models.ForeignKey(
+        Chat, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    turn = models.ForeignKey(
+        Turn, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    path = models.CharField(max_length=255, blank=True, default="")  # SKILL.md or a file
+    before = models.TextField(blank=True, default="")
+    after = models.TextField(blank=True, default="")
+    detail = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} {self.slug} ({self.created_at:%Y-%m-%d %H:%M})"
+
+
+class SkillUsage(models.Model):
+    """A turn loaded a skill (`skill_view` of its body or of one file). The outcome is the
+    turn's, read when shown (completed / failed / interrupted, and whether a tool failed)."""
+
+    skill = models.ForeignKey(Skill, on_delete=models.CASCADE, related_name="usages")
+    version = models.ForeignKey(
+        SkillVersion, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    path = models.CharField(max_length=255, blank=True, default="")  # "" = SKILL.md
+    chat = models.ForeignKey(
+        Chat, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    turn = models.ForeignKey(
+        Turn, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    actor = models.ForeignKey(
+        Actor, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["skill", "created_at"], name="skill_usage_skill_time")]
+
+    def __str__(self) -> str:
+        return f"{self.skill.slug} used ({self.created_at:%Y-%m-%d %H:%M})"

@@ -1,0 +1,303 @@
+"""The SKILL.md format (Agent Skills layout, as Hermes, Claude Code and Codex share it).
+
+A skill is a SKILL.md: YAML front matter between `---` lines, then a Markdown body, plus
+optional supporting text files under `references/`, `templates/`, `scripts/`, `assets/`.
+Front matter is parsed with PyYAML's safe loader only (no Python objects), and aliases are
+refused outright (no "billion laughs" expansion). Every error message says what to change.
+"""
+
+import hashlib
+import json
+import re
+import unicodedata
+from dataclasses import dataclass
+from datetime import date, datetime
+
+import yaml
+
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+NAME_MAX = 64
+DESCRIPTION_MAX = 1024
+BODY_MAX = 100_000
+FRONT_MATTER_MAX = 16_384  # characters of YAML between the `---` lines
+FILE_MAX_BYTES = 1024 * 1024
+MAX_FILES = 64
+PATH_MAX = 255
+SEGMENT_MAX = 100
+FILE_DIRS = ("references", "templates", "scripts", "assets")
+LIST_MAX = 32  # tags, related skills
+SKILL_FILE = "SKILL.md"
+
+
+class SkillFormatError(ValueError):
+    """The content breaks the format; the message tells the model what to fix."""
+
+
+@dataclass(frozen=True)
+class ParsedSkill:
+    front_matter: dict
+    body: str
+
+    @property
+    def name(self) -> str:
+        return self.front_matter["name"]
+
+    @property
+    def description(self) -> str:
+        return self.front_matter["description"]
+
+
+def check_name(name, *, what: str = "name") -> str:
+    """A valid slug, or SkillFormatError saying why not."""
+    if not isinstance(name, str) or not name:
+        raise SkillFormatError(f"`{what}` is missing: give a slug like `deploy-staging`.")
+    if len(name) > NAME_MAX:
+        raise SkillFormatError(
+            f"`{what}` {name[:20]!r}… has {len(name)} characters; at most {NAME_MAX} are allowed."
+        )
+    if not NAME_RE.match(name):
+        raise SkillFormatError(
+            f"`{what}` {name!r} is not a valid slug: use lowercase letters, digits, '.', '_' "
+            "and '-', starting with a letter or digit (e.g. `deploy-staging`)."
+        )
+    return name
+
+
+def check_category(category) -> str:
+    """ "" (no category) or a valid slug."""
+    if category in (None, ""):
+        return ""
+    return check_name(category, what="category")
+
+
+def _refuse_aliases(text: str) -> None:
+    try:
+        for token in yaml.scan(text, Loader=yaml.SafeLoader):
+            if isinstance(token, yaml.AliasToken | yaml.AnchorToken):
+                raise SkillFormatError(
+                    "the front matter uses YAML anchors or aliases (`&`/`*`): write values out."
+                )
+    except yaml.YAMLError as exc:
+        raise _yaml_error(exc) from None
+
+
+def _yaml_error(exc: yaml.YAMLError) -> SkillFormatError:
+    where = ""
+    mark = getattr(exc, "problem_mark", None)
+    if mark is not None:
+        where = f" at line {mark.line + 2}, column {mark.column + 1}"
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    return SkillFormatError(
+        f"the front matter is not valid YAML{where}: {problem}. Quote values that contain ': '."
+    )
+
+
+def _json_safe(value):
+    """YAML dates and odd scalars as JSON: the parsed front matter is stored as JSON."""
+    if isinstance(value, dict):
+        return {str(key): _json_safe(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(item) for item in value]
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        raise SkillFormatError("the front matter holds binary data (!!binary): use text.")
+    return value
+
+
+def _string_list(front: dict, key: str, *, slugs: bool = False) -> None:
+    if key not in front:
+        return
+    value = front[key]
+    if isinstance(value, str):
+        value = [part.strip() for part in value.split(",") if part.strip()]
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise SkillFormatError(f"`{key}` must be a list of strings, like [a, b].")
+    if len(value) > LIST_MAX:
+        raise SkillFormatError(f"`{key}` has {len(value)} items; at most {LIST_MAX} are allowed.")
+    for item in value:
+        if slugs:
+            check_name(item, what=f"{key} item")
+        elif len(item) > NAME_MAX:
+            raise SkillFormatError(f"`{key}` item {item[:20]!r}… is longer than {NAME_MAX}.")
+    front[key] = value
+
+
+def _check_front_matter(front: dict) -> dict:
+    check_name(front.get("name"))
+    description = front.get("description")
+    if not isinstance(description, str) or not description.strip():
+        raise SkillFormatError(
+            "`description` is missing: add one line saying what the skill does and when to use it."
+        )
+    if len(description) > DESCRIPTION_MAX:
+        raise SkillFormatError(
+            f"`description` has {len(description):,} characters; at most {DESCRIPTION_MAX:,} "
+            "are allowed. Move detail into the body."
+        )
+    for key in ("version", "license"):
+        if key in front:
+            value = front[key]
+            if isinstance(value, bool) or not isinstance(value, str | int | float):
+                raise SkillFormatError(f'`{key}` must be a short string, like "1.0".')
+            front[key] = str(value)
+            if len(front[key]) > NAME_MAX:
+                raise SkillFormatError(f"`{key}` is longer than {NAME_MAX} characters.")
+    if "metadata" in front and not isinstance(front["metadata"], dict):
+        raise SkillFormatError("`metadata` must be a mapping (key: value lines indented below).")
+    _string_list(front, "tags")
+    _string_list(front, "related_skills", slugs=True)
+    return front
+
+
+def split_front_matter(text: str) -> tuple[str, str]:
+    """(YAML text, body) of a SKILL.md, or SkillFormatError if the `---` lines are missing."""
+    if not text.startswith("---"):
+        raise SkillFormatError(
+            "SKILL.md must start with front matter: a line `---`, `name: <slug>`, "
+            "`description: <one line>`, then a line `---` and the Markdown body."
+        )
+    lines = text.split("\n")
+    if lines[0].rstrip() != "---":
+        raise SkillFormatError("the first line of SKILL.md must be exactly `---`.")
+    for index in range(1, len(lines)):
+        if lines[index].rstrip() in ("---", "..."):
+            return "\n".join(lines[1:index]), "\n".join(lines[index + 1 :])
+    raise SkillFormatError(
+        "the front matter is not closed: add a line `---` after the last front matter field."
+    )
+
+
+def parse_skill_md(text: str, *, expected_name: str | None = None) -> ParsedSkill:
+    """The validated front matter and body of `text`; with `expected_name`, the front matter
+    `name` must equal it (a skill is never renamed by its content)."""
+    if not isinstance(text, str) or not text.strip():
+        raise SkillFormatError("SKILL.md is empty: write front matter and a body.")
+    if "\x00" in text:
+        raise SkillFormatError("SKILL.md contains a NUL character: remove it.")
+    text = text.removeprefix("\ufeff")
+    yaml_text, body = split_front_matter(text)
+    if len(yaml_text) > FRONT_MATTER_MAX:
+        raise SkillFormatError(
+            f"the front matter has {len(yaml_text):,} characters; at most {FRONT_MATTER_MAX:,} "
+            "are allowed. Move detail into the body."
+        )
+    _refuse_aliases(yaml_text)
+    try:
+        front = yaml.safe_load(yaml_text)
+    except yaml.YAMLError as exc:
+        raise _yaml_error(exc) from None
+    if not isinstance(front, dict):
+        raise SkillFormatError(
+            "the front matter must be `key: value` lines (a YAML mapping) with at least "
+            "`name` and `description`."
+        )
+    front = _check_front_matter(_json_safe(front))
+    if expected_name is not None and front["name"] != expected_name:
+        raise SkillFormatError(
+            f"the front matter says `name: {front['name']}` but this skill is {expected_name!r}; "
+            f"keep `name: {expected_name}` (skills are not renamed by editing)."
+        )
+    if not body.strip():
+        raise SkillFormatError("the body is empty: write the procedure below the front matter.")
+    if len(body) > BODY_MAX:
+        raise SkillFormatError(
+            f"the body has {len(body):,} characters; at most {BODY_MAX:,} are allowed. Move "
+            "long material into references/ files and link them from the body."
+        )
+    return ParsedSkill(front_matter=front, body=body)
+
+
+def normalise_path(path) -> str:
+    """A supporting file's path, normalised (`references/a.md`), or SkillFormatError: only
+    under references/, templates/, scripts/ or assets/, never absolute, never with `..`,
+    backslashes, NUL, control characters or hidden segments."""
+    allowed = ", ".join(f"{name}/" for name in FILE_DIRS)
+    if not isinstance(path, str) or not path.strip():
+        raise SkillFormatError(f"`file_path` is missing: give a path under {allowed}.")
+    if "\x00" in path:
+        raise SkillFormatError("`file_path` contains a NUL character.")
+    if "\\" in path:
+        raise SkillFormatError("`file_path` contains a backslash: use '/' between folders.")
+    if path.startswith(("/", "~")) or re.match(r"^[A-Za-z]:", path):
+        raise SkillFormatError(
+            f"`file_path` {path!r} is absolute: give a path inside the skill, under {allowed}."
+        )
+    path = unicodedata.normalize("NFC", path.strip())
+    parts = [part for part in path.split("/") if part not in ("", ".")]
+    if any(part == ".." for part in parts):
+        raise SkillFormatError(f"`file_path` {path!r} leaves the skill ('..'): remove '..'.")
+    if len(parts) < 2 or parts[0] not in FILE_DIRS:
+        if parts and parts[-1] == SKILL_FILE:
+            raise SkillFormatError(
+                "SKILL.md is not a supporting file: use action `edit` or `patch` to change it."
+            )
+        raise SkillFormatError(
+            f"`file_path` {path!r} is not allowed: supporting files live under {allowed} "
+            "(e.g. references/api.md)."
+        )
+    for part in parts:
+        if any(unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") for ch in part):
+            raise SkillFormatError(
+                f"`file_path` {path!r} contains control or invisible characters."
+            )
+        if part.startswith("."):
+            raise SkillFormatError(f"`file_path` {path!r} has a hidden segment {part!r}.")
+        if len(part) > SEGMENT_MAX:
+            raise SkillFormatError(f"a folder or file name in `file_path` exceeds {SEGMENT_MAX}.")
+    normalised = "/".join(parts)
+    if len(normalised) > PATH_MAX:
+        raise SkillFormatError(f"`file_path` has more than {PATH_MAX} characters.")
+    return normalised
+
+
+def check_file_content(path: str, content) -> str:
+    """Text of at most FILE_MAX_BYTES (UTF-8), without NUL; else SkillFormatError."""
+    if isinstance(content, bytes):
+        try:
+            content = content.decode("utf-8")
+        except UnicodeDecodeError:
+            raise SkillFormatError(
+                f"{path} is not UTF-8 text: only text supporting files are stored."
+            ) from None
+    if not isinstance(content, str):
+        raise SkillFormatError(f"the content of {path} must be text.")
+    if "\x00" in content:
+        raise SkillFormatError(f"{path} contains NUL characters: only text files are stored.")
+    size = len(content.encode("utf-8"))
+    if size > FILE_MAX_BYTES:
+        raise SkillFormatError(
+            f"{path} has {size:,} bytes; a supporting file may have at most {FILE_MAX_BYTES:,} "
+            "(1 MiB). Split it into several files."
+        )
+    return content
+
+
+def check_files(files: dict) -> dict:
+    """Every path normalised and every content checked; at most MAX_FILES files."""
+    if len(files) > MAX_FILES:
+        raise SkillFormatError(f"a skill may have at most {MAX_FILES} supporting files.")
+    checked = {}
+    for path, content in files.items():
+        normal = normalise_path(path)
+        if normal in checked:
+            raise SkillFormatError(f"two files normalise to the same path {normal!r}.")
+        checked[normal] = check_file_content(normal, content)
+    return dict(sorted(checked.items()))
+
+
+def content_hash(skill_md: str, files: dict) -> str:
+    """SHA-256 over SKILL.md and the files, independent of dict order."""
+    canonical = json.dumps(
+        {"skill_md": skill_md, "files": dict(sorted(files.items()))},
+        ensure_ascii=False,
+        sort_keys=True,
+    )
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def render_skill_md(*, name: str, description: str, body: str, extra: dict | None = None) -> str:
+    """A SKILL.md from its parts (used by tests and the bench; the model writes its own)."""
+    front = {"name": name, "description": description, **(extra or {})}
+    yaml_text = yaml.safe_dump(front, sort_keys=False, allow_unicode=True, width=10_000)
+    return f"---\n{yaml_text}---\n{body}"

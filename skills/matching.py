@@ -1,0 +1,231 @@
+"""Tolerant find-and-replace for `skill_manage(action="patch")`.
+
+Models quote text imperfectly: re-indented, with trailing spaces lost, with `\\n` written out,
+with typographic quotes. The needle is searched at increasing levels of tolerance, in this
+fixed order, and the first level that finds anything decides:
+
+1. exact
+2. line-trimmed: trailing whitespace of every line ignored
+3. whitespace-normalised: also runs of spaces and tabs count as one space
+4. indentation-flexible: also leading indentation ignored (the replacement is re-indented
+   to the matched text's indentation)
+5. escape-normalised: also `\\n`, `\\t`, `\\"` and `\\'` written out in the needle read as the
+   characters they stand for
+6. Unicode-normalised: also curly quotes, primes, dashes and non-breaking spaces read as
+   their ASCII forms
+
+Each level includes the ones before it. Several matches need `replace_all`; no match is
+refused with the nearest candidates (scored by rapidfuzz) so the model can quote them.
+"""
+
+import re
+from dataclasses import dataclass
+
+from rapidfuzz import fuzz
+
+LEVELS = (
+    "exact",
+    "line-trimmed",
+    "whitespace-normalised",
+    "indentation-flexible",
+    "escape-normalised",
+    "unicode-normalised",
+)
+FOLD = str.maketrans(
+    {
+        "\u2018": "'",
+        "\u2019": "'",
+        "\u201a": "'",
+        "\u201b": "'",
+        "\u2032": "'",
+        "\u201c": '"',
+        "\u201d": '"',
+        "\u201e": '"',
+        "\u201f": '"',
+        "\u2033": '"',
+        "\u00ab": '"',
+        "\u00bb": '"',
+        "\u2010": "-",
+        "\u2011": "-",
+        "\u2012": "-",
+        "\u2013": "-",
+        "\u2014": "-",
+        "\u2015": "-",
+        "\u2212": "-",
+        "\u00a0": " ",
+        "\u202f": " ",
+        "\u2007": " ",
+    }
+)
+ESCAPES = {"\\n": "\n", "\\t": "\t", '\\"': '"', "\\'": "'"}
+ESCAPE_RE = re.compile(r"\\[nt\"']")
+EXCERPT_CHARS = 160
+CANDIDATES = 3
+
+
+class PatchError(ValueError):
+    """The patch cannot be applied; the message says why and what to send instead."""
+
+
+@dataclass(frozen=True)
+class PatchResult:
+    text: str
+    level: str
+    count: int
+
+
+def _unescape(text: str) -> str:
+    return ESCAPE_RE.sub(lambda m: ESCAPES[m.group(0)], text)
+
+
+def _normalise(text: str, level: int) -> tuple[str, list[int]]:
+    """`text` at tolerance `level` (index into LEVELS), and for every character kept the
+    index of the original character it came from."""
+    out: list[str] = []
+    where: list[int] = []
+    offset = 0
+    lines = text.split("\n")
+    for number, line in enumerate(lines):
+        end = len(line.rstrip()) if level >= 1 else len(line)
+        start = 0
+        if level >= 3:
+            start = min(end, len(line) - len(line.lstrip()))
+        previous_space = False
+        for i in range(start, end):
+            ch = line[i]
+            if level >= 5:
+                ch = ch.translate(FOLD)
+            if level >= 2 and ch in " \t":
+                if previous_space:
+                    continue
+                ch, previous_space = " ", True
+            else:
+                previous_space = False
+            out.append(ch)
+            where.append(offset + i)
+        if number < len(lines) - 1:
+            out.append("\n")
+            where.append(offset + len(line))
+        offset += len(line) + 1
+    return "".join(out), where
+
+
+def _prepare_needle(needle: str, level: int) -> str:
+    if level >= 4:
+        needle = _unescape(needle)
+    if level >= 1:
+        needle = needle.strip("\n")
+    normal, _ = _normalise(needle, level)
+    if level >= 1:
+        normal = normal.strip()
+    return normal
+
+
+def _find(text: str, needle: str, level: int) -> list[tuple[int, int]]:
+    """Non-overlapping (start, end) spans in `text` matching `needle` at `level`."""
+    if level == 0:
+        spans, start = [], 0
+        while (found := text.find(needle, start)) != -1:
+            spans.append((found, found + len(needle)))
+            start = found + max(1, len(needle))
+        return spans
+    wanted = _prepare_needle(needle, level)
+    if not wanted:
+        return []
+    haystack, where = _normalise(text, level)
+    spans, start = [], 0
+    while (found := haystack.find(wanted, start)) != -1:
+        last = found + len(wanted) - 1
+        spans.append((where[found], where[last] + 1))
+        start = found + len(wanted)
+    return spans
+
+
+def _indent(line: str) -> str:
+    return line[: len(line) - len(line.lstrip(" \t"))]
+
+
+def _reindent(replacement: str, needle: str, text: str, start: int) -> str:
+    """The replacement moved from the needle's indentation to the matched text's."""
+    needle_lines = [line for line in needle.split("\n") if line.strip()]
+    if not needle_lines:
+        return replacement
+    have = _indent(needle_lines[0])
+    line_start = text.rfind("\n", 0, start) + 1
+    want = _indent(text[line_start:])
+    lines = replacement.split("\n")
+    first = lines[0].removeprefix(have) if lines[0].startswith(have) else lines[0].lstrip(" \t")
+    rest = [
+        (want + line.removeprefix(have)) if line.startswith(have) and line.strip() else line
+        for line in lines[1:]
+    ]
+    return "\n".join([first, *rest])
+
+
+def _line_of(text: str, index: int) -> int:
+    return text.count("\n", 0, index) + 1
+
+
+def _excerpt(text: str) -> str:
+    one_line = " ⏎ ".join(line.strip() for line in text.strip().split("\n"))
+    if len(one_line) > EXCERPT_CHARS:
+        one_line = one_line[: EXCERPT_CHARS - 1] + "…"
+    return one_line
+
+
+def nearest_candidates(text: str, needle: str, limit: int = CANDIDATES) -> list[str]:
+    """The windows of `text` (as many lines as the needle) most similar to it, best first,
+    each as "line N: excerpt"."""
+    lines = text.split("\n")
+    size = max(1, len(needle.strip("\n").split("\n")))
+    wanted = " ".join(needle.split()).translate(FOLD)
+    scored = []
+    for index in range(max(1, len(lines) - size + 1)):
+        window = "\n".join(lines[index : index + size])
+        if not window.strip():
+            continue
+        score = fuzz.ratio(wanted, " ".join(window.split()).translate(FOLD))
+        scored.append((score, index, window))
+    scored.sort(key=lambda item: (-item[0], item[1]))
+    return [f"line {index + 1}: {_excerpt(window)}" for _, index, window in scored[:limit]]
+
+
+def apply_patch(text: str, old: str, new: str, *, replace_all: bool = False) -> PatchResult:
+    """`text` with `old` replaced by `new`, matched at the first tolerance level that finds
+    it; PatchError for an empty, missing or (without `replace_all`) ambiguous needle."""
+    if not old or not old.strip():
+        raise PatchError("`old_string` is empty: quote the exact text to replace.")
+    for level, name in enumerate(LEVELS):
+        if level in (4,) and not ESCAPE_RE.search(old):
+            continue  # the same search as the level before
+        if level == 5 and old.translate(FOLD) == old and text.translate(FOLD) == text:
+            continue
+        spans = _find(text, old, level)
+        if not spans:
+            continue
+        if len(spans) > 1 and not replace_all:
+            places = "; ".join(
+                f"line {_line_of(text, s)}: {_excerpt(text[s:e])}" for s, e in spans[:5]
+            )
+            raise PatchError(
+                f"`old_string` matches {len(spans)} places ({name} match): {places}. Quote more "
+                "surrounding text so it matches one place, or set replace_all=true."
+            )
+        replacement = new
+        if level >= 4 and ESCAPE_RE.search(old) and "\n" not in new:
+            replacement = _unescape(new)
+        result = text
+        for start, end in reversed(spans):
+            piece = replacement
+            if level >= 1 and "\n" in replacement:
+                piece = _reindent(replacement, _unescape(old) if level >= 4 else old, text, start)
+            elif level >= 1 and old.strip("\n")[:1] in (" ", "\t"):
+                piece = replacement.lstrip(" \t")
+            result = result[:start] + piece + result[end:]
+        return PatchResult(text=result, level=name, count=len(spans))
+    candidates = nearest_candidates(text, old)
+    hint = " Nearest text: " + " | ".join(candidates) if candidates else ""
+    raise PatchError(
+        "`old_string` was not found (also not with whitespace, indentation, escapes or "
+        f"quotes normalised).{hint}. View the skill and quote its current text."
+    )

@@ -1,0 +1,56 @@
+"""Who may decide skill changes, and when the agent's change applies without a reviewer.
+
+Skills are team-wide: one skill reaches every chat's prompt index. So a change applies at
+once only when the person asking is the one reader of the chat it was asked in (their DM,
+terminal or API conversation, nobody else a member), under SKILLS_APPROVAL="own_chat"; a
+change from a group, a topic, a web room or a background job waits for a skill reviewer.
+"""
+
+from django.conf import settings
+
+from chats.models import Actor, Chat, ChatKind, ChatMember
+
+APPROVAL_CHOICES = ("own_chat", "review", "auto")
+PRIVATE_KINDS = (ChatKind.DM, ChatKind.CLI, ChatKind.API)
+
+
+def approval_policy() -> str:
+    """The configured policy (validated at startup by a system check)."""
+    return settings.SKILLS_APPROVAL
+
+
+def is_own_private_chat(chat: Chat | None, *, person=None, actor: Actor | None = None) -> bool:
+    """Is `chat` private to the author of the current message (its one reader)?"""
+    if chat is None or chat.kind not in PRIVATE_KINDS:
+        return False
+    if person is None and actor is not None and actor.person_id is not None:
+        person = actor.person
+    if person is None and actor is None:
+        return False
+    if person is not None and not person.is_active:
+        return False
+    others = ChatMember.objects.filter(chat=chat)
+    if person is not None:
+        others = others.exclude(person=person)
+    return not others.exists()
+
+
+def applies_at_once(*, chat: Chat | None, person=None, actor: Actor | None = None) -> bool:
+    """Does an agent's change asked for in `chat` by this author apply without a reviewer?"""
+    policy = approval_policy()
+    if policy == "auto":
+        return True
+    if policy == "review":
+        return False
+    return is_own_private_chat(chat, person=person, actor=actor)
+
+
+def may_review(person) -> bool:
+    """May this person decide skill proposals, roll back, pin, archive or restore skills?
+    Active staff, superusers, and active members of SKILLS_REVIEWERS_GROUP."""
+    if person is None or not getattr(person, "is_authenticated", False) or not person.is_active:
+        return False
+    if person.is_staff or person.is_superuser:
+        return True
+    group = settings.SKILLS_REVIEWERS_GROUP
+    return bool(group) and person.groups.filter(name=group).exists()

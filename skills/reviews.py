@@ -1,0 +1,220 @@
+"""What skill reviewers do: decide proposals, roll back, archive, restore and pin.
+
+Only a skill reviewer (policy.may_review) acts; everyone else is refused with
+SkillNotAllowed and changes nothing. A decision names the version the reviewer was shown,
+so a proposal whose skill moved on since is never applied unseen (SkillStale). Like every
+write to skills, under the skill's row lock with the audit event in the same transaction.
+"""
+
+from django.db import transaction
+from django.utils import timezone
+
+from skills import policy
+from skills.format import SKILL_FILE
+from skills.models import Skill, SkillProposal, SkillVersion, Via
+from skills.services import (
+    Author,
+    Draft,
+    Kind,
+    SkillConflict,
+    SkillInvalid,
+    SkillNotAllowed,
+    SkillStale,
+    _apply,
+    _event,
+    _lock,
+    _scan,
+)
+
+Status = SkillProposal.Status
+
+
+def _reviewer(person) -> None:
+    if not policy.may_review(person):
+        raise SkillNotAllowed("only skill reviewers (staff or the reviewers group) may do this")
+
+
+def skill_proposal_decide(
+    *,
+    proposal_id: int,
+    decision: str,
+    shown_version: int | None,
+    person,
+    via: str = Via.DASHBOARD,
+    note: str = "",
+) -> SkillProposal:
+    """Approve or reject a pending proposal as the skill reviewer `person`, exactly as shown:
+    `shown_version` is the skill version the reviewer compared it with (None for a new
+    skill). Raises SkillNotAllowed, SkillConflict (already decided), SkillStale (the skill
+    changed since; the proposal is then superseded) or SkillInvalid (blocked by the scanner)."""
+    if decision not in ("approve", "reject"):
+        raise ValueError("decision must be approve or reject")
+    _reviewer(person)
+    reviewer = Author(person=person, via=via, reason=note)
+    stale = blocked = False
+    with transaction.atomic():
+        proposal = SkillProposal.objects.select_for_update().filter(pk=proposal_id).first()
+        if proposal is None:
+            raise SkillConflict("this proposal does not exist")
+        skill = _lock(proposal.slug)
+        proposal.refresh_from_db()
+        if proposal.status != Status.PENDING:
+            raise SkillConflict(f"this proposal was already decided ({proposal.status})")
+        current = skill.current_version if skill is not None else None
+        now_number = current.number if current else None
+        author = Author(
+            actor=proposal.author_actor,
+            person=proposal.author_person,
+            chat=proposal.source_chat,
+            turn=proposal.source_turn,
+            via=Via.AGENT,
+            reason=proposal.reason,
+        )
+        common = {"slug": proposal.slug, "author": reviewer, "proposal": proposal}
+        if shown_version != proposal.base_number or now_number != proposal.base_number:
+            if now_number != proposal.base_number:
+                proposal.status = Status.SUPERSEDED
+                proposal.save(update_fields=["status"])
+                stale = True
+            else:
+                raise SkillStale("you were shown another version than this proposal is based on")
+        elif decision == "reject":
+            proposal.status = Status.REJECTED
+            _event(kind=Kind.REJECTED, skill=skill, version=current, **common)
+        else:
+            draft = Draft(
+                skill_md=proposal.skill_md,
+                files=proposal.files,
+                front_matter=proposal.front_matter,
+                archive=proposal.action == "delete",
+                after=proposal.skill_md,
+                scan=[(SKILL_FILE, proposal.skill_md)]
+                + [
+                    (path, text)
+                    for path, text in proposal.files.items()
+                    if current is None or current.files.get(path) != text
+                ],
+            )
+            findings = [] if draft.archive else _scan(draft)
+            if findings:
+                _event(kind=Kind.BLOCKED, skill=skill, detail={"findings": findings}, **common)
+                proposal.status = Status.REJECTED
+                proposal.decided_by, proposal.decided_at = person, timezone.now()
+                proposal.save()
+                blocked = True
+            else:
+                skill, version = _apply(
+                    skill=skill,
+                    slug=proposal.slug,
+                    category=proposal.category,
+                    action=proposal.action,
+                    draft=draft,
+                    author=author,
+                    reason=proposal.reason,
+                )
+                proposal.status = Status.APPROVED
+                proposal.result_version = version
+                if proposal.skill_id is None:
+                    proposal.skill = skill
+                _event(kind=Kind.APPROVED, skill=skill, version=version or current, **common)
+        if not stale and not (decision == "approve" and blocked):
+            proposal.decided_by, proposal.decided_at = person, timezone.now()
+            proposal.save()
+    if stale:
+        raise SkillStale("the skill changed since this proposal was made; it is superseded")
+    if decision == "approve" and blocked:
+        raise SkillInvalid("the proposal was blocked by the content scan and is rejected")
+    return proposal
+
+
+def _locked_skill(slug: str) -> Skill:
+    skill = _lock(slug)
+    if skill is None:
+        raise SkillConflict(f"there is no skill named {slug!r}")
+    return skill
+
+
+def skill_rollback(
+    *, name: str, to_number: int, shown_version: int, person, via: str = Via.DASHBOARD
+) -> SkillVersion:
+    """Make the content of version `to_number` current again, as a new version (history is
+    never rewritten). Scanned again; refused if the skill moved past `shown_version`."""
+    _reviewer(person)
+    with transaction.atomic():
+        skill = _locked_skill(name)
+        current = skill.current_version
+        if current.number != shown_version:
+            raise SkillStale(f"{name} is at version {current.number} now, not {shown_version}")
+        target = skill.versions.filter(number=to_number).first()
+        if target is None:
+            raise SkillConflict(f"{name} has no version {to_number}")
+        author = Author(person=person, via=via)
+        draft = Draft(
+            skill_md=target.skill_md,
+            files=target.files,
+            front_matter=target.front_matter,
+            before=current.skill_md,
+            after=target.skill_md,
+            detail={"restored_version": to_number},
+            scan=[(SKILL_FILE, target.skill_md), *target.files.items()],
+        )
+        findings = _scan(draft)
+        if findings:
+            _event(
+                kind=Kind.BLOCKED,
+                slug=name,
+                author=author,
+                skill=skill,
+                detail={"findings": findings},
+            )
+        else:
+            _, version = _apply(
+                skill=skill,
+                slug=name,
+                category=skill.category,
+                action="rollback",
+                draft=draft,
+                author=author,
+                reason=f"rollback to version {to_number}",
+            )
+            return version
+    raise SkillInvalid(f"version {to_number} is blocked by today's content scan: {findings}")
+
+
+def skill_set_status(*, name: str, archived: bool, person, via: str = Via.DASHBOARD) -> Skill:
+    """Archive (out of the index, recoverable) or restore a skill, as a skill reviewer."""
+    _reviewer(person)
+    with transaction.atomic():
+        skill = _locked_skill(name)
+        wanted = Skill.Status.ARCHIVED if archived else Skill.Status.ACTIVE
+        if skill.status == wanted:
+            return skill
+        skill.status, skill.updated_at = wanted, timezone.now()
+        skill.save(update_fields=["status", "updated_at"])
+        _event(
+            kind=Kind.ARCHIVE if archived else Kind.RESTORE,
+            slug=name,
+            author=Author(person=person, via=via),
+            skill=skill,
+            version=skill.current_version,
+        )
+        return skill
+
+
+def skill_pin(*, name: str, pinned: bool, person, via: str = Via.DASHBOARD) -> Skill:
+    """Pin a skill (listed first in the index, never marked stale) or unpin it."""
+    _reviewer(person)
+    with transaction.atomic():
+        skill = _locked_skill(name)
+        if skill.pinned == pinned:
+            return skill
+        skill.pinned = pinned
+        skill.save(update_fields=["pinned"])
+        _event(
+            kind=Kind.PIN if pinned else Kind.UNPIN,
+            slug=name,
+            author=Author(person=person, via=via),
+            skill=skill,
+            version=skill.current_version,
+        )
+        return skill
