@@ -478,3 +478,29 @@ def test_approval_pages_and_the_telegram_message_show_hidden_code_points(
     assert HIDDEN_TAGS not in form.content.decode()
     message = prompt_text(smuggled)
     assert "⟦tags: &quot;ignore&quot;⟧" in message and HIDDEN_TAGS not in message
+
+
+def test_a_decision_that_names_no_revision_changes_nothing(
+    revised_team_proposal, admin_client, make_person
+):
+    entry, _ = revised_team_proposal
+    client = Client()
+    client.force_login(make_person("stella", is_staff=True))
+    for headers in ({}, HTMX):
+        response = client.post(
+            f"/memory/approvals/{entry.pk}/decide", {"decision": "approve"}, headers=headers
+        )
+        assert response.status_code == 400
+    response = client.post(
+        "/memory/approvals/decide", {"decision": "approve", "entry": [str(entry.pk)]}, headers=HTMX
+    )
+    assert "Unknown proposal." in response.content.decode()
+    # "Select all" across pages in the admin: rows the reviewer was not shown are refused.
+    response = admin_client.post(
+        reverse("admin:memory_memoryentry_changelist"),
+        {"action": "approve_selected", "_selected_action": [entry.pk], "select_across": "1"},
+        follow=True,
+    )
+    assert STALE in response.content.decode()
+    entry.refresh_from_db()
+    assert entry.status == Status.PENDING and not entry.events.exclude(kind=Kind.PROPOSED).exists()
