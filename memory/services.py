@@ -135,7 +135,7 @@ class Outcome:
     """What a proposal did, in words the model can act on."""
 
     code: str  # saved, pending, removed, duplicate, overflow, ambiguous, not_found, blocked,
-    # busy, invalid
+    # busy (a change waits on it), not_yours (someone else's proposal), invalid
     message: str
     entry: MemoryEntry | None = None
     usage: Usage | None = None
@@ -410,10 +410,9 @@ def memory_propose(
         target = targets[0]
         mine = _proposers_side(target, author)
         if target.pending_change and not mine:
+            pending_add = target.status == Status.PENDING
             waiting = (
-                "a proposal someone else made"
-                if target.status == Status.PENDING
-                else ("a change someone else proposed")
+                "a proposal someone else made" if pending_add else "a change someone else proposed"
             )
             return Outcome(
                 "busy",
