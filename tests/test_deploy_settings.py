@@ -74,3 +74,64 @@ def test_pages_carry_a_strict_content_security_policy_and_work_over_http():
     assert "'unsafe-inline'" not in policy and "'unsafe-eval'" not in policy
     assert response["X-Frame-Options"] == "DENY"
     assert response["Referrer-Policy"] == "same-origin"
+
+
+PROBE = """
+import django, json
+django.setup()
+from django.test import Client
+from django.test.utils import setup_test_environment
+setup_test_environment()
+out = {}
+for name, headers in [("plain", {}), ("proxied", {"X-Forwarded-Proto": "https"})]:
+    response = Client(HTTP_HOST="hub.example.com").get("/accounts/login/", headers=headers)
+    cookie = response.cookies.get("csrftoken")
+    out[name] = {
+        "status": response.status_code,
+        "location": response.get("Location", ""),
+        "hsts": response.get("Strict-Transport-Security", ""),
+        "secure_cookie": bool(cookie and cookie["secure"]),
+    }
+print(json.dumps(out))
+"""
+
+
+def probe_requests(tmp_path, **env) -> dict:
+    import json
+
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("SECURE_", "HTTPS"))}
+    clean.update(
+        {
+            "DEBUG": "false",
+            "SECRET_KEY": secrets.token_urlsafe(50),
+            "HERMES_VAR_DIR": str(tmp_path),
+            "ALLOWED_HOSTS": "hub.example.com",
+            "DJANGO_SETTINGS_MODULE": "hermes_site.settings",
+            **env,
+        }
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE],
+        cwd=BASE_DIR,
+        env=clean,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_behind_a_tls_proxy_its_header_marks_requests_secure(tmp_path):
+    # The migrations are not needed: the login page reads no table.
+    seen = probe_requests(tmp_path, SECURE_PROXY_SSL_HEADER="X-Forwarded-Proto")
+    assert seen["plain"]["status"] == 301
+    assert seen["plain"]["location"] == "https://hub.example.com/accounts/login/"
+    assert seen["proxied"]["status"] == 200
+    assert seen["proxied"]["hsts"].startswith("max-age=31536000")
+    assert seen["proxied"]["secure_cookie"]
+
+
+def test_without_a_trusted_proxy_the_header_is_ignored(tmp_path):
+    seen = probe_requests(tmp_path)
+    assert seen["proxied"]["status"] == 301  # a client cannot claim https itself

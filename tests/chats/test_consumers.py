@@ -584,3 +584,22 @@ def test_a_ping_catches_up_at_most_once_per_interval(member, team_chat, monkeypa
         await communicator.disconnect()
 
     run(body)
+
+
+def test_a_password_set_anywhere_else_closes_every_session_of_that_person(member, team_chat):
+    """The admin's password form, `manage.py changepassword` and scripts save the person."""
+    headers = cookie_headers(logged_in_client(member))
+
+    async def body():
+        communicator = socket(team_chat.chat_key, headers)
+        assert (await communicator.connect(timeout=TIMEOUT))[0]
+        # A save that changes nothing else leaves the socket open...
+        await sync_to_async(member.save)()
+        assert await communicator.receive_nothing(timeout=0.5)
+        member.set_password("set-by-an-admin-77")
+        await sync_to_async(member.save)()
+        closed = await communicator.receive_output(timeout=TIMEOUT)
+        assert closed == {"type": "websocket.close", "code": consumers.CLOSE_UNAUTHENTICATED}
+        await communicator.disconnect()
+
+    run(body)
