@@ -23,7 +23,7 @@ MAX_DECODED = 64_000
 # Wrapped base64 (MIME, PEM: lines of 64 or 76) is one run across its line breaks.
 _BASE64 = re.compile(r"[A-Za-z0-9+/_-]{16,}(?:\r?\n[A-Za-z0-9+/_-]{4,})*={0,2}")
 _HEX = re.compile(r"(?:[0-9A-Fa-f]{2}){12,}")
-_PERCENT = re.compile(r"[^\s%]*(?:%[0-9A-Fa-f]{2}[^\s%]*){3,}")
+_NON_SPACE = re.compile(r"\S*")
 _ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
 
 
@@ -31,8 +31,8 @@ def encoded_payloads(text: str) -> list[tuple[str, str, list[tuple[int, int]]]]:
     """(how it was encoded, decoded text, source span of each decoded character)."""
     out: list[tuple[str, str, list[tuple[int, int]]]] = []
     if "%" in text:
-        for m in _PERCENT.finditer(text):
-            found = _decode_percent(m.group(), m.start())
+        for start, token in _percent_tokens(text):
+            found = _decode_percent(token, start)
             if found is not None:
                 out.append(("URL encoding", *found))
     budget = MAX_DECODED
@@ -52,6 +52,24 @@ def encoded_payloads(text: str) -> list[tuple[str, str, list[tuple[int, int]]]]:
         if found is not None:
             budget -= len(found[0])
     return out[:MAX_PAYLOADS]
+
+
+def _percent_tokens(text: str) -> list[tuple[int, str]]:
+    """Whitespace-delimited tokens with three or more %XX escapes, found from the escapes
+    (a pattern for the whole token would be retried from every position of a long one)."""
+    tokens: list[tuple[int, str]] = []
+    done_until = -1
+    for escape in _ESCAPE.finditer(text):
+        if escape.start() < done_until:
+            continue
+        start = escape.start()
+        while start > 0 and not text[start - 1].isspace():
+            start -= 1
+        done_until = _NON_SPACE.match(text, escape.start()).end()
+        token = text[start:done_until]
+        if len(_ESCAPE.findall(token)) >= 3:
+            tokens.append((start, token))
+    return tokens
 
 
 def _decode_wrapped(run: str, start: int) -> tuple[str, list[tuple[int, int]]] | None:

@@ -28,8 +28,11 @@ _SEP = r"[ ._\-*~+/\\·•]"
 _SPACED_RUN = re.compile(rf"(?<![^\W_])[^\W_](?:{_SEP}[^\W_]){{2,}}(?![^\W_])")
 # A separator between two letters inside a word.
 _INNER_SEP = re.compile(r"(?<=[^\W\d_])[._\-*~·•](?=[^\W\d_])|(?<=[^\W_])_(?=[^\W_])")
-_LEET_WORD = re.compile(r"[a-z0-9@$]*[a-z][a-z0-9@$]*")
+# Candidate words; one that mixes letters with leet characters is checked in Python (a
+# single pattern for "has a letter and a digit" backtracks quadratically on long digit runs).
+_LEET_WORD = re.compile(r"[a-z0-9@$]+")
 _LEET_CHAR = re.compile(r"[0-9@$]")
+_LETTER = re.compile(r"[a-z]")
 _INITIAL_ONE = re.compile(r"^1")
 _DOUBLE_ONE = re.compile(r"11")
 _LEET = str.maketrans("0345789@$", "oeastbgas")
@@ -107,7 +110,11 @@ def spelled_views(norm: Normalised) -> list[Normalised]:
     base = joined if joined is not None else norm
     views = [joined] if joined is not None else []
     text = base.text
-    words = [m for m in _LEET_WORD.finditer(text) if _LEET_CHAR.search(m.group())]
+    words = [
+        m
+        for m in _LEET_WORD.finditer(text)
+        if _LEET_CHAR.search(m.group()) and _LETTER.search(m.group())
+    ]
     if words:
         for one in ("i", "l"):
             if one == "l" and not any("1" in m.group() for m in words):
