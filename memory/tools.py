@@ -115,6 +115,13 @@ def _memory(context: TurnContext, arguments: dict) -> str:
         else:
             if arguments.get("about") or arguments.get("visibility"):
                 raise _Refused("Error: `about` and `visibility` apply to user scope only.")
+            if scope == Scope.CHAT and not audience.shared:
+                # A private chat's facts are its one reader's: kept in their (private) user
+                # memory, never in a chat book that staff review.
+                raise _Refused(
+                    "Error: this is a private chat; store facts about this person with scope "
+                    "`user`, and facts for everyone with scope `team`. Nothing stored."
+                )
             book = memory_book(scope=scope, chat=context.chat)
     except _Refused as refused:
         return str(refused)

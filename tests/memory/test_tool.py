@@ -124,7 +124,7 @@ HOSTILE = [
 
 @pytest.mark.parametrize("text", HOSTILE)
 def test_hostile_text_is_blocked_audited_and_nothing_enters_memory(text):
-    context = context_for("remember this for the team")
+    context = context_for("remember this for the team", chat_id="-5", kind="group")
     for scope in ("user", "team", "chat"):
         result = call(context, action="add", scope=scope, content=text)
         assert result.startswith("Blocked, nothing was stored:"), result

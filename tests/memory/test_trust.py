@@ -504,3 +504,10 @@ def test_a_decision_that_names_no_revision_changes_nothing(
     assert STALE in response.content.decode()
     entry.refresh_from_db()
     assert entry.status == Status.PENDING and not entry.events.exclude(kind=Kind.PROPOSED).exists()
+
+
+def test_a_private_chat_has_no_chat_memory_for_staff_to_read(alice):
+    dm = turn("note that this chat is about my job search", chat_id="10", user="10", name="Alice")
+    result = call(dm, action="add", scope="chat", content="This chat is about a job search")
+    assert result.startswith("Error: this is a private chat") and "`user`" in result
+    assert not MemoryEntry.objects.exists()
