@@ -632,9 +632,8 @@ def _replace(book, shown, usage, author: Author, target, content, audience) -> O
 def _remove(book, entries, author: Author, target, audience) -> Outcome:
     now = timezone.now()
     withdrawn = target.status == Status.PENDING  # only its own side gets here
-    if withdrawn or not _needs_approval(
-        book, author, visibility=target.visibility, audience=audience
-    ):
+    # A removal widens nothing: the visibility rule does not apply, the rest does.
+    if withdrawn or not _needs_approval(book, author, audience=audience):
         # A proposal nobody approved yet can be withdrawn by its proposer without review.
         target.status, target.pending_change = Status.REMOVED, ""
         target.proposal_expires_at = None

@@ -511,3 +511,14 @@ def test_a_private_chat_has_no_chat_memory_for_staff_to_read(alice):
     result = call(dm, action="add", scope="chat", content="This chat is about a job search")
     assert result.startswith("Error: this is a private chat") and "`user`" in result
     assert not MemoryEntry.objects.exists()
+
+
+def test_the_subject_removes_even_a_shared_entry_at_once_from_her_own_chat(alice):
+    book = memory_book(scope="user", person=alice)
+    add_entry(book, "Likes jazz", visibility="shared")
+    group = turn("forget that I like jazz", chat_id="-100", user="10", name="Alice", kind="group")
+    assert "pending" in call(group, action="remove", scope="user", old_text="jazz")
+    entry = MemoryEntry.objects.get(book=book)
+    memory_review(entry_id=entry.pk, decision="reject", revision=entry.revision, person=alice)
+    dm = turn("forget that I like jazz", chat_id="10", user="10", name="Alice")
+    assert call(dm, action="remove", scope="user", old_text="jazz").startswith("Removed")
