@@ -91,11 +91,13 @@ def _normalise(text: str, level: int) -> tuple[str, list[int]]:
         if level >= 3:
             start = min(end, len(line) - len(line.lstrip()))
         previous_space = False
+        # Below indentation-flexible, leading indentation is compared as it is.
+        inner = start if level >= 3 else min(end, len(line) - len(line.lstrip(" \t")))
         for i in range(start, end):
             ch = line[i]
             if level >= 5:
                 ch = ch.translate(FOLD)
-            if level >= 2 and ch in " \t":
+            if level >= 2 and i >= inner and ch in " \t":
                 if previous_space:
                     continue
                 ch, previous_space = " ", True
@@ -139,6 +141,14 @@ def _find(text: str, needle: str, level: int) -> list[tuple[int, int]]:
         spans.append((where[found], where[last] + 1))
         start = found + len(wanted)
     return spans
+
+
+def _line_end_blank(text: str, end: int) -> int:
+    """`end` moved over the trailing spaces and tabs of its line (ignored by the match)."""
+    stop = end
+    while stop < len(text) and text[stop] in " \t":
+        stop += 1
+    return stop if stop == len(text) or text[stop] == "\n" else end
 
 
 def _indent(line: str) -> str:
@@ -214,6 +224,14 @@ def apply_patch(text: str, old: str, new: str, *, replace_all: bool = False) -> 
         replacement = new
         if level >= 4 and ESCAPE_RE.search(old) and "\n" not in new:
             replacement = _unescape(new)
+        if level >= 1:
+            # The needle's edge newlines were not part of the match: nor are the new text's.
+            quoted = _unescape(old) if level >= 4 else old
+            if quoted.endswith("\n"):
+                replacement = replacement.removesuffix("\n")
+            if quoted.startswith("\n"):
+                replacement = replacement.removeprefix("\n")
+            spans = [(start, _line_end_blank(text, end)) for start, end in spans]
         result = text
         for start, end in reversed(spans):
             piece = replacement

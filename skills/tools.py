@@ -1,7 +1,7 @@
 """The skills tools: `skills_list`, `skill_view` (progressive disclosure) and `skill_manage`."""
 
 from chats.agent.registry import Tool, TurnContext
-from skills.format import FILE_DIRS, SKILL_FILE, SkillFormatError, normalise_path
+from skills.format import SKILL_FILE, SkillFormatError, normalise_path
 from skills.selectors import skill_get, skills_listing
 from skills.services import (
     Author,
@@ -18,43 +18,36 @@ LIST_PAGE = 100
 SHORT_DESCRIPTION = 120
 
 LIST_DESCRIPTION = (
-    "List the team's skills (saved procedures): name, category and a short description. "
-    "The system prompt's index may show only some of them; use this to see the rest, "
-    "filtered by `category` or a `query` in names and descriptions."
+    "List the team's skills (saved procedures): name, category, short description. Filter "
+    "by category or a query; use it when the prompt's skills index is cut."
 )
 VIEW_DESCRIPTION = (
-    "Load a skill before doing a task it covers: returns its SKILL.md (instructions) and "
-    "the list of its supporting files. With `path` (e.g. references/api.md), returns that "
-    "file instead. The result says the skill's version: pass it as `base_version` to "
-    "skill_manage so a change made meanwhile by someone else is not overwritten."
+    "Load a skill (its SKILL.md and the list of its files) before a task it covers; with "
+    "path, one of its files. Says the version to pass as base_version to skill_manage."
 )
 MANAGE_DESCRIPTION = (
-    "Create or change a skill: a reusable procedure for the whole team (a SKILL.md with YAML "
-    "front matter `name` (= the skill's name, a slug), `description` (one line: what and "
-    "when), then a Markdown body). Save one after a task that took several tries or that "
-    "someone will ask for again. Actions: create (name, content, optional category), patch "
-    "(old_string → new_string in SKILL.md, or in file_path; tolerant of indentation, "
-    "whitespace and quote differences; replace_all for several matches), edit (whole new "
-    "content), delete (archives; a reviewer can restore), write_file / remove_file "
-    f"(file_path under {', '.join(d + '/' for d in FILE_DIRS)}; file_content is text). "
-    "Changes asked for in a shared chat wait for a skill reviewer; the result says which. "
-    "Never put secrets in a skill."
+    "Save or change a team skill after a task worth repeating. SKILL.md: YAML front matter "
+    "(name = the slug, description = one line), then a Markdown body. Actions: create "
+    "(content, category), patch (old_string, new_string; in file_path if given; replace_all "
+    "for several matches), edit (content), delete (archives), write_file/remove_file "
+    "(file_path under references/ templates/ scripts/ assets/). Shared chats: a reviewer "
+    "approves first. No secrets."
 )
 
 LIST_PARAMETERS = {
     "type": "object",
     "properties": {
-        "category": {"type": "string", "maxLength": 64},
-        "query": {"type": "string", "maxLength": 200},
-        "offset": {"type": "integer", "minimum": 0},
+        "category": {"type": "string"},
+        "query": {"type": "string"},
+        "offset": {"type": "integer"},
     },
     "additionalProperties": False,
 }
 VIEW_PARAMETERS = {
     "type": "object",
     "properties": {
-        "name": {"type": "string", "maxLength": 200},
-        "path": {"type": "string", "maxLength": 300, "description": "A supporting file."},
+        "name": {"type": "string"},
+        "path": {"type": "string"},
     },
     "required": ["name"],
     "additionalProperties": False,
@@ -66,20 +59,16 @@ MANAGE_PARAMETERS = {
             "type": "string",
             "enum": ["create", "patch", "edit", "delete", "write_file", "remove_file"],
         },
-        "name": {"type": "string", "maxLength": 200, "description": "The skill's slug."},
-        "content": {"type": "string", "description": "create / edit: the whole SKILL.md."},
-        "category": {"type": "string", "maxLength": 64, "description": "create: a slug."},
-        "old_string": {"type": "string", "description": "patch: the text to replace."},
-        "new_string": {"type": "string", "description": "patch: its replacement."},
+        "name": {"type": "string"},
+        "content": {"type": "string"},
+        "category": {"type": "string"},
+        "old_string": {"type": "string"},
+        "new_string": {"type": "string"},
         "replace_all": {"type": "boolean"},
-        "file_path": {"type": "string", "maxLength": 300},
+        "file_path": {"type": "string"},
         "file_content": {"type": "string"},
-        "base_version": {
-            "type": "integer",
-            "minimum": 1,
-            "description": "The version you viewed; the change is refused if it moved on.",
-        },
-        "reason": {"type": "string", "maxLength": 500, "description": "Why (for the log)."},
+        "base_version": {"type": "integer"},
+        "reason": {"type": "string"},
     },
     "required": ["action", "name"],
     "additionalProperties": False,
@@ -92,7 +81,7 @@ def _short(text: str, limit: int = SHORT_DESCRIPTION) -> str:
 
 
 def _list(context: TurnContext, arguments: dict) -> str:
-    offset = arguments.get("offset") or 0
+    offset = max(0, arguments.get("offset") or 0)
     skills = skills_listing(
         category=arguments.get("category") or "", query=arguments.get("query") or ""
     )
