@@ -27,6 +27,18 @@ def _fold(s: str) -> str:
     return unicodedata.normalize("NFKC", s).casefold().translate(_QUOTES)
 
 
+_ASCII_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyz")
+
+
+def _fold_char(ch: str) -> str:
+    """One character folded; a parenthesized letter ("⒤", NFKC "(i)") reads as the letter,
+    so "⒤⒢⒩⒪⒭⒠" is the word it spells."""
+    folded = _fold(ch)
+    if len(folded) == 3 and folded[0] + folded[2] == "()" and folded[1] in _ASCII_LETTERS:
+        return folded[1]
+    return folded
+
+
 class Normalised:
     """The normalised text plus a piecewise map from its offsets back to the original."""
 
@@ -144,7 +156,7 @@ def _add_part(norm: Normalised, text: str, start: int, end: int, gap: bool) -> N
         ch = text[i]
         if is_stripped(ch) or (ch.isspace() and _between_cjk(norm, text, i + 1)):
             continue
-        norm.add(" " if ch in BLANKS else _fold(ch), i, i + 1)
+        norm.add(" " if ch in BLANKS else _fold_char(ch), i, i + 1)
 
 
 def is_word(ch: str) -> bool:
