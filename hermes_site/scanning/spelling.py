@@ -24,8 +24,11 @@ from hermes_site.scanning.normalise import Derived, Normalised, Relabelled
 from hermes_site.scanning.phrases import _TEXT_RULES, _Rule
 
 _SEP = r"[ ._\-*~+/\\·•]"
-# Single characters separated by one separator each, at least three of them.
-_SPACED_RUN = re.compile(rf"(?<![^\W_])[^\W_](?:{_SEP}[^\W_]){{2,}}(?![^\W_])")
+# Three or more single characters with the same one- or two-character separator between
+# each ("i g n", "i  g  n", "i_g_n"); a different gap ends the run, so it is a word break.
+_SPACED_RUN = re.compile(
+    rf"(?<![^\W_])[^\W_](?P<sep>{_SEP}{{1,2}})[^\W_](?:(?P=sep)[^\W_])+(?![^\W_])"
+)
 # A separator between two letters inside a word.
 _INNER_SEP = re.compile(r"(?<=[^\W\d_])[._\-*~·•](?=[^\W\d_])|(?<=[^\W_])_(?=[^\W_])")
 # Candidate words; one that mixes letters with leet characters is checked in Python (a
@@ -41,9 +44,8 @@ _LEET_TABLES = ({**_LEET, ord("1"): "i"}, {**_LEET, ord("1"): "l"})
 
 # Cheap signs that a rewrite could matter: single characters between separators, and a
 # digit, `@`, `$` or separator touching a letter. Matching starts on the rarer character.
-_SPACED_HINT = re.compile(rf"{_SEP}[^\W_]{_SEP}[^\W\d_]{_SEP}")
+_SPACED_HINT = re.compile(rf"{_SEP}{{1,2}}[^\W_]{_SEP}{{1,2}}[^\W\d_]{_SEP}")
 _TOKEN_HINT = re.compile(r"[0-9@$](?:(?<=[a-z].)|(?=[a-z]))|[_.*~·•\-](?<=[a-z0-9].)(?=[a-z0-9])")
-_SINGLE_SEP = re.compile(rf"[^\W_]{_SEP}")
 _TOKEN_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789@$_.*~·•-")
 _TOKEN = re.compile(r"[a-z0-9@$_.*~·•\-]+")
 _TOKEN_SEPS = str.maketrans("", "", " _.*~+/\\·•-")
@@ -71,23 +73,19 @@ def _worth_rewriting(text: str) -> bool:
 
 
 def _spaced_runs(text: str) -> list[tuple[int, int]]:
-    """Runs of three or more single characters with one separator between each ("i g n"),
-    found from cheap hints: the full pattern only runs where a hint is."""
+    """Runs of single characters between separators ("i g n o r e"), found from cheap hints:
+    the full pattern only runs where a hint is, at the few places such a run can start (the
+    first hint of a run lies at most two characters from its first letter)."""
     runs: list[tuple[int, int]] = []
     for hint in _SPACED_HINT.finditer(text):
         if runs and hint.start() < runs[-1][1]:
             continue
-        start = hint.start() + 1
-        while start >= 2 and _SINGLE_SEP.match(text, start - 2) and not _is_alnum(text, start - 3):
-            start -= 2
-        run = _SPACED_RUN.match(text, start)
-        if run is not None:
-            runs.append((run.start(), run.end()))
+        for start in (hint.start() - 1, hint.start() + 1, hint.start() + 2):
+            run = _SPACED_RUN.match(text, start) if start >= 0 else None
+            if run is not None:
+                runs.append((run.start(), run.end()))
+                break
     return runs
-
-
-def _is_alnum(text: str, i: int) -> bool:
-    return i >= 0 and text[i].isalnum()
 
 
 def _reads_new_word(token: str) -> bool:
@@ -136,7 +134,7 @@ def _join_separated(norm: Normalised) -> Derived | None:
     text = norm.text
     cuts: list[int] = []
     for start, end in _spaced_runs(text):
-        cuts.extend(range(start + 1, end, 2))
+        cuts.extend(i for i in range(start, end) if not text[i].isalnum())
     cuts.extend(m.start() for m in _INNER_SEP.finditer(text))
     if not cuts:
         return None
