@@ -23,6 +23,11 @@ def _escape(value: str) -> str:
     return value.replace("%", "%25").replace(":", "%3A")
 
 
+def escape_part(value: str) -> str:
+    """`value` escaped like the ids inside keys, so it can be joined with `:` unambiguously."""
+    return _escape(value)
+
+
 def _unescape(value: str) -> str:
     return value.replace("%3A", ":").replace("%3a", ":").replace("%25", "%")
 

@@ -128,3 +128,18 @@ def test_a_file_in_the_way_is_an_error(tmp_path):
     blocker.write_text("x")
     with pytest.raises(CommandError):
         export(blocker)
+
+
+def test_two_integrations_users_with_one_id_export_to_two_files(tmp_path):
+    root = tmp_path / "export"
+    for namespace in ("owner:1", "owner:2"):
+        actor = actor_get_or_create(
+            channel="api", user_id="u1", display_name="U1", namespace=namespace
+        )
+        add(memory_book(scope="user", actor=actor), f"Fact of {namespace}.")
+    MemoryEntry.objects.update(status="active", pending_change="")
+
+    export(root)
+
+    texts = sorted(p.read_text() for p in (root / "users").glob("*/USER.md"))
+    assert texts == ["Fact of owner:1.\n", "Fact of owner:2.\n"]

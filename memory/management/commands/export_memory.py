@@ -6,6 +6,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from chats.keys import escape_part
 from memory.models import MemoryBook, MemoryEntry, Scope
 
 # Hermes Agent keeps one entry per paragraph, separated by a line holding only `§`.
@@ -39,7 +40,10 @@ def book_path(book: MemoryBook) -> Path:
     if book.person_id is not None:
         owner = book.person.get_username()
     else:  # an actor not linked to a person yet; the colon keeps it apart from usernames
-        owner = f"{book.actor.channel}:{book.actor.external_id}"
+        actor = book.actor
+        # Two integrations' user "u1" are two actors (namespaces): two files, never one.
+        parts = [actor.namespace, actor.external_id] if actor.namespace else [actor.external_id]
+        owner = ":".join([actor.channel, *map(escape_part, parts)])
     return Path("users") / safe_name(owner) / "USER.md"
 
 
