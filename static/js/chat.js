@@ -169,6 +169,16 @@
       }
     }
 
+    // The login session ended (logged out, or the password changed): reload, so a logged-out
+    // tab shows the login page instead of the chat, and a still-valid one reconnects. At most
+    // once a minute, so a socket refused for another reason cannot make the page loop.
+    function sessionEnded() {
+      var last = Number(sessionStorage.getItem("hermes-session-reload") || 0);
+      if (Date.now() - last < 60000) return;
+      sessionStorage.setItem("hermes-session-reload", String(Date.now()));
+      location.reload();
+    }
+
     var delay = 1000;
     function connect() {
       var scheme = location.protocol === "https:" ? "wss://" : "ws://";
@@ -180,7 +190,8 @@
         handle(event);
       });
       socket.addEventListener("close", function (e) {
-        if (e.code === 4400 || e.code === 4401 || e.code === 4404) return; // retrying won't help
+        if (e.code === 4401) return sessionEnded();
+        if (e.code === 4400 || e.code === 4404) return; // retrying won't help
         setTimeout(connect, delay);
         delay = Math.min(delay * 2, 15000);
       });

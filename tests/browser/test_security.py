@@ -85,3 +85,17 @@ def test_posting_too_fast_shows_the_limit_in_the_composer(
     expect(page.locator("#composer-error")).to_contain_text("too fast")
     expect(page.locator("#composer-text")).to_have_value("second")  # kept to send again
     expect(page.locator("#messages")).not_to_contain_text("second")
+
+
+def test_logging_out_in_one_tab_takes_the_other_tab_to_the_login_page(page_for, make_person):
+    alice = make_person("alice")
+    room, _ = chat_get_or_create(channel="web", chat_id="tab-room", title="Tab room")
+    chat_member_ensure(chat=room, person=alice, role=ChatMember.Role.OWNER)
+    chat_tab = page_for(alice)
+    chat_tab.click("text=Tab room")
+    expect(chat_tab.locator("h1")).to_have_text("Tab room")
+    other_tab = chat_tab.context.new_page()
+    other_tab.goto("/")
+    other_tab.click("button:text-is('Log out')")
+    expect(chat_tab.locator("h1")).to_have_text("Log in", timeout=10_000)
+    expect(chat_tab.locator("body")).not_to_contain_text("Tab room")
