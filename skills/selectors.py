@@ -6,7 +6,9 @@ shown to the model; they are for skill reviewers only (`skill_proposals_reviewab
 
 from dataclasses import dataclass
 
-from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet
+from django.db.models import BigIntegerField, Count, Exists, Max, OuterRef, Q, QuerySet
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast
 
 from chats.models import Message
 from skills import policy
@@ -82,10 +84,12 @@ def skill_events(skill: Skill) -> QuerySet[SkillEvent]:
 def skill_usage(skill: Skill, *, limit: int = 50) -> list[dict]:
     """Recent loads of `skill`: when, where, which version, and the outcome of the turn that
     loaded it (its status, and whether one of its tool calls failed)."""
-    tool_failed = Message.objects.filter(
+    tool_failed = Message.objects.annotate(
+        result_turn_id=Cast(KT("metadata__turn"), BigIntegerField())  # jsonb = bigint fails on PG
+    ).filter(
         chat_id=OuterRef("turn__chat_id"),
         role=Message.Role.TOOL,
-        metadata__turn=OuterRef("turn_id"),
+        result_turn_id=OuterRef("turn_id"),
         metadata__is_error=True,
     )
     rows = (

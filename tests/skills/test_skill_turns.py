@@ -186,13 +186,17 @@ def test_skills_list_and_a_supporting_file(fake):
         call("l1", "skills_list"),
         call("v1", "skill_view", name="deploy-staging", path="references/hosts.md"),
         call("v2", "skill_view", name="deploy-staging", path="../../etc/passwd"),
+        call("x1", "skill_view", path="references/hosts.md"),  # no name: a failed call
         fake_openai.text("done"),
     )
-    run(say("save and check"))
+    turn = run(say("save and check"))
     results = tool_results(fake.requests[-1])
     assert "now version 2 (write_file)" in results["w1"]
     assert results["l1"].startswith("1 skill; showing 1–1.")
     assert "- deploy-staging: How to deploy" in results["l1"]
     assert results["v1"].endswith("staging-1.internal\n")
     assert "leaves the skill" in results["v2"]
+    assert "invalid arguments" in results["x1"]
     assert list(SkillUsage.objects.values_list("path", flat=True)) == ["references/hosts.md"]
+    [used] = skill_usage(Skill.objects.get())
+    assert (used["turn"].pk, used["outcome"], used["tool_errors"]) == (turn.pk, "completed", True)
