@@ -1,0 +1,201 @@
+"""Benchmark: what skills add to every turn (the prompt index) and to a view and a patch.
+
+    .venv/bin/python bench/skills_bench.py [--skills 500] [--runs 100] [--database-url postgres://…]
+
+Measures, on a throw-away database holding `--skills` skills (≈ 2 KB SKILL.md each, every
+fifth with a references/ file, across 12 categories):
+* the skills index of the system prompt (the work added to every turn's context build):
+  build time, its tokens within SKILLS_INDEX_TOKENS, and how many skills it lists;
+* `skill_view` through the tool handler (read, format, usage row);
+* `skill_patch` applied at once (row lock, tolerant match, parse, scan, new version, audit),
+  on a 2 KB skill and on a 50 KB one.
+Prints Markdown tables with p50/p95 and the machine.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import common  # noqa: E402
+
+CATEGORIES = [
+    "devops", "research", "writing", "data", "security", "support",
+    "billing", "mobile", "frontend", "backend", "ml", "docs",
+]  # fmt: skip
+STEP = (
+    "{n}. Run `make check-{n}` in the service folder and compare the output with the last "
+    "release notes; if a value differs by more than 5 %, stop and ask the owner.\n"
+)
+
+
+def skill_text(slug: str, n: int, *, body_chars: int = 2000) -> str:
+    from skills.format import render_skill_md
+
+    steps, k = [], 1
+    while sum(len(s) for s in steps) < body_chars:
+        steps.append(STEP.format(n=k))
+        k += 1
+    body = f"# {slug}\n\nWhen to use: task family {n}.\n\n" + "".join(steps)
+    description = (
+        f"Procedure {n} for the {CATEGORIES[n % len(CATEGORIES)]} team: checks, commands and "
+        "who to ask when the numbers disagree."
+    )
+    return render_skill_md(name=slug, description=description, body=body)
+
+
+def fill(count: int):
+    from skills.models import Via
+    from skills.services import Author, skill_import
+
+    author = Author(via=Via.COMMAND)
+    for n in range(count):
+        slug = f"procedure-{n:04d}"
+        files = {"references/notes.md": f"Notes for {slug}.\n" * 20} if n % 5 == 0 else {}
+        outcome = skill_import(
+            name=slug,
+            content=skill_text(slug, n),
+            files=files,
+            category=CATEGORIES[n % len(CATEGORIES)],
+            author=author,
+        )
+        assert outcome.code == "applied", outcome.message
+    big = skill_import(
+        name="big-runbook",
+        content=skill_text("big-runbook", 0, body_chars=50_000),
+        files={},
+        category="devops",
+        author=author,
+    )
+    assert big.code == "applied", big.message
+
+
+def turn_context():
+    from django.contrib.auth import get_user_model
+
+    from chats.agent.registry import TurnContext
+    from chats.services import chat_member_ensure, message_ingest
+
+    person = get_user_model().objects.create_user("bench-alice")
+    message = message_ingest(
+        # A terminal profile: the person's own chat, where their changes apply at once.
+        channel="cli",
+        chat_id="bench-profile",
+        user_id="bench-alice",
+        text="hi",
+        person=person,
+    ).message
+    chat_member_ensure(chat=message.chat, person=person)
+    return TurnContext(chat=message.chat, trigger=message, actor=message.actor, person=person)
+
+
+def index_rows(runs: int, context) -> list[list]:
+    from django.conf import settings
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from chats.agent.tokens import count_tokens
+    from skills.prompt import render_index, skills_section
+    from skills.selectors import skills_index_rows
+
+    text = skills_section.render(context)
+    with CaptureQueriesContext(connection) as queries:
+        skills_section.render(context)
+    timings = common.timings_ms(lambda: skills_section.render(context), runs=runs, warmup=3)
+    listed = sum(1 for line in text.splitlines() if line.startswith("- ") and "more:" not in line)
+    whole = render_index(skills_index_rows(), 10**7)
+    return [
+        [
+            f"skills index, budget {settings.SKILLS_INDEX_TOKENS:,} tokens",
+            common.percentile(timings, 50),
+            common.percentile(timings, 95),
+            count_tokens(text),
+            listed,
+            len(queries.captured_queries),
+        ],
+        ["(the whole index, uncut, for comparison)", "—", "—", count_tokens(whole), "all", "—"],
+    ]
+
+
+def view_rows(runs: int, context) -> list[list]:
+    from skills.tools import _view
+
+    names = iter(range(10**7))
+
+    def view():
+        result = _view(context, {"name": f"procedure-{next(names) % 500:04d}"})
+        assert result.startswith("Skill "), result
+
+    def view_file():
+        result = _view(context, {"name": "procedure-0000", "path": "references/notes.md"})
+        assert "Notes for" in result, result
+
+    rows = []
+    for label, function in (("skill_view, SKILL.md", view), ("skill_view, a file", view_file)):
+        timings = common.timings_ms(function, runs=runs, warmup=3)
+        rows.append([label, common.percentile(timings, 50), common.percentile(timings, 95)])
+    return rows
+
+
+def patch_rows(runs: int, context) -> list[list]:
+    from skills.services import Author, skill_patch
+
+    author = Author(person=context.person, actor=context.actor, chat=context.chat)
+    rows = []
+    for label, name in (
+        ("skill_patch, 2 KB skill, applied", "procedure-0001"),
+        ("skill_patch, 50 KB skill, applied", "big-runbook"),
+    ):
+        flip = iter(range(10**7))
+
+        def patch(name=name, flip=flip):
+            # Alternate the wording so every patch is a real change (and a new version).
+            old, new = ("ask the owner", "page the owner")
+            if next(flip) % 2:
+                old, new = new, old
+            outcome = skill_patch(
+                name=name,
+                old_string=f"differs by more than 5 %, stop and {old}.\n2.",
+                new_string=f"differs by more than 5 %, stop and {new}.\n2.",
+                author=author,
+            )
+            assert outcome.code == "applied", outcome.message
+
+        timings = common.timings_ms(patch, runs=runs, warmup=3)
+        rows.append([label, common.percentile(timings, 50), common.percentile(timings, 95)])
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--skills", type=int, default=500)
+    parser.add_argument("--runs", type=int, default=100)
+    parser.add_argument("--database-url", default=None)
+    args = parser.parse_args()
+    with common.temporary_database(args.database_url, label="skills") as url:
+        common.setup_django(url)
+        common.migrate()
+        database = common.database_description()
+        fill(args.skills)
+        context = turn_context()
+        index = index_rows(args.runs, context)
+        view = view_rows(args.runs, context)
+        patch = patch_rows(args.runs, context)
+        common.close_django_connections()
+    print(f"Database: {database}; {args.skills} skills; {args.runs} runs each.\n")
+    print(
+        common.markdown_table(
+            ["prompt", "p50 ms", "p95 ms", "tokens", "skills listed", "SQL queries"], index
+        )
+    )
+    print()
+    print(common.markdown_table(["tool", "p50 ms", "p95 ms"], view + patch))
+    print()
+    for key, value in common.machine_info().items():
+        print(f"- {key}: {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
