@@ -23,7 +23,7 @@ from hermes_site.scanning.hidden import (
 )
 from hermes_site.scanning.normalise import Normalised, Payload, normalise
 from hermes_site.scanning.phrases import _TEXT_RULES, _Rule
-from hermes_site.scanning.result import Raw, render_excerpt
+from hermes_site.scanning.result import Raw, render_excerpt, secret_spans
 from hermes_site.scanning.spelling import SQUASHED_RULES, spelled_views
 
 # Decoding inside decoded text: base64 of base64 is decoded, a third layer is not.
@@ -88,10 +88,13 @@ def _payloads(text: str, runs: list) -> list[tuple[str, Payload]]:
 def _payload_findings(payload: Payload, how: str, depth: int) -> list[Raw]:
     """The payload scanned as text of its own; excerpts show the decoded text."""
     inner, quiet = scan_raw(payload.text, depth=depth + 1)
+    secrets = secret_spans(inner)
     out: list[Raw] = []
     for category, reason, start, end, redact, excerpt in inner:
         if excerpt is None:
-            excerpt = render_excerpt(payload.text, start, end, redact=redact, quiet=quiet)
+            excerpt = render_excerpt(
+                payload.text, start, end, redact=redact, quiet=quiet, secrets=secrets
+            )
         out.append((category, f"{reason} ({how})", *payload.span(start, end), redact, excerpt))
     return out
 

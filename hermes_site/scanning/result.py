@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from hermes_site.scanning.hidden import HIDDEN_RUN
@@ -67,13 +68,14 @@ def select(text: str, raw: list[Raw], quiet: set[int], *, cap: int | None) -> li
         last_end[category] = end
         counts[category] = counts.get(category, 0) + 1
         kept.append(item)
+    secrets = secret_spans(raw)
     return [
         Finding(
             category=category,
             reason=reason,
             excerpt=excerpt
             if excerpt is not None
-            else render_excerpt(text, start, end, redact=redact, quiet=quiet),
+            else render_excerpt(text, start, end, redact=redact, quiet=quiet, secrets=secrets),
             start=start,
             end=end,
         )
@@ -81,10 +83,24 @@ def select(text: str, raw: list[Raw], quiet: set[int], *, cap: int | None) -> li
     ]
 
 
-def _render(text: str, start: int, end: int, quiet: set[int]) -> list[str]:
-    """One token per character, hidden ones spelled out, whitespace runs as one space."""
+def secret_spans(raw: list[Raw]) -> list[tuple[int, int]]:
+    """Where the credentials are, so no excerpt shows one, not even as another's context."""
+    return [(start, end) for _, _, start, end, redact, excerpt in raw if redact and excerpt is None]
+
+
+def _render(
+    text: str, start: int, end: int, quiet: set[int], secrets: Sequence[tuple[int, int]]
+) -> list[str]:
+    """One token per character, hidden ones spelled out, whitespace runs as one space,
+    a credential as one "…[redacted]"."""
     tokens: list[str] = []
-    for i in range(start, end):
+    i = start
+    while i < end:
+        masked = next((hi for lo, hi in secrets if lo <= i < hi), None) if secrets else None
+        if masked is not None:
+            tokens.append("…[redacted]")
+            i = masked
+            continue
         ch = text[i]
         if ch.isspace():
             if not tokens or tokens[-1] != " ":
@@ -95,6 +111,7 @@ def _render(text: str, start: int, end: int, quiet: set[int]) -> list[str]:
             tokens.append(f"<U+{ord(ch):04X}>")
         else:
             tokens.append(ch)
+        i += 1
     return tokens
 
 
@@ -111,13 +128,23 @@ def _take(tokens: list[str], budget: int, *, from_end: bool) -> tuple[list[str],
     return (taken[::-1] if from_end else taken), truncated
 
 
-def render_excerpt(text: str, start: int, end: int, *, redact: bool, quiet: set[int]) -> str:
-    """At most EXCERPT_LIMIT characters around the match, on one line."""
+def render_excerpt(
+    text: str,
+    start: int,
+    end: int,
+    *,
+    redact: bool,
+    quiet: set[int],
+    secrets: Sequence[tuple[int, int]] = (),
+) -> str:
+    """At most EXCERPT_LIMIT characters around the match, on one line, credentials redacted
+    (a redacted match keeps its first few characters, so a reviewer can tell which key)."""
+    others = [span for span in secrets if span != (start, end)] if redact else list(secrets)
     if redact:
         keep = min(6, (end - start) // 4)
         core = [*text[start : start + keep], "…[redacted]"]
     else:
-        core = _render(text, start, min(end, start + EXCERPT_LIMIT), quiet)
+        core = _render(text, start, min(end, start + EXCERPT_LIMIT), quiet, others)
     core, cut = _take(core, EXCERPT_LIMIT - 1, from_end=False)
     if cut or end - start > EXCERPT_LIMIT and not redact:
         return "".join(core).strip() + "…"
@@ -128,11 +155,11 @@ def render_excerpt(text: str, start: int, end: int, *, redact: bool, quiet: set[
     right: list[str] = []
     left_cut = right_cut = False
     if left_room >= 1:  # one character of each side's room is kept for the "…"
-        left_source = _render(text, max(0, start - left_room), start, quiet)
+        left_source = _render(text, max(0, start - left_room), start, quiet, others)
         left, left_cut = _take(left_source, left_room - 1, from_end=True)
         left_cut = left_cut or start - left_room > 0
     if right_room >= 1:
-        right_source = _render(text, end, min(len(text), end + right_room), quiet)
+        right_source = _render(text, end, min(len(text), end + right_room), quiet, others)
         right, right_cut = _take(right_source, right_room - 1, from_end=False)
         right_cut = right_cut or end + right_room < len(text)
     excerpt = ("…" if left_cut else "") + "".join(left + core + right) + ("…" if right_cut else "")
