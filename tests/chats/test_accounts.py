@@ -60,11 +60,30 @@ def log_in(username: str, password: str, *, ip: str = "127.0.0.1", **headers):
     return client, response
 
 
-def test_repeated_wrong_passwords_lock_that_username_out_from_that_address(owner, member):
+@pytest.fixture(params=["database", "cache"])
+def axes_handler(request, settings):
+    """Failed logins counted in the database (default) or in Redis (AXES_HANDLER=cache)."""
+    from axes.handlers.proxy import AxesProxyHandler
+
+    settings.AXES_HANDLER = {
+        "database": "axes.handlers.database.AxesDatabaseHandler",
+        "cache": "axes.handlers.cache.AxesCacheHandler",
+    }[request.param]
+    AxesProxyHandler.get_implementation(force=True)
+    yield request.param
+    AxesProxyHandler.implementation = None
+
+
+def test_repeated_wrong_passwords_lock_that_username_out_from_that_address(
+    owner, member, axes_handler
+):
     for attempt in range(4):
         _, response = log_in("olivia", f"guess-{attempt}")
         assert response.status_code == 200
     assert log_in("olivia", "guess-5")[1].status_code == 429  # the fifth failure locks
+    from axes.models import AccessAttempt
+
+    assert AccessAttempt.objects.exists() == (axes_handler == "database")
     client, locked = log_in("olivia", "pw-olivia-123!")
     assert locked.status_code == 429
     page = locked.content.decode()
