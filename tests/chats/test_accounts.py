@@ -1,4 +1,5 @@
 import pytest
+from axes.models import AccessAttempt
 from django.test import Client
 
 pytestmark = pytest.mark.django_db
@@ -81,8 +82,6 @@ def test_repeated_wrong_passwords_lock_that_username_out_from_that_address(
         _, response = log_in("olivia", f"guess-{attempt}")
         assert response.status_code == 200
     assert log_in("olivia", "guess-5")[1].status_code == 429  # the fifth failure locks
-    from axes.models import AccessAttempt
-
     assert AccessAttempt.objects.exists() == (axes_handler == "database")
     client, locked = log_in("olivia", "pw-olivia-123!")
     assert locked.status_code == 429
