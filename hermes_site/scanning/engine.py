@@ -16,6 +16,7 @@ from hermes_site.scanning.confusables import skeleton_view
 from hermes_site.scanning.credentials import _secret_findings
 from hermes_site.scanning.encoded import encoded_payloads
 from hermes_site.scanning.hidden import (
+    Run,
     hidden_findings,
     hidden_runs,
     selector_payloads,
@@ -72,7 +73,7 @@ def _view_findings(
     return out
 
 
-def _payloads(text: str, runs: list) -> list[tuple[str, Payload]]:
+def _payloads(text: str, runs: list[Run]) -> list[tuple[str, Payload]]:
     out = []
     tags = tag_payload(text, runs)
     if tags is not None:

@@ -3,9 +3,10 @@ they spell and scanned again.
 
 Two rewrites of the normalised text, each made only when the text has something to rewrite:
 
-* separators: a run of single characters joined by one separator each ("i g n o r e",
-  "a.l.l", "p-r-e-v") loses its separators; a separator inside a word ("ign.ore",
-  "ignore_all") is dropped. A longer gap ("i g n o r e  a l l") stays a word break.
+* separators: a run of single characters with the same one- or two-character separator
+  between each ("i g n o r e", "a.l.l", "p  r  e  v") loses its separators; a separator
+  inside a word ("ign.ore", "ignore_all") is dropped. A different gap ("i g n o r e  a l l")
+  stays a word break.
 * leet: in a word that mixes letters with digits, `@` or `$`, those read as the letters they
   stand for (0→o, 3→e, 4→a, …); a word-initial "1" reads "i", "11" reads "ll", any other
   "1" reads "i" in one copy and "l" in another.
