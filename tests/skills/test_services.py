@@ -298,3 +298,43 @@ def test_concurrent_patches_of_one_skill_lose_no_update(dm_author):
     assert skill.current_version.number == 9
     assert all(f"- step {n}: done" in final for n in range(8)), final
     assert skill.events.filter(kind=Kind.PATCH).count() == 8
+
+
+@pytest.mark.storage
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_edits_from_one_base_version_apply_once_and_the_rest_conflict(dm_author):
+    """Six whole-SKILL.md edits, all based on version 1: one wins, five are told to redo."""
+    create(dm_author)
+    barrier = threading.Barrier(6)
+    outcomes, errors = [], []
+
+    def write(n):
+        try:
+            barrier.wait(timeout=10)
+            outcomes.append(
+                skill_edit(
+                    name="deploy-staging",
+                    content=skill_md(body=f"# Edit {n}\n"),
+                    author=dm_author,
+                    base_version=1,
+                )
+            )
+        except Exception as exc:  # noqa: BLE001 - asserted below
+            errors.append(exc)
+        finally:
+            close_old_connections()
+            connection.close()
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert errors == []
+    codes = sorted(o.code for o in outcomes)
+    assert codes == ["applied"] + ["conflict"] * 5, [o.message for o in outcomes]
+    assert all("changed since version 1" in o.message for o in outcomes if o.code == "conflict")
+    skill = Skill.objects.get()
+    assert skill.current_version.number == 2 and skill.versions.count() == 2
+    winner = next(o for o in outcomes if o.code == "applied")
+    assert skill.current_version == winner.version
