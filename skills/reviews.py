@@ -95,7 +95,7 @@ def skill_proposal_decide(
                     if current is None or current.files.get(path) != text
                 ],
             )
-            findings = [] if draft.archive else _scan(draft)
+            findings = [] if draft.archive else _scan(draft, current)
             if findings:
                 _event(kind=Kind.BLOCKED, skill=skill, detail={"findings": findings}, **common)
                 proposal.status = Status.REJECTED

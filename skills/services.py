@@ -153,12 +153,32 @@ def _applies_now(author: Author) -> bool:
     return policy.may_review(author.person)
 
 
-def _scan(draft: Draft) -> list[dict]:
+def _key(finding) -> tuple[str, str, str]:
+    return (finding.category, finding.reason, finding.excerpt)
+
+
+def _scan(draft: Draft, current: SkillVersion | None = None) -> list[dict]:
+    """The findings that block `draft`. A finding the current version already had (same
+    category, reason and excerpt: stored before the scanner learnt that rule) does not block
+    a change elsewhere in the text; it is kept in `draft.detail` for the audit row."""
     findings = []
     for path, text in draft.scan:
         result = scan_text(text, kind="skill")
-        if not result.allowed:
-            findings.append({"path": path, "summary": result.summary()})
+        if result.allowed:
+            continue
+        new = result.findings
+        before = None
+        if current is not None:
+            before = current.skill_md if path == SKILL_FILE else current.files.get(path)
+        if before:
+            known = {_key(f) for f in scan_text(before, kind="skill").findings}
+            new = [f for f in result.findings if _key(f) not in known]
+            old = [f"{f.category}: {f.reason}" for f in result.findings if _key(f) in known]
+            if old:
+                draft.detail.setdefault("pre_existing_findings", {})[path] = old
+        if new:
+            blocked = type(result)(allowed=False, findings=new, kind=result.kind)
+            findings.append({"path": path, "summary": blocked.summary()})
     return findings
 
 
@@ -311,7 +331,7 @@ def _change(
                     skill=skill,
                     version=current,
                 )
-            findings = _scan(draft)
+            findings = _scan(draft, current)
             if findings:
                 _event(
                     kind=Kind.BLOCKED,
