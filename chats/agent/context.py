@@ -169,10 +169,12 @@ def message_tokens(message: dict) -> int:
 
 
 def tools_tokens(tool_specs: Sequence[dict] | None) -> int:
-    """Tokens of the `tools` block: its compact JSON plus a fixed framing."""
+    """Tokens of the `tools` block: its JSON as clients send it (with the spaces of the
+    default separators, the larger of the usual forms, so providers that count the spaced
+    form are never underestimated) plus a fixed framing."""
     if not tool_specs:
         return 0
-    text = json.dumps(list(tool_specs), ensure_ascii=False, separators=(",", ":"))
+    text = json.dumps(list(tool_specs), ensure_ascii=False)
     return TOOLS_OVERHEAD + count_tokens(text)
 
 

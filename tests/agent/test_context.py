@@ -602,3 +602,16 @@ def test_enforce_window_drops_oldest_history_before_cutting():
     limit = count_messages_tokens(messages) - message_tokens(messages[1]) - 10
     result = enforce_window(messages, None, limit, min_history=2)
     assert result == [messages[0], *messages[3:]]  # two dropped, nothing cut
+
+
+@pytest.mark.parametrize("channel", ["web", "telegram", "api", "cli"])
+def test_every_registered_tool_block_is_counted_no_lower_than_its_spaced_json(channel):
+    """Providers (and the fake model server) count the `tools` block as the JSON clients
+    send, spaces included: the engine's estimate must never be lower, or a full window
+    overflows by the difference."""
+    from chats.agent.context import tools_tokens
+    from chats.agent.registry import registry
+
+    specs = [tool.spec() for tool in registry.tools_for(channel)]
+    assert specs, "the apps register tools"
+    assert tools_tokens(specs) >= count_tokens(json.dumps(specs, ensure_ascii=False))
