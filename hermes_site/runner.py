@@ -90,6 +90,14 @@ def processes(env: dict[str, str]) -> dict[str, list[str]]:
     return procs
 
 
+# What each process prints once it started properly: an exit after it is a crash (restarted
+# after 1 s), an exit before it a failure to start (restarted with a growing delay).
+READY_LINES = {
+    "web": r"Listening on TCP address",
+    "worker": r" ready\.$",
+}
+
+
 def _valkey_ready(env: dict[str, str]):
     def ready(program: Program) -> None:
         try:
@@ -126,7 +134,7 @@ def main() -> None:
             # Stopped last, so the others can still reach Redis while they stop.
             programs.append(Program(name, argv, ready=_valkey_ready(env), stop_last=True))
         else:
-            programs.append(Program(name, argv))
+            programs.append(Program(name, argv, ready_line=READY_LINES.get(name)))
     threading.Thread(
         target=announce_when_listening, args=(int(env["PORT"]), login), daemon=True
     ).start()

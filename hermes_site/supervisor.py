@@ -3,11 +3,11 @@ them all on Ctrl-C.
 
 - Output: each process's lines, prefixed with the time and its name; the supervisor's own
   lines (started, exited, restarting) under the name `supervisor`.
-- A process that exits while the hub runs is restarted: after 1 s when it had been up for
-  a while (a crash, an OOM kill, a worker that gave up), with a delay that doubles up to
-  30 s while it keeps exiting within seconds of its start (a configuration error), so a
-  crash loop neither spins the CPU nor floods the log. Every exit is logged with its
-  status and the delay.
+- A process that exits while the hub runs is restarted: after 1 s when it had started
+  properly (it printed its ready line, e.g. the worker's "ready.", or, without one, ran
+  STARTUP_SECONDS), as after a crash or an OOM kill; with a delay that doubles up to 30 s
+  while it keeps exiting before that (a configuration error), so a crash loop neither
+  spins the CPU nor floods the log. Every exit is logged with its status and the delay.
 - What the exited process left behind in its process group (a Celery worker's pool
   children, its embedded beat) is killed before the restart: an orphan pool child could
   otherwise finish a turn that the restarted worker has already marked interrupted.
@@ -21,6 +21,7 @@ supervisor, which then stops the processes in order.
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -32,7 +33,7 @@ from typing import TextIO
 
 MIN_RESTART_DELAY = 1.0
 MAX_RESTART_DELAY = 30.0
-# A process that exits sooner than this after its start counts as failing to start.
+# Without a ready line, a process that exits sooner than this counts as failing to start.
 STARTUP_SECONDS = 5.0
 STOP_TIMEOUT_SECONDS = 15.0
 POLL_SECONDS = 0.2
@@ -41,12 +42,15 @@ POLL_SECONDS = 0.2
 @dataclass
 class Program:
     """One supervised process. `ready(program)` (optional) blocks until it can serve; the
-    programs after it start only then (the embedded Redis before its clients)."""
+    programs after it start only then (the embedded Redis before its clients).
+    `ready_line` (a regex, optional): the output line that shows it started properly."""
 
     name: str
     argv: list[str]
     ready: Callable[["Program"], None] | None = None
+    ready_line: str | None = None
     stop_last: bool = False
+    up: bool = False  # started properly (see the module docstring)
     process: subprocess.Popen | None = None
     started_at: float = 0.0
     quick_exits: int = 0
@@ -83,7 +87,10 @@ class Supervisor:
 
     def _pump(self, program: Program, stream) -> None:
         for raw in iter(stream.readline, b""):
-            self.emit(program.name, raw.decode(errors="replace").rstrip("\n"))
+            line = raw.decode(errors="replace").rstrip("\n")
+            if program.ready_line and not program.up and re.search(program.ready_line, line):
+                program.up = True
+            self.emit(program.name, line)
         stream.close()
 
     # lifecycle
@@ -100,6 +107,7 @@ class Supervisor:
         )
         program.started_at = time.monotonic()
         program.restart_at = None
+        program.up = False
         reader = threading.Thread(
             target=self._pump, args=(program, program.process.stdout), daemon=True
         )
@@ -115,7 +123,8 @@ class Supervisor:
         status = program.process.returncode
         uptime = time.monotonic() - program.started_at
         self._kill_group(program)  # pool children, embedded beat: never orphans
-        if uptime < STARTUP_SECONDS:
+        started = program.up if program.ready_line else uptime >= STARTUP_SECONDS
+        if not started:
             delay = restart_delay(program.quick_exits)
             program.quick_exits += 1
         else:

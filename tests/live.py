@@ -202,10 +202,14 @@ class MakeRun:
         self._reader.start()
 
     def _read(self) -> None:
-        for line in self.process.stdout:
-            with self._changed:
-                self.lines.append(line.rstrip("\n"))
-                self._changed.notify_all()
+        logs = BASE_DIR / "var" / "test-logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        with open(logs / f"make-run-{os.getpid()}.log", "a") as log:  # appended per test run
+            for line in self.process.stdout:
+                log.write(line)
+                with self._changed:
+                    self.lines.append(line.rstrip("\n"))
+                    self._changed.notify_all()
         with self._changed:
             self._changed.notify_all()
 

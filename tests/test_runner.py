@@ -105,7 +105,10 @@ def test_the_telegram_bridge_runs_only_when_a_token_is_configured():
 SUPERVISE = """
 import sys
 from hermes_site.supervisor import Program, Supervisor
-programs = [Program(name, [sys.executable, "-u", "-c", code]) for name, code in {programs!r}]
+programs = [
+    Program(name, [sys.executable, "-u", "-c", code], ready_line=ready)
+    for name, code, ready in {programs!r}
+]
 sys.exit(Supervisor(programs, env=None, cwd=".").run())
 """
 PARENT_OF_A_CHILD = (
@@ -114,8 +117,10 @@ PARENT_OF_A_CHILD = (
 )
 
 
-def supervise(**programs: str) -> MakeRun:
-    code = SUPERVISE.format(programs=list(programs.items()))
+def supervise(ready_lines: dict[str, str] | None = None, **programs: str) -> MakeRun:
+    ready_lines = ready_lines or {}
+    listed = [(name, code, ready_lines.get(name)) for name, code in programs.items()]
+    code = SUPERVISE.format(programs=listed)
     return MakeRun(dict(os.environ), argv=[sys.executable, "-u", "-c", code])
 
 
@@ -162,6 +167,20 @@ def test_a_process_that_keeps_failing_is_restarted_with_growing_delays():
         for delay in (1, 2, 4):
             run.wait_for(rf"broken \(pid \d+\) exited with status 3 .*restarting in {delay} s", 60)
         assert run.output().count("broken config") >= 3
+    finally:
+        leftovers = run.stop()
+    assert leftovers == []
+
+
+def test_a_process_that_started_properly_is_restarted_after_one_second_each_time():
+    # It crashes three seconds after saying it is ready, again and again: crashes, not a
+    # failure to start, so no growing delay (a worker killed soon after its start).
+    crash = "import time; print('ready.', flush=True); time.sleep(3); raise SystemExit(1)"
+    run = supervise(ready_lines={"crashy": r"ready\.$"}, crashy=crash)
+    try:
+        for _ in range(3):
+            _, index = run.wait_for(r"crashy \(pid \d+\) exited with status 1 ", 60, run.mark())
+            assert run.lines[index].endswith("restarting in 1 s"), run.lines[index]
     finally:
         leftovers = run.stop()
     assert leftovers == []
