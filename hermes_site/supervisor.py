@@ -22,7 +22,9 @@ supervisor, which then stops the processes in order.
 import contextlib
 import os
 import re
+import select
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -37,6 +39,11 @@ MAX_RESTART_DELAY = 30.0
 STARTUP_SECONDS = 5.0
 STOP_TIMEOUT_SECONDS = 15.0
 POLL_SECONDS = 0.2
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _ignore(signum, frame) -> None:
+    """A Python-level handler, so that the signal reaches the wakeup fd."""
 
 
 @dataclass
@@ -139,9 +146,15 @@ class Supervisor:
 
     def run(self) -> int:
         """Supervise until SIGINT or SIGTERM; then stop everything. Returns 0."""
-        previous = {
-            sig: signal.signal(sig, self._request_stop) for sig in (signal.SIGINT, signal.SIGTERM)
-        }
+        # Wake up the moment a child exits (SIGCHLD through the wakeup fd), not at the next
+        # poll: while a killed worker's pool processes live, they hold its broker socket open
+        # and Redis can still hand a new message to its dead BRPOP (docs/RELIABILITY.md).
+        wake_r, wake_w = socket.socketpair()
+        wake_r.setblocking(False)
+        wake_w.setblocking(False)
+        previous_fd = signal.set_wakeup_fd(wake_w.fileno(), warn_on_full_buffer=False)
+        previous = {sig: signal.signal(sig, self._request_stop) for sig in STOP_SIGNALS}
+        previous[signal.SIGCHLD] = signal.signal(signal.SIGCHLD, _ignore)
         try:
             for program in self.programs:
                 if self.stop_requested:
@@ -150,20 +163,27 @@ class Supervisor:
                 if program.ready:
                     program.ready(program)
             while not self.stop_requested:
-                time.sleep(POLL_SECONDS)
-                now = time.monotonic()
-                for program in self.programs:
-                    if program.process is None:
-                        continue
-                    if program.restart_at is None and program.process.poll() is not None:
-                        self._on_exit(program)
-                    elif program.restart_at is not None and now >= program.restart_at:
-                        self.start(program)
+                if select.select([wake_r], [], [], POLL_SECONDS)[0]:
+                    with contextlib.suppress(BlockingIOError):
+                        wake_r.recv(4096)
+                self._check(time.monotonic())
         finally:
             self.stop_all()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+            signal.set_wakeup_fd(previous_fd)
+            wake_r.close()
+            wake_w.close()
         return 0
+
+    def _check(self, now: float) -> None:
+        for program in self.programs:
+            if program.process is None or self.stop_requested:
+                continue
+            if program.restart_at is None and program.process.poll() is not None:
+                self._on_exit(program)
+            elif program.restart_at is not None and now >= program.restart_at:
+                self.start(program)
 
     def _request_stop(self, signum, frame) -> None:
         self.stop_requested = True
