@@ -98,7 +98,7 @@ def scan_text(text: str, *, kind: str = "memory") -> ScanResult:
     _check_kind(kind)
     if not text:
         return ScanResult(allowed=True, findings=[], kind=kind)
-    raw, quiet = scan_raw(text)
+    raw, quiet = scan_raw(text, kind=kind)
     findings = select(text, raw, quiet, cap=MAX_FINDINGS_PER_CATEGORY)
     return ScanResult(allowed=not findings, findings=findings, kind=kind)
 
@@ -125,7 +125,7 @@ def scan_book(texts: list[str], *, changed: int | None = None, kind: str = "memo
     for text in texts:
         bounds.append((pos, pos + len(text)))
         pos += len(text) + len(BOOK_SEPARATOR)
-    raw, quiet = scan_raw(joined)
+    raw, quiet = scan_raw(joined, kind=kind)
     findings = []
     for finding in select(joined, raw, quiet, cap=None):
         entries = tuple(

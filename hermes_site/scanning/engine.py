@@ -14,7 +14,10 @@ from collections.abc import Iterable
 from hermes_site.scanning.commands import _command_findings, _url_findings
 from hermes_site.scanning.confusables import skeleton_view
 from hermes_site.scanning.credentials import _secret_findings
+from hermes_site.scanning.destructive import DESTRUCTIVE_CHECKS
 from hermes_site.scanning.encoded import encoded_payloads
+from hermes_site.scanning.execution import EXECUTION_CHECKS
+from hermes_site.scanning.harvesting import HARVESTING_CHECKS
 from hermes_site.scanning.hidden import (
     Run,
     hidden_findings,
@@ -25,36 +28,41 @@ from hermes_site.scanning.hidden import (
 from hermes_site.scanning.normalise import Normalised, Payload, normalise
 from hermes_site.scanning.phrases import _TEXT_RULES, _Rule
 from hermes_site.scanning.result import Raw, render_excerpt, secret_spans
+from hermes_site.scanning.shell import run_checks
 from hermes_site.scanning.spelling import SQUASHED_RULES, spelled_views
 
 # Decoding inside decoded text: base64 of base64 is decoded, a third layer is not.
 MAX_DEPTH = 2
 LOOK_ALIKE = " (written with look-alike letters)"
 SPELLED = " (spelled with separators or digits)"
+SHELL_CHECKS = DESTRUCTIVE_CHECKS + EXECUTION_CHECKS + HARVESTING_CHECKS
 
 
-def scan_raw(text: str, *, depth: int = 0) -> tuple[list[Raw], set[int]]:
+def scan_raw(text: str, *, kind: str = "memory", depth: int = 0) -> tuple[list[Raw], set[int]]:
     """Every finding in `text` (overlaps included) and the positions of legitimate hidden
-    characters, which excerpts leave as they are."""
+    characters, which excerpts leave as they are; `kind` selects the shell checks that apply
+    (some are for skills only)."""
     runs = hidden_runs(text)
     quiet = {pos for run in runs if run.kind is None for pos in range(run.start, run.end)}
     raw: list[Raw] = [(*f, None) for f in hidden_findings(text, runs, redact=redact_secrets)]
     norm = normalise(text)
-    raw.extend(_view_findings(norm, _TEXT_RULES, "", commands=True))
+    raw.extend(_view_findings(norm, _TEXT_RULES, "", commands=True, kind=kind))
     raw.extend((*f, None) for f in _secret_findings(text))
     skeleton = skeleton_view(norm)
     if skeleton is not None:
-        raw.extend(_view_findings(skeleton, _TEXT_RULES, LOOK_ALIKE, commands=True))
+        raw.extend(_view_findings(skeleton, _TEXT_RULES, LOOK_ALIKE, commands=True, kind=kind))
     for view in spelled_views(skeleton or norm):
-        raw.extend(_view_findings(view, _TEXT_RULES + SQUASHED_RULES, SPELLED, commands=False))
+        raw.extend(
+            _view_findings(view, _TEXT_RULES + SQUASHED_RULES, SPELLED, commands=False, kind=kind)
+        )
     if depth < MAX_DEPTH:
         for how, payload in _payloads(text, runs):
-            raw.extend(_payload_findings(payload, how, depth))
+            raw.extend(_payload_findings(payload, how, depth, kind))
     return raw, quiet
 
 
 def _view_findings(
-    view: Normalised, rules: Iterable[_Rule], suffix: str, *, commands: bool
+    view: Normalised, rules: Iterable[_Rule], suffix: str, *, commands: bool, kind: str
 ) -> list[Raw]:
     out: list[Raw] = []
     text = view.text
@@ -68,6 +76,7 @@ def _view_findings(
         for category, reason, start, end, redact in (
             *_command_findings(view),
             *_url_findings(view),
+            *run_checks(view, SHELL_CHECKS, kind),
         ):
             out.append((category, reason + suffix, start, end, redact, None))
     return out
@@ -86,9 +95,9 @@ def _payloads(text: str, runs: list[Run]) -> list[tuple[str, Payload]]:
     return out
 
 
-def _payload_findings(payload: Payload, how: str, depth: int) -> list[Raw]:
+def _payload_findings(payload: Payload, how: str, depth: int, kind: str) -> list[Raw]:
     """The payload scanned as text of its own; excerpts show the decoded text."""
-    inner, quiet = scan_raw(payload.text, depth=depth + 1)
+    inner, quiet = scan_raw(payload.text, kind=kind, depth=depth + 1)
     secrets = secret_spans(inner)
     out: list[Raw] = []
     for category, reason, start, end, redact, excerpt in inner:

@@ -11,7 +11,16 @@ from hermes_site.scanning.hidden import HIDDEN_RUN
 # category, reason, start, end, redact, excerpt (None: rendered from the scanned text)
 Raw = tuple[str, str, int, int, bool, str | None]
 
-CATEGORIES = ("prompt_injection", "exfiltration", "invisible_unicode", "bidi_control", "secret")
+CATEGORIES = (
+    "prompt_injection",
+    "exfiltration",
+    "invisible_unicode",
+    "bidi_control",
+    "secret",
+    "destructive_command",
+    "code_execution",
+    "credential_harvesting",
+)
 KINDS = ("memory", "skill")
 EXCERPT_LIMIT = 80
 MAX_FINDINGS_PER_CATEGORY = 10

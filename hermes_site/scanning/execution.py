@@ -1,0 +1,102 @@
+"""Code execution: a download or a decoded payload run as code without anyone reading it
+(`curl … | sh`, `bash <(curl …)`, `sh -c "$(curl …)"`, `iex (New-Object Net.WebClient)
+.DownloadString(…)`, `… | base64 -d | bash`, `exec(base64.b64decode(…))`, `powershell -enc`).
+
+What passes on purpose: downloading to a file (`curl -fsSL URL -o install.sh`, then reading
+and running it), pipes into tools that are not interpreters (`| jq`, `| tar xz`,
+`| python3 -m json.tool`, `| docker login --password-stdin`). Official installers piped to
+a shell (rustup, Homebrew, uv) are blocked too: a skill should download, check, then run.
+"""
+
+from __future__ import annotations
+
+import re
+
+from hermes_site.scanning.shell import Check, check, pipeline_end
+
+CATEGORY = "code_execution"
+DOWNLOAD = "pipes a download into an interpreter (download with -o FILE, read it, then run it)"
+DECODED = "decodes a hidden payload and runs it"
+
+_DOWNLOADER = r"curl|wget|iwr|irm|invoke-webrequest|invoke-restmethod|xh|http|https|aria2c|fetch"
+_TO_INTERPRETER = re.compile(
+    r"(?<!\|)\|(?!\|)\s*(?:sudo\s+(?:-\S+\s+){0,4})?(?:env\s+)?(?:\w+=\S*\s+){0,4}"
+    r"(?:(?:/usr)?(?:/local)?/bin/)?"
+    r"(?:(?:ba|z|k|da|fi|tc|c|a)?sh(?![\w.-])|iex(?![\w-])|invoke-expression(?![\w-])"
+    r"|(?:python[\d.]*|perl|ruby|node|php|pwsh|powershell|bun|deno\s+run)"
+    r"(?=\s*(?:-\s*)?(?:$|[;&|)`]))"
+    r"|(?:source|\.)\s+/dev/stdin)"
+)
+
+
+def _piped_to_interpreter(text: str, m: re.Match[str]) -> tuple[int, int] | None:
+    into = _TO_INTERPRETER.search(text, m.end(), pipeline_end(text, m.end()))
+    return None if into is None else (m.start(), into.end())
+
+
+EXECUTION_CHECKS: tuple[Check, ...] = (
+    check(
+        CATEGORY,
+        DOWNLOAD,
+        rf"(?:{_DOWNLOADER})(?=\s)",
+        triggers="|",
+        post=_piped_to_interpreter,
+        reads=pipeline_end,
+    ),
+    check(
+        CATEGORY,
+        "decodes a hidden payload and pipes it into an interpreter",
+        r"(?:base64\s+(?:-[a-z]*d[a-z]*|--decode)|xxd\s+-r"
+        r"|openssl\s+(?:enc\s+)?(?:-\w+\s+){0,3}-?(?:base64|a)\s+(?:-\w+\s+){0,3}-d)(?![\w-])",
+        triggers="|",
+        post=_piped_to_interpreter,
+        reads=pipeline_end,
+    ),
+    check(
+        CATEGORY,
+        DOWNLOAD,
+        r"(?:(?:ba|z|k|da)?sh|source|\.|python[\d.]*|perl|ruby|node|php|eval|exec|iex)\s+"
+        r"(?:-\S+\s+){0,3}[\"']?(?:<\(|\$\(|`)\s*(?:sudo\s+)?"
+        rf"(?:{_DOWNLOADER})(?=\s)",
+        triggers="<(|$(|`",
+    ),
+    check(
+        CATEGORY,
+        DECODED,
+        r"(?:eval|(?:ba|z)?sh\s+-c|python[\d.]*\s+-c)\s+[\"']?\$\([^)\n]{0,300}?"
+        r"(?:base64\s+(?:-[a-z]*d|--decode)|xxd\s+-r)",
+        triggers="$(",
+    ),
+    check(
+        CATEGORY,
+        DOWNLOAD,
+        r"(?:iex|invoke-expression)\s*[(\s][^\n]{0,200}?(?:downloadstring|downloaddata"
+        r"|net\.webclient|iwr|irm|invoke-webrequest|invoke-restmethod|start-bitstransfer)",
+        triggers="iex|invoke-expression",
+    ),
+    check(
+        CATEGORY,
+        "runs a script straight from a URL",
+        r"mshta(?:\.exe)?\s+[\"']?(?:https?|javascript|vbscript):"
+        r"|regsvr32(?:\.exe)?\s[^\n]{0,100}?/i:https?:"
+        r"|rundll32(?:\.exe)?\s[^\n]{0,60}?javascript:",
+        triggers="mshta|regsvr32|rundll32",
+    ),
+    check(
+        CATEGORY,
+        "runs an encoded PowerShell command",
+        r"(?:powershell|pwsh)(?:\.exe)?(?:\s+\S+){0,8}?\s+-e(?:c|nc\w*|ncodedcommand)?\s+"
+        r"[\"']?[a-z0-9+/]{20,}",
+        triggers="powershell|pwsh",
+    ),
+    check(
+        CATEGORY,
+        DECODED,
+        r"(?:exec|eval|execfile|compile|assert|new\s+function)\s*\(\s*(?:"
+        r"__import__\(\s*[\"']base64[\"']\s*\)\s*\.\s*b(?:64|32|16|85)decode"
+        r"|base64\.b(?:64|32|16|85)decode|b64decode|codecs\.decode|zlib\.decompress"
+        r"|marshal\.loads|bytes\.fromhex|atob|base64_decode|gzinflate|gzuncompress|str_rot13"
+        r"|buffer\.from|unescape|string\.fromcharcode)",
+        triggers="exec|eval|compile|assert|function",
+    ),
+)
