@@ -146,9 +146,9 @@ class Supervisor:
 
     def run(self) -> int:
         """Supervise until SIGINT or SIGTERM; then stop everything. Returns 0."""
-        # Wake up the moment a child exits (SIGCHLD through the wakeup fd), not at the next
-        # poll: while a killed worker's pool processes live, they hold its broker socket open
-        # and Redis can still hand a new message to its dead BRPOP (docs/RELIABILITY.md).
+        # Wake up the moment a child exits or Ctrl-C comes (any handled signal writes to the
+        # wakeup fd), not at the next poll: a dead worker's pool processes are killed at once
+        # instead of streaming on for a turn the restarted worker marks interrupted.
         wake_r, wake_w = socket.socketpair()
         wake_r.setblocking(False)
         wake_w.setblocking(False)
