@@ -2,7 +2,7 @@
 
 Shared by the memory and skills apps: import from `hermes_site.scanning`.
 
-`scan_text()` looks for four kinds of trouble before anything is stored:
+`scan_text()` looks for these kinds of trouble before anything is stored:
 
 * prompt injection: instruction overrides, role overrides, fake role markers, requests to
   hide things from the user, jailbreak vocabulary (English and Chinese);
@@ -10,7 +10,15 @@ Shared by the memory and skills apps: import from `hermes_site.scanning`.
   credentials somewhere, Markdown images/links whose URL would carry a secret;
 * hidden Unicode: zero-width, bidi, tag, variation-selector, filler and other format or
   default-ignorable characters;
-* secrets: high-confidence credential formats only, so memory never stores them.
+* secrets: high-confidence credential formats only, so memory never stores them;
+* commands (`destructive.py`, `execution.py`, `harvesting.py` on `shell.py`): destructive
+  ones (recursive deletes or permission changes of /, ~ or a system directory, disk wiping,
+  fork bombs, `kill -9 -1`, dropping or emptying production data), downloads or decoded
+  payloads run as code (`curl … | sh`, `bash <(curl …)`, `iex (…DownloadString(…))`,
+  `base64 -d | sh`), and credential harvesting (reading SSH private keys, cloud credentials,
+  `.env`, `/etc/shadow`, keychains, browser cookie and password databases, secret
+  environment variables). Runbook commands pass: `rm -rf build/`, `dd of=disk.img`,
+  `curl -fsSL URL -o file`, `DROP TABLE IF EXISTS tmp_x`, `chmod +x script.sh`.
 
 The same rules also run on what a text hides (`engine.py`): look-alike letters from other
 scripts read as Latin (`confusables.py`), words spelled with separators or leet joined
@@ -50,8 +58,9 @@ every later turn, so borderline phrasing is blocked, ordinary facts are not):
   look-alike, so Russian, Greek or Japanese text is not; separators and leet are read only
   where the rewrite spells a word of the rules, so IDs, versions and snake_case pass.
 * Encoded runs count only when they decode to text: hashes, UUIDs and random IDs pass.
-* `kind="skill"` relaxes nothing today; the parameter exists so skill-specific policy has a
-  place to live without changing callers.
+* `kind="skill"` relaxes nothing; it adds the one rule that fits skills only (force-pushing a
+  main branch). Every other rule applies to both kinds.
+* A command given as advice ("never run `rm -rf /`", "do not `cat .env`") is not one.
 
 Matching happens on a normalised copy (NFKC, casefold, hidden characters stripped, spaces
 between CJK characters dropped; every rule matches any whitespace run with `\\s+`, which
@@ -92,9 +101,10 @@ BOOK_SEPARATOR = "\n"
 
 
 def scan_text(text: str, *, kind: str = "memory") -> ScanResult:
-    """Scan `text` for injection, exfiltration, hidden Unicode and secrets, also in what it
-    hides (look-alike letters, spelled-out words, tag characters, encoded runs); never raises
-    on content, only on an unknown `kind`."""
+    """Scan `text` for injection, exfiltration, hidden Unicode, secrets, destructive commands,
+    code execution and credential harvesting, also in what it hides (look-alike letters,
+    spelled-out words, tag characters, encoded runs); never raises on content, only on an
+    unknown `kind`."""
     _check_kind(kind)
     if not text:
         return ScanResult(allowed=True, findings=[], kind=kind)

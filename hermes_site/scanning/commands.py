@@ -20,8 +20,9 @@ _SECRET_REFERENCE = re.compile(
     r"|\$env:[a-z0-9_]{0,40}(?:key|token|secret|password)"
     r"|%[a-z0-9_]{0,40}(?:key|token|secret|password)[a-z0-9_]{0,40}%"
     r"|os\.environ|getenv\("
+    r"|process\.env(?![.\[])|process\.env(?:\.|\[[\"'])[a-z0-9_]{0,40}(?:key|token|secret|passw|cred)"
     r"|~/\.ssh\b|\.ssh/|/\.ssh\b|id_(?:rsa|dsa|ecdsa|ed25519)\b"
-    r"|\.env(?!\.(?:example|sample|template|dist)\b)(?![a-z0-9_-])"
+    r"|(?<!process)\.env(?!\.(?:example|sample|template|dist)\b)(?![a-z0-9_-])"
     r"|/etc/(?:passwd|shadow|sudoers)\b|\.aws/credentials|\.netrc\b|\.git-credentials"
     r"|\.npmrc\b|\.pypirc\b|\.kube/config|\.docker/config\.json|kubeconfig\b"
 )

@@ -180,8 +180,24 @@ DESTRUCTIVE_CHECKS: tuple[Check, ...] = (
     check(
         CATEGORY,
         DELETES,
-        r"(?:rm|rd|rmdir|del|remove-item)(?=\s)",
-        triggers="rm|rd |del |remove-item",
+        r"rm(?=\s)",  # one literal head per check: the regex engine skips ahead to it
+        triggers="rm",
+        post=_recursive_delete,
+        reads=command_end,
+    ),
+    check(
+        CATEGORY,
+        DELETES,
+        r"r(?:d|mdir|emove-item)(?=\s)",
+        triggers="rd|rmdir|remove-item",
+        post=_recursive_delete,
+        reads=command_end,
+    ),
+    check(
+        CATEGORY,
+        DELETES,
+        r"del(?=\s)",
+        triggers="del",
         post=_recursive_delete,
         reads=command_end,
     ),
@@ -207,9 +223,10 @@ DESTRUCTIVE_CHECKS: tuple[Check, ...] = (
         WIPES,
         r"sgdisk\s[^\n;|&]{0,100}?(?:--zap-all|--zap|-z)(?![\w-])"
         r"|diskutil\s+(?:erasedisk|zerodisk|randomdisk|secureerase|partitiondisk|erasevolume)\b"
-        r"|nvme\s+format\s|hdparm\s[^\n;|&]{0,100}?--security-erase|format\s+c:(?![\w])",
-        triggers="sgdisk|diskutil|nvme|hdparm|format",
+        r"|nvme\s+format\s|hdparm\s[^\n;|&]{0,100}?--security-erase",
+        triggers="sgdisk|diskutil|nvme|hdparm",
     ),
+    check(CATEGORY, WIPES, r"format\s+c:(?![\w])", triggers="format"),
     check(
         CATEGORY,
         "deletes the system's backups or recovery options",
@@ -243,7 +260,7 @@ DESTRUCTIVE_CHECKS: tuple[Check, ...] = (
     check(
         CATEGORY,
         "kills every process (kill -1)",
-        r"kill\s+(?:(?:-s\s+\w+|-n\s+\d+|-\w+|--)\s+){1,3}-1(?![\w.])|killall5(?=\s|$)",
+        r"kill\s+(?:(?:-s\s+\w+|-n\s+\d+|-\w+|--)\s+){1,3}-1(?![\w.])|killall5\s+-\w+",
         triggers="kill",
     ),
     check(

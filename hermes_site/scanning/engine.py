@@ -28,14 +28,14 @@ from hermes_site.scanning.hidden import (
 from hermes_site.scanning.normalise import Normalised, Payload, normalise
 from hermes_site.scanning.phrases import _TEXT_RULES, _Rule
 from hermes_site.scanning.result import Raw, render_excerpt, secret_spans
-from hermes_site.scanning.shell import run_checks
+from hermes_site.scanning.shell import Checks
 from hermes_site.scanning.spelling import SQUASHED_RULES, spelled_views
 
 # Decoding inside decoded text: base64 of base64 is decoded, a third layer is not.
 MAX_DEPTH = 2
 LOOK_ALIKE = " (written with look-alike letters)"
 SPELLED = " (spelled with separators or digits)"
-SHELL_CHECKS = DESTRUCTIVE_CHECKS + EXECUTION_CHECKS + HARVESTING_CHECKS
+SHELL_CHECKS = Checks(DESTRUCTIVE_CHECKS, EXECUTION_CHECKS, HARVESTING_CHECKS)
 
 
 def scan_raw(text: str, *, kind: str = "memory", depth: int = 0) -> tuple[list[Raw], set[int]]:
@@ -76,7 +76,7 @@ def _view_findings(
         for category, reason, start, end, redact in (
             *_command_findings(view),
             *_url_findings(view),
-            *run_checks(view, SHELL_CHECKS, kind),
+            *SHELL_CHECKS.run(view, kind),
         ):
             out.append((category, reason + suffix, start, end, redact, None))
     return out

@@ -34,12 +34,26 @@ def _piped_to_interpreter(text: str, m: re.Match[str]) -> tuple[int, int] | None
     return None if into is None else (m.start(), into.end())
 
 
+# `bash <(curl …)`, `sh -c "$(curl …)"`, `eval "$(curl …)"`: the interpreter right before.
+_INTERPRETER_BEFORE = re.compile(
+    r"(?<![\w$-])(?:(?:ba|z|k|da)?sh|source|\.|python[\d.]*|perl|ruby|node|php|eval|exec|iex)"
+    r"\s+(?:-\S+\s+){0,3}[\"']?$"
+)
+
+
+def _substituted_into_interpreter(text: str, m: re.Match[str]) -> tuple[int, int] | None:
+    """The download (found first: a literal `<(`, `$(` or backtick is cheap to look for)
+    is run when an interpreter takes its output as a file or a script argument."""
+    head = _INTERPRETER_BEFORE.search(text, max(0, m.start() - 80), m.start())
+    return None if head is None else (head.start(), m.end())
+
+
 EXECUTION_CHECKS: tuple[Check, ...] = (
     check(
         CATEGORY,
         DOWNLOAD,
         rf"(?:{_DOWNLOADER})(?=\s)",
-        triggers="|",
+        triggers=("|",),
         post=_piped_to_interpreter,
         reads=pipeline_end,
     ),
@@ -48,17 +62,17 @@ EXECUTION_CHECKS: tuple[Check, ...] = (
         "decodes a hidden payload and pipes it into an interpreter",
         r"(?:base64\s+(?:-[a-z]*d[a-z]*|--decode)|xxd\s+-r"
         r"|openssl\s+(?:enc\s+)?(?:-\w+\s+){0,3}-?(?:base64|a)\s+(?:-\w+\s+){0,3}-d)(?![\w-])",
-        triggers="|",
+        triggers=("|",),
         post=_piped_to_interpreter,
         reads=pipeline_end,
     ),
     check(
         CATEGORY,
         DOWNLOAD,
-        r"(?:(?:ba|z|k|da)?sh|source|\.|python[\d.]*|perl|ruby|node|php|eval|exec|iex)\s+"
-        r"(?:-\S+\s+){0,3}[\"']?(?:<\(|\$\(|`)\s*(?:sudo\s+)?"
-        rf"(?:{_DOWNLOADER})(?=\s)",
+        rf"(?:<\(|\$\(|`)\s*(?:sudo\s+)?(?:{_DOWNLOADER})(?=\s)",
         triggers="<(|$(|`",
+        word_start=False,
+        post=_substituted_into_interpreter,
     ),
     check(
         CATEGORY,
@@ -70,7 +84,7 @@ EXECUTION_CHECKS: tuple[Check, ...] = (
     check(
         CATEGORY,
         DOWNLOAD,
-        r"(?:iex|invoke-expression)\s*[(\s][^\n]{0,200}?(?:downloadstring|downloaddata"
+        r"(?:iex|invoke-expression)\s*[($][^\n]{0,200}?(?:downloadstring|downloaddata"
         r"|net\.webclient|iwr|irm|invoke-webrequest|invoke-restmethod|start-bitstransfer)",
         triggers="iex|invoke-expression",
     ),

@@ -31,7 +31,7 @@ _SECRET_STORE = re.compile(
     r"|\.docker[/\\]config\.json|\.kube[/\\]config|\.config[/\\]gcloud|\.azure[/\\]"
     r"|\.gnupg|\.password-store|\.vault-token|\.config[/\\]gh[/\\]hosts\.yml"
     r"|\.terraform\.d[/\\]credentials|wallet\.dat|\.kdbx\b"
-    r"|\.env(?!\.(?:example|sample|template|dist|test)\b)(?![\w-])"
+    r"|(?<!process)\.env(?!\.(?:example|sample|template|dist|test)\b)(?![\w-])"
     r"|/etc/(?:g?shadow|sudoers|master\.passwd|ssl/private)"
 )
 # Words that are also English only count where a command starts ("more ~/.netrc" in prose is
@@ -127,8 +127,7 @@ HARVESTING_CHECKS: tuple[Check, ...] = (
         r"|reg(?:\.exe)?\s+save\s+hklm\\+(?:sam|security|system)\b"
         r"|vaultcmd(?:\.exe)?\s+/listcreds|procdump[^\n]{0,60}?lsass"
         r"|comsvcs(?:\.dll)?[^\n]{0,40}?minidump",
-        triggers="security|mimikatz|sekurlsa|lsadump|secretsdump|lazagne|hklm|vaultcmd|lsass"
-        "|minidump",
+        triggers="security|mimikatz|lsa|secretsdump|lazagne|hklm|vaultcmd|minidump",
     ),
     check(
         CATEGORY,
@@ -138,8 +137,7 @@ HARVESTING_CHECKS: tuple[Check, ...] = (
         r"[^\n\"'`]{0,160}?[/\\](?:cookies|login\s+data|web\s+data|local\s+state)(?![\w.-])"
         r"|[/\\](?:cookies\.sqlite|logins\.json|key[34]\.db|signons\.sqlite|cookies\.binarycookies)"
         r"(?![\w.-])",
-        triggers="chrom|brave|edge|opera|vivaldi|yandex|cookies.|logins.json|key3.db|key4.db"
-        "|signons",
+        triggers="cookies|login|web|local|key3.db|key4.db|signons",
         word_start=False,
     ),
     check(
@@ -148,7 +146,7 @@ HARVESTING_CHECKS: tuple[Check, ...] = (
         r"(?:env|printenv|set|export\s+-p|declare\s+-x|get-childitem\s+env:|gci\s+env:"
         r"|dir\s+env:|ls\s+env:)\s*\|\s*(?:grep|egrep|rg|findstr|select-string|sls|awk|sed)\b"
         r"[^\n|;&]{0,80}?(?:key|token|secret|passw|pwd|cred|aws|auth|session|cookie|private)",
-        triggers="|",
+        triggers=("|",),
     ),
     check(
         CATEGORY,

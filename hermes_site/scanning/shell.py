@@ -68,19 +68,23 @@ def check(
     reason: str,
     pattern: str,
     *,
-    triggers: str,
+    triggers: str | tuple[str, ...],
     kinds: tuple[str, ...] = BOTH,
     word_start: bool = True,
     post: Post | None = None,
     reads: Callable[[str, int], int] | None = None,
 ) -> Check:
-    """`triggers` ("|"-separated substrings) lets the scan skip the check cheaply; `reads`
-    says how far `post` reads after the head (`command_end` or `pipeline_end`)."""
+    """`triggers` (substrings, "|"-separated or a tuple when one of them is "|") lets the
+    scan skip the check cheaply; `reads` says how far `post` reads after the head
+    (`command_end` or `pipeline_end`)."""
+    found = tuple(triggers.split("|")) if isinstance(triggers, str) else triggers
+    if not all(found):
+        raise ValueError(f"empty trigger in {triggers!r}: it would match every text")
     return Check(
         category,
         reason,
         re.compile(pattern),
-        tuple(triggers.split("|")),
+        found,
         kinds,
         word_start,
         post,
@@ -88,14 +92,32 @@ def check(
     )
 
 
-def run_checks(view: Normalised, checks: tuple[Check, ...], kind: str) -> Iterator[tuple]:
-    """(category, reason, original start, original end, redact) for every hit in `view`."""
-    text = view.text
-    for c in checks:
-        if kind not in c.kinds or not any(t in text for t in c.triggers):
-            continue
-        for start, end in c.hits(text):
-            yield (c.category, c.reason, *view.span(start, end), False)
+class Checks:
+    """A fixed set of checks with each distinct trigger indexed once, so a scan looks for
+    every trigger with one substring test and wakes only the checks whose triggers occur."""
+
+    def __init__(self, *groups: tuple[Check, ...]) -> None:
+        self.checks = tuple(c for group in groups for c in group)
+        index: dict[str, list[int]] = {}
+        for i, c in enumerate(self.checks):
+            for t in c.triggers:
+                index.setdefault(t, []).append(i)
+        self.by_trigger = tuple((t, tuple(ids)) for t, ids in index.items())
+
+    def run(self, view: Normalised, kind: str) -> Iterator[tuple]:
+        """(category, reason, original start, original end, redact) for every hit in
+        `view`; most texts hold no trigger and wake no check."""
+        text = view.text
+        awake: set[int] = set()
+        for trigger, ids in self.by_trigger:  # ≈ 90 substring tests: 4-5 µs on a short fact
+            if trigger in text:
+                awake.update(ids)
+        for i in sorted(awake):
+            c = self.checks[i]
+            if kind not in c.kinds:
+                continue
+            for start, end in c.hits(text):
+                yield (c.category, c.reason, *view.span(start, end), False)
 
 
 # -- where commands end --------------------------------------------------------------------
