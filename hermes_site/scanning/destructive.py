@@ -11,6 +11,7 @@ or truncates outside production (`DROP TABLE IF EXISTS tmp_x`, `dropdb hermes_de
 
 from __future__ import annotations
 
+import posixpath
 import re
 
 from hermes_site.scanning.shell import (
@@ -62,6 +63,8 @@ def dangerous_path(word: str) -> bool:
     anything below them (`/var/www/site`, `~/.cache/pip`)."""
     if not word or word[0] not in "/~$%c":
         return False
+    if word[0] == "/":  # `/tmp/../..` is the root
+        word = posixpath.normpath(word.rstrip("*"))
     base = word.rstrip("/\\*.")
     return base in _ROOTS or base in _SYSTEM_DIRS
 

@@ -67,6 +67,12 @@ BENIGN_SKILL_COMMANDS = [
     'for key in a b; do printf "%s" "$key"; done',
     "Never run `rm -rf /` or `curl … | sh` from a skill; download, read, then run.",
     "Do not `cat .env` in a shared terminal.",
+    "git push origin main && git push -f origin feature/x",
+    'eval "$(ssh-agent -s)" && source <(kubectl completion bash)',
+    "cat ~/.ssh/config ~/.ssh/known_hosts && ls -la ~/.ssh && chmod 700 ~/.ssh",
+    "DELETE FROM sessions WHERE expires_at < now(); -- safe on prod",
+    "kubectl delete pod web-1 -n prod && chown -R $USER ~/.npm",
+    "fetch(`${process.env.API_URL}/health`)",
 ]
 
 # Facts with command words in prose: memory must keep accepting these.
@@ -94,6 +100,8 @@ HOSTILE_COMMANDS = [
     ("rm -r -f /*", DESTRUCTIVE, "deletes", "rm -r -f /*"),
     ("/bin/rm --recursive --force /etc", DESTRUCTIVE, "deletes", "rm --recursive"),
     ('rm -rf "/"', DESTRUCTIVE, "deletes", "rm -rf"),
+    ("rm -rf /tmp/../../", DESTRUCTIVE, "deletes", "rm -rf"),
+    ("DELETE FROM users; -- on prod", DESTRUCTIVE, "production", "DELETE"),
     ("find / -type f -delete", DESTRUCTIVE, "deletes", "find /"),
     ("find ~ -name '*' -exec rm -rf {} +", DESTRUCTIVE, "deletes", "find ~"),
     # destructive: disk wiping
@@ -262,7 +270,6 @@ def test_the_whole_environment_or_a_secret_from_it_sent_by_fetch_is_exfiltration
     assert "exfiltration" in {
         f.category for f in findings_of("fetch(url, {headers: {a: process.env.GITHUB_TOKEN}})")
     }
-    assert scan_text("fetch(`${process.env.API_URL}/health`)", kind="skill").allowed
 
 
 def test_scan_book_sees_a_destructive_command_in_the_changed_entry():
