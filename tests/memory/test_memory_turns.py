@@ -3,15 +3,14 @@ sees in later requests is the proof of what reached the prompt."""
 
 import pytest
 
-from chats.agent.llm import get_provider
-from chats.agent.loop import run_claimed_turn
-from chats.agent.turns import Claim, message_received, turn_claim
-from chats.models import Chat, Turn
+from chats.agent.turns import message_received
+from chats.models import Chat
 from chats.services import actor_get_or_create, message_ingest
 from memory.models import MemoryEntry, MemoryEvent
 from memory.reviews import memory_review
 from tests.fakes import openai_server as fake_openai
 from tests.memory.helpers import shown_revision
+from tests.turns import run, system_prompt
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -34,18 +33,6 @@ def say(text, *, chat_id, user, name, channel="telegram", kind=None, person=None
         person=person,
     )
     return message_received(result, enqueue=False)
-
-
-def run(turn):
-    claim = turn_claim(turn_id=turn.pk, worker="test")
-    assert claim.outcome is Claim.CLAIMED
-    done = run_claimed_turn(claim.turn, provider=get_provider())
-    assert done.status == Turn.Status.COMPLETED, done.error
-    return done
-
-
-def system_prompt(request) -> str:
-    return request["messages"][0]["content"]
 
 
 def tool_result(request, call_id="m1") -> str:

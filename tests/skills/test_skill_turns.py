@@ -3,15 +3,14 @@ sees in later requests is the proof of what reached the prompt and the tool resu
 
 import pytest
 
-from chats.agent.llm import get_provider
-from chats.agent.loop import run_claimed_turn
-from chats.agent.turns import Claim, message_received, turn_claim
+from chats.agent.turns import message_received
 from chats.models import Turn
 from chats.services import message_ingest
 from skills.models import Skill, SkillEvent, SkillUsage
 from skills.selectors import skill_usage
 from tests.fakes import openai_server as fake_openai
 from tests.skills.conftest import HOSTILE
+from tests.turns import run, system_prompt
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -46,18 +45,6 @@ def say(text, *, chat_id="1", user="10", name="Alice", kind="dm"):
         chat_kind=kind,
     )
     return message_received(result, enqueue=False)
-
-
-def run(turn):
-    claim = turn_claim(turn_id=turn.pk, worker="test")
-    assert claim.outcome is Claim.CLAIMED
-    done = run_claimed_turn(claim.turn, provider=get_provider())
-    assert done.status == Turn.Status.COMPLETED, done.error
-    return done
-
-
-def system_prompt(request) -> str:
-    return request["messages"][0]["content"]
 
 
 def tool_results(request) -> dict[str, str]:
