@@ -27,9 +27,9 @@ from django_htmx.http import HttpResponseClientRedirect, reswap, retarget
 from chats.agent.events import last_seq
 from chats.agent.llm import get_provider
 from chats.agent.turns import message_received, turn_stop
-from chats.api.ratelimit import window_retry_after
 from chats.forms import MemberAddForm, MessagePostForm, RoomCreateForm
 from chats.models import Channel, Chat, ChatKind, ChatMember, Message
+from chats.ratelimit import window_retry_after
 from chats.selectors import (
     chat_for_person,
     chat_members,

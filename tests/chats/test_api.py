@@ -14,7 +14,7 @@ from django.test import Client
 from django.test.client import AsyncClientHandler, FakePayload
 from django.utils import timezone
 
-from chats.api import ratelimit
+from chats import ratelimit
 from chats.models import Actor, ApiToken, Chat, ChatKind, ChatMember, Message
 from chats.selectors import chat_role
 from chats.services import (

@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from chats.api import ratelimit
+from chats import ratelimit
 from chats.models import Message
 from tests.chats.dashboard_helpers import login, page_url
 
