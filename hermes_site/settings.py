@@ -376,10 +376,15 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "filters": {"quiet_routine_tasks": {"()": "hermes_site.logfilters.QuietRoutineTasks"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
+        # Celery's lines about each run of the turn sweep (every TURN_SWEEP_SECONDS).
+        "celery.beat": {"filters": ["quiet_routine_tasks"]},
+        "celery.worker.strategy": {"filters": ["quiet_routine_tasks"]},
+        "celery.app.trace": {"filters": ["quiet_routine_tasks"]},
         # The OpenAI SDK's HTTP client logs every request at INFO.
         "httpx": {"level": "WARNING"},
         "httpx2": {"level": "WARNING"},
