@@ -22,12 +22,10 @@ import logging
 import signal
 import time
 from collections import defaultdict
-from datetime import timedelta
 
 import redis.exceptions
 from channels.layers import get_channel_layer
 from django.conf import settings
-from django.utils import timezone
 from telegram import Bot, BotCommand
 from telegram.error import Forbidden, InvalidToken, NetworkError, RetryAfter, TimedOut
 from telegram.request import HTTPXRequest
@@ -72,7 +70,7 @@ def update_lanes() -> int:
 
 
 MAX_DELIVERY_ATTEMPTS = 8
-STUCK_TURN_SECONDS = 60
+HOUSEKEEPING_SECONDS = 60  # how often the bridge prunes old processed update ids
 
 
 def build_bot() -> Bot:
@@ -158,19 +156,17 @@ class EventRouter:
                 await self._task
 
 
-def _requeue_stuck_turns(*, min_age_seconds: float) -> int:
-    """Turns of open replies still queued: their Celery task may be lost (the bot died
-    between the commit and the enqueue). Enqueue again; a turn runs at most once, so an
-    extra task finds it claimed or finished and does nothing."""
+def _requeue_stuck_turns() -> int:
+    """At start-up, turns of open replies still queued: their Celery task may be lost (the
+    bot died between the commit and the enqueue). Enqueue again at once rather than after the
+    sweep's grace; a turn runs at most once, so an extra task finds it claimed or finished."""
     from chats.tasks import run_turn
 
-    cutoff = timezone.now() - timedelta(seconds=min_age_seconds)
     turn_ids = list(
         OutboundMessage.objects.filter(
             kind=OutboundMessage.Kind.REPLY,
             status__in=OutboundMessage.OPEN,
             turn__status=Turn.Status.QUEUED,
-            turn__created_at__lt=cutoff,
         ).values_list("turn_id", flat=True)
     )
     for turn_id in turn_ids:
@@ -253,7 +249,7 @@ class TelegramBridge:
         await self.router.start()
         # At start every queued turn of ours counts: the previous process may have died
         # between committing a turn and handing it to Celery.
-        count = await db(_requeue_stuck_turns, min_age_seconds=0)
+        count = await db(_requeue_stuck_turns)
         if count:
             logger.warning("re-enqueued %s turn(s) whose task was lost", count)
 
@@ -379,11 +375,10 @@ class TelegramBridge:
         last_prune = 0.0
         while not self.stopping.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.stopping.wait(), STUCK_TURN_SECONDS)
+                await asyncio.wait_for(self.stopping.wait(), HOUSEKEEPING_SECONDS)
+            # Turns whose task was lost while the bridge runs are the turn sweep's (Celery
+            # beat, every TURN_SWEEP_SECONDS, for every channel); only start-up is ours.
             try:
-                count = await db(_requeue_stuck_turns, min_age_seconds=STUCK_TURN_SECONDS)
-                if count:
-                    logger.warning("re-enqueued %s turn(s) queued for over a minute", count)
                 if time.monotonic() - last_prune > 3600:
                     pruned = await db(processed_updates_prune)
                     last_prune = time.monotonic()
