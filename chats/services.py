@@ -245,14 +245,6 @@ def person_actor_id(person: AbstractBaseUser) -> str:
     return str(person.pk)
 
 
-def actor_for_person(*, channel: str, person: AbstractBaseUser) -> Actor:
-    """The actor a dashboard Person speaks as on `channel` (web, cli), linked to them."""
-    name = person.get_full_name() or person.get_username()
-    return actor_get_or_create(
-        channel=channel, user_id=person_actor_id(person), display_name=name, person=person
-    )
-
-
 def actor_link(*, actor: Actor, person: AbstractBaseUser) -> Actor:
     """Link `actor` to `person` (replacing an earlier link); listeners hear `actor_linked`
     after commit, so memory about the actor can follow the Person."""

@@ -12,10 +12,11 @@ from django.core.management import call_command
 
 from chats.models import Actor, Chat, ChatKind, ChatMember, Message
 from chats.services import (
-    actor_for_person,
+    actor_get_or_create,
     chat_get_or_create,
     chat_member_ensure,
     message_ingest,
+    person_actor_id,
 )
 from tests.fakes import openai_server as fake_openai
 
@@ -28,6 +29,16 @@ def post(api, **fields):
     payload = {"chat_id": "c1", "user_id": "u1", "message_id": "m1", "text": "hello there"}
     payload.update(fields)
     return api.post(MESSAGES, payload)
+
+
+def actor_for_person(*, channel, person):
+    """The actor a dashboard person speaks as on web or the terminal, as the adapters key it."""
+    return actor_get_or_create(
+        channel=channel,
+        user_id=person_actor_id(person),
+        display_name=person.username,
+        person=person,
+    )
 
 
 def counts():
