@@ -18,6 +18,8 @@ urlpatterns = [
     ),
     path("api/v1/", include("chats.api.urls")),
     path("memory/", include("memory.urls")),
+    path("skills/", include("skills.urls")),
+    path("skills/", include("skills.urls_reviews")),
     path("telegram/", include("bots.urls")),
     path("", include("chats.urls")),
 ]

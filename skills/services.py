@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from chats.models import Actor, Chat, Turn
 from hermes_site.scanning import scan_text
-from skills import policy
+from skills import policy, signals
 from skills.format import (
     SKILL_FILE,
     SkillFormatError,
@@ -396,6 +396,9 @@ def _change(
                 before=draft.before,
                 after=draft.after,
                 detail={"action": action, **draft.detail},
+            )
+            transaction.on_commit(
+                lambda: signals.proposal_created.send(sender=SkillProposal, proposal=proposal)
             )
             base = f"version {current.number}" if current else "a new skill"
             return Outcome(

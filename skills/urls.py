@@ -1,0 +1,3 @@
+"""The skills dashboard pages: the library, one skill, its diffs and reviewer actions."""
+
+urlpatterns = []

@@ -1,0 +1,3 @@
+"""Skill proposals on the approvals page: decide one, bound to the version shown."""
+
+urlpatterns = []
