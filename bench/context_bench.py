@@ -160,7 +160,8 @@ def measure(args, label, chat, trigger) -> tuple[list, object]:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from chats.agent.context import build_context, count_messages_tokens
+    from chats.agent.context import build_context
+    from chats.agent.counting import count_messages_tokens
     from chats.agent.llm.base import ProviderInfo
     from chats.agent.registry import TurnContext
 

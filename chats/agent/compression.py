@@ -17,14 +17,10 @@ from django.conf import settings
 from django.db.models import Count, Sum
 from django.utils import timezone
 
-from chats.agent.context import (
-    MESSAGE_OVERHEAD,
-    ContextBudget,
-    count_messages_tokens,
-    cut_text,
-    history_bounds,
-)
+from chats.agent.context import ContextBudget
 from chats.agent.convert import STORED_FIELDS, StoredMessage, transcript_line
+from chats.agent.counting import MESSAGE_OVERHEAD, count_messages_tokens, cut_text
+from chats.agent.history import history_bounds
 from chats.agent.llm.base import Finish, LLMError, TextDelta
 from chats.agent.tokens import count_tokens
 from chats.models import Chat, Message

@@ -8,49 +8,49 @@ window; an oversized single message is cut in the middle with a visible marker, 
 loop calls it again before every follow-up request inside a turn. Nothing assembled here is
 ever stored.
 
-Token accounting (`count_messages_tokens`) is the one used everywhere: the tokens of every
-content string, tool-call name, arguments and id, a fixed overhead per message and per tool
-call, the JSON of the tool specs, and the priming of the reply. The builder reaches the
-same number without re-encoding history: stored messages cache their token count, and the
-name prefix or interrupted note is accounted for exactly at a token boundary.
+Token accounting (`count_messages_tokens`, in `chats.agent.counting`) is the one used
+everywhere; reading history (`chats.agent.history`) reuses each stored message's cached count,
+so the builder reaches the same number without re-encoding history.
 """
 
-import json
 import logging
-import re
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
-from functools import lru_cache
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from django.conf import settings
-from django.db.models import Q, TextField
-from django.db.models.functions import Cast
 from django.utils import timezone
 
 from chats.agent.convert import (
     SUMMARY_HEADER,
     StoredMessage,
     content_pieces,
-    flatten_tool_group,
-    message_extras,
-    missing_result_message,
     openai_role,
 )
+from chats.agent.counting import (
+    MESSAGE_OVERHEAD,
+    REPLY_PRIMING,
+    _Item,
+    cut_text,
+    tools_tokens,
+)
+from chats.agent.history import (
+    _Grouper,
+    _HistoryScan,
+    _text_tokens,
+    _Unit,
+    _unit_items,
+    history_bounds,
+)
 from chats.agent.registry import PromptSectionProvider, TurnContext, registry
-from chats.agent.tokens import count_tokens, decode, encode
+from chats.agent.tokens import count_tokens
 from chats.models import Chat, Message
 
 logger = logging.getLogger(__name__)
 
-MESSAGE_OVERHEAD = 4  # role and separators of one message in a chat template
-TOOL_CALL_OVERHEAD = 6  # type, framing of name and arguments of one tool call
-TOOLS_OVERHEAD = 12  # framing of the tool specs block
-REPLY_PRIMING = 3  # the assistant header the reply starts with
 
 CUT_FLOOR = 48  # the guard never cuts a content below this many tokens
 HISTORY_CUT_FLOOR = 32  # nor the minimum history below this
 SECTION_MIN_TOKENS = 24  # a prompt section squeezed below this is left out instead
-CUT_HEAD_SHARE = 0.6  # a cut keeps 60% of what it keeps from the start, 40% from the end
 
 IDENTITY = (
     "You are {name}, a helpful AI agent working with a team. Be accurate and concise, say "
@@ -116,269 +116,6 @@ class ContextBudget:
             "history": self.history,
             "current": self.current,
         }
-
-
-# --- Token accounting --------------------------------------------------------------------
-
-_SHORT_TEXT = 256
-
-
-@lru_cache(maxsize=32_768)
-def _cached_count(text: str) -> int:
-    return count_tokens(text)
-
-
-def _tokens(text: str) -> int:
-    """`count_tokens`, remembered for short strings (tool-call ids, names and arguments, short
-    messages): encoding has a per-call cost, and the same history is counted every turn."""
-    if len(text) <= _SHORT_TEXT:
-        return _cached_count(text)
-    return count_tokens(text)
-
-
-def content_tokens(content: object) -> int:
-    """Tokens of a message content: a string, or a list of parts (text parts counted)."""
-    if isinstance(content, str):
-        return _tokens(content)
-    if isinstance(content, list):
-        return sum(
-            _tokens(part.get("text", ""))
-            for part in content
-            if isinstance(part, dict) and isinstance(part.get("text"), str)
-        )
-    return 0
-
-
-def _extras_tokens(message: dict) -> int:
-    tokens = 0
-    for call in message.get("tool_calls") or ():
-        function = call.get("function") or {}
-        tokens += TOOL_CALL_OVERHEAD + _tokens(str(call.get("id", "")))
-        tokens += _tokens(str(function.get("name", "")))
-        tokens += _tokens(str(function.get("arguments", "")))
-    if message.get("tool_call_id"):
-        tokens += _tokens(str(message["tool_call_id"]))
-    if message.get("name"):
-        tokens += _tokens(str(message["name"])) + 1
-    return tokens
-
-
-def message_tokens(message: dict) -> int:
-    """Tokens one message costs in a request: overhead, content, tool calls, ids."""
-    return MESSAGE_OVERHEAD + content_tokens(message.get("content")) + _extras_tokens(message)
-
-
-def tools_tokens(tool_specs: Sequence[dict] | None) -> int:
-    """Tokens of the `tools` block: its JSON as clients send it (with the spaces of the
-    default separators, the larger of the usual forms, so providers that count the spaced
-    form are never underestimated) plus a fixed framing."""
-    if not tool_specs:
-        return 0
-    text = json.dumps(list(tool_specs), ensure_ascii=False)
-    return TOOLS_OVERHEAD + count_tokens(text)
-
-
-def count_messages_tokens(
-    messages: Sequence[dict], tool_specs: Sequence[dict] | None = None
-) -> int:
-    """The prompt size of a request: every message, the tool specs and the reply priming."""
-    return REPLY_PRIMING + tools_tokens(tool_specs) + sum(message_tokens(m) for m in messages)
-
-
-# A space preceded by a non-space character is a boundary of the tokenizer's pre-split in
-# every string containing those two characters (no pre-split piece holds a non-space
-# followed by a space). Text on either side of such a boundary is encoded independently, so
-# count(prefix + body) = count(body) + count(prefix + head) − count(head) with head =
-# body[:boundary]: exact, while encoding only a word instead of the whole body.
-_BOUNDARY = re.compile(r"(?<=\S) ")
-_EDGE_SCAN = 256  # characters searched for a boundary near each end of a body
-_SHORT_BODY = 48  # shorter bodies are simply encoded whole
-
-
-# (name prefix or note, first or last word, side) -> tokens the prefix or note adds
-_DELTAS: dict[tuple[str, str, bool], int] = {}
-_DELTAS_MAX = 20_000
-
-
-def _delta(extra: str, piece: str, *, before: bool) -> int:
-    """Tokens that `extra` adds when joined before (or after) `piece`."""
-    joined = extra + piece if before else piece + extra
-    if len(joined) > _SHORT_TEXT:  # a system prompt or a long word: not worth keeping
-        return count_tokens(joined) - _tokens(piece)
-    key = (extra, piece, before)
-    delta = _DELTAS.get(key)
-    if delta is None:
-        delta = _tokens(joined) - _tokens(piece)
-        if len(_DELTAS) >= _DELTAS_MAX:
-            _DELTAS.clear()
-        _DELTAS[key] = delta
-    return delta
-
-
-def _joined_tokens(prefix: str, body: str, suffix: str, body_tokens: int) -> int:
-    """Exactly count_tokens(prefix + body + suffix), from the body's cached count."""
-    if not prefix and not suffix:
-        return body_tokens
-    if len(body) < _SHORT_BODY:
-        return _tokens(prefix + body + suffix)
-    total = body_tokens
-    start = 1
-    if prefix:
-        match = _BOUNDARY.search(body, 1, _EDGE_SCAN)
-        if match is None:
-            return count_tokens(prefix + body + suffix)
-        start = match.start()
-        total += _delta(prefix, body[:start], before=True)
-    if suffix:
-        end = _last_boundary(body, start)
-        if end is None:
-            return count_tokens(prefix + body + suffix)
-        total += _delta(suffix, body[end:], before=False)
-    return total
-
-
-def _last_boundary(body: str, not_before: int) -> int | None:
-    position = len(body)
-    floor = max(not_before, len(body) - _EDGE_SCAN)
-    while True:
-        position = body.rfind(" ", floor, position)
-        if position <= 0 or position < floor:
-            return None
-        if not body[position - 1].isspace():
-            return position
-
-
-# --- Cutting -----------------------------------------------------------------------------
-
-
-def cut_marker(tokens_cut: int) -> str:
-    return f"[… {tokens_cut:,} tokens cut …]"
-
-
-def _decode_clean(tokens: list[int], *, trim_end: bool) -> tuple[str, int]:
-    """Decode, dropping up to 3 tokens at the cut edge that split a multi-byte character."""
-    for dropped in range(4):
-        if dropped >= len(tokens) and dropped:
-            return "", len(tokens)
-        piece = tokens[: len(tokens) - dropped] if trim_end else tokens[dropped:]
-        text = decode(piece)
-        edge = text[-1:] if trim_end else text[:1]
-        if edge != "\ufffd":
-            return text, len(piece)
-    return decode(piece), len(piece)
-
-
-def cut_text(text: str, max_tokens: int) -> tuple[str, int]:
-    """`text` cut by tokens to at most `max_tokens`, keeping its head and tail around a
-    visible `[… N tokens cut …]` marker. Returns (text, tokens cut); (text, 0) if it fits."""
-    tokens = encode(text)
-    if len(tokens) <= max_tokens:
-        return text, 0
-    marker_tokens = count_tokens("\n" + cut_marker(len(tokens)) + "\n")
-    keep = max_tokens - marker_tokens - 2
-    while True:
-        if keep <= 0:
-            marker = cut_marker(len(tokens))
-            return (marker if count_tokens(marker) <= max_tokens else ""), len(tokens)
-        head_count = int(keep * CUT_HEAD_SHARE)
-        head, head_kept = _decode_clean(tokens[:head_count], trim_end=True)
-        tail, tail_kept = _decode_clean(tokens[len(tokens) - (keep - head_count) :], trim_end=False)
-        removed = len(tokens) - head_kept - tail_kept
-        result = f"{head}\n{cut_marker(removed)}\n{tail}"
-        size = count_tokens(result)
-        if size <= max_tokens:
-            return result, removed
-        keep -= size - max_tokens + 1
-
-
-# --- Request items -----------------------------------------------------------------------
-
-
-@dataclass(slots=True, eq=False)
-class _Item:
-    """One message of a request being assembled, with its exact token count."""
-
-    role: str
-    prefix: str = ""
-    body: str = ""
-    suffix: str = ""
-    extras: dict = field(default_factory=dict)
-    body_tokens: int = 0
-    tokens: int = 0
-    source_id: int | None = None
-    cuttable: bool = True
-    raw: dict | None = None  # a message with non-text content, passed through unchanged
-    original: str | None = None  # the body before it was cut
-
-    @classmethod
-    def from_pieces(
-        cls,
-        role: str,
-        prefix: str,
-        body: str,
-        suffix: str,
-        *,
-        body_tokens: int | None = None,
-        extras: dict | None = None,
-        source_id: int | None = None,
-    ) -> "_Item":
-        extras = extras or _NO_EXTRAS
-        if body_tokens is None or (body_tokens == 0 and body):
-            body_tokens = _tokens(body)
-        item = cls(role, prefix, body, suffix, extras, body_tokens, 0, source_id)
-        item.tokens = MESSAGE_OVERHEAD + _joined_tokens(prefix, body, suffix, body_tokens)
-        if extras:
-            item.tokens += _extras_tokens(extras)
-        return item
-
-    @classmethod
-    def from_dict(cls, message: dict) -> "_Item":
-        content = message.get("content")
-        role = str(message.get("role", ""))
-        if not isinstance(content, str):
-            return cls(role, tokens=message_tokens(message), cuttable=False, raw=message)
-        extras = {key: value for key, value in message.items() if key not in ("role", "content")}
-        body_tokens = _tokens(content)
-        tokens = MESSAGE_OVERHEAD + body_tokens + _extras_tokens(extras)
-        return cls(role, "", content, "", extras, body_tokens, tokens)
-
-    @property
-    def was_cut(self) -> bool:
-        return self.original is not None
-
-    def message(self) -> dict:
-        if self.raw is not None:
-            return self.raw
-        message = {"role": self.role, "content": self.prefix + self.body + self.suffix}
-        message.update(self.extras)
-        return message
-
-    def cut_body(self, max_body_tokens: int) -> bool:
-        """Cut the body to `max_body_tokens` with a marker (from the uncut original)."""
-        if not self.cuttable or self.body_tokens <= max_body_tokens:
-            return False
-        source = self.original if self.original is not None else self.body
-        text, removed = cut_text(source, max(max_body_tokens, 0))
-        if not removed:
-            return False
-        self.original = source
-        self.body = text
-        self.body_tokens = count_tokens(text)
-        self.tokens = message_tokens(self.message())
-        return True
-
-    def cut_to(self, max_tokens: int) -> bool:
-        """Cut the body so that the whole message costs at most `max_tokens`."""
-        changed = False
-        for _ in range(4):
-            if self.tokens <= max_tokens:
-                break
-            fixed = self.tokens - self.body_tokens
-            target = max(max_tokens - fixed, 0)
-            if not self.cut_body(min(target, self.body_tokens - 1)):
-                break
-            changed = True
-        return changed
 
 
 def _units(items: Sequence[_Item], start: int, end: int) -> list[list[int]]:
@@ -559,238 +296,6 @@ def _render_sections(
             report.update(status="cut", original_tokens=report["tokens"], tokens=count_tokens(cut))
             texts.append(cut)
     return texts, reports
-
-
-# --- History -----------------------------------------------------------------------------
-
-
-@dataclass(slots=True, eq=False)
-class _Unit:
-    """A message, or a tool-calling assistant message with its results, as found in history."""
-
-    anchor: int  # id of the first message: where the unit sits in the conversation
-    rows: list[StoredMessage]
-    call: StoredMessage | None = None
-    orphan: bool = False  # a tool result whose call is not in this history: never sent
-
-
-@dataclass(frozen=True)
-class HistoryBounds:
-    """Where the history for a trigger starts and ends, and the summary standing in for it."""
-
-    marker_id: int | None  # the reset marker the history starts after, if that bounds it
-    end_id: int | None  # the first reset marker after the trigger
-    summary: StoredMessage | None  # the summary covering the most of the history
-    start_id: int  # history is what comes after this id (summary end, or marker, or 0)
-
-
-def history_bounds(chat: Chat, *, before_id: int | None = None) -> HistoryBounds:
-    """The newest valid summary and the reset markers that matter, read newest first.
-
-    A summary is valid if it ends before `before_id` (the trigger) and no reset marker
-    follows its range before the trigger; compression never lets a summary span a reset.
-    Markers are looked up only after the summary's range, so a long covered history is
-    never scanned."""
-    limit = before_id if before_id is not None else float("inf")
-    summaries = (
-        Message.objects.filter(chat=chat, role=Message.Role.SUMMARY)
-        .order_by("-id")
-        .values_list("id", "text", "metadata", "token_count")
-    )
-    summary = None
-    # The newest summary is almost always the one (LIMIT 1 stops the scan at once); older
-    # ones are read only when it ends after the trigger (a turn rebuilt for an old message).
-    for rows in (summaries[:1], summaries[1:]):
-        for message_id, text, metadata, token_count in rows:
-            metadata = metadata if isinstance(metadata, dict) else {}
-            covers_from = metadata.get("covers_from_id")
-            covers_to = metadata.get("covers_to_id")
-            if isinstance(covers_from, int) and isinstance(covers_to, int) and covers_to < limit:
-                summary = StoredMessage(
-                    message_id, Message.Role.SUMMARY, text, [], metadata, token_count
-                )
-                break
-        if summary is not None:
-            break
-    lower = summary.metadata["covers_to_id"] if summary else 0
-    resets = [
-        message_id
-        for message_id, metadata in Message.objects.filter(
-            chat=chat, role=Message.Role.MARKER, id__gt=lower
-        ).values_list("id", "metadata")
-        if isinstance(metadata, dict) and metadata.get("marker") == "reset"
-    ]
-    marker_id = max((marker for marker in resets if marker < limit), default=None)
-    end_id = min((marker for marker in resets if marker > limit), default=None)
-    if marker_id is not None:  # a reset after the summary's range: the summary is gone too
-        return HistoryBounds(marker_id, end_id, None, marker_id)
-    if summary is None:
-        return HistoryBounds(None, end_id, None, 0)
-    return HistoryBounds(None, end_id, summary, lower)
-
-
-# Shared, never modified: most rows carry no parts and no metadata, and not allocating a
-# fresh empty container per row keeps the garbage collector out of the way.
-_NO_PARTS: list = []
-_NO_METADATA: dict = {}
-_NO_EXTRAS: dict = {}
-
-
-def _json(raw: str | None, empty: list | dict):
-    """JSON read as text and parsed only when not empty (`empty` is returned as is)."""
-    if not raw or raw in ("{}", "[]", "null"):
-        return empty
-    value = json.loads(raw)
-    return value if isinstance(value, type(empty)) else empty
-
-
-class _HistoryScan:
-    """History rows newest first, fetched in batches sized to what the budget can still use."""
-
-    FIRST_BATCH = 64
-    MAX_BATCH = 2000
-    FIELDS = (
-        "id",
-        "role",
-        "text",
-        "parts_text",
-        "metadata_text",
-        "token_count",
-        "actor__display_name",
-    )
-
-    def __init__(self, chat: Chat, *, start_id: int, trigger_id: int, end_id: int | None, turn):
-        rows = Message.objects.filter(chat=chat, id__gt=start_id).exclude(
-            role__in=(Message.Role.SUMMARY, Message.Role.MARKER)
-        )
-        # Replies to earlier triggers finished after this trigger arrived (queue mode, an
-        # interrupted partial reply) belong before it; later user messages do not.
-        rows = rows.filter(
-            Q(id__lt=trigger_id)
-            | Q(id__gt=trigger_id, role__in=(Message.Role.ASSISTANT, Message.Role.TOOL))
-        )
-        if end_id is not None:
-            rows = rows.filter(id__lt=end_id)
-        self.queryset = rows.annotate(
-            parts_text=Cast("parts", TextField()), metadata_text=Cast("metadata", TextField())
-        )
-        self.turn_id = getattr(turn, "pk", None)
-        self.wanted = self.FIRST_BATCH  # the consumer's estimate of rows it can still use
-        self.exhausted = False
-
-    def __iter__(self) -> Iterator[StoredMessage]:
-        before = None
-        while True:
-            size = max(32, min(self.MAX_BATCH, self.wanted))
-            rows = self.queryset if before is None else self.queryset.filter(id__lt=before)
-            batch = list(rows.order_by("-id").values_list(*self.FIELDS)[:size])
-            for row in batch:
-                id_, role, text, parts, metadata, token_count, actor_name = row
-                message = StoredMessage(
-                    id_,
-                    role,
-                    text or "",
-                    _json(parts, _NO_PARTS),
-                    _json(metadata, _NO_METADATA),
-                    token_count or 0,
-                    actor_name or "",
-                )
-                if self.turn_id is not None and message.turn_id == self.turn_id:
-                    continue  # this turn's own steps are appended by the turn loop
-                yield message
-            if len(batch) < size:
-                self.exhausted = True
-                return
-            before = batch[-1][0]
-
-
-class _Grouper:
-    """Units newest first (by where they start): a tool result is held until its call."""
-
-    def __init__(self, rows: Iterator[StoredMessage]):
-        self.rows = rows
-        self.pending: dict[str, StoredMessage] = {}  # results seen before (newer than) their call
-
-    def __iter__(self) -> Iterator[_Unit]:
-        pending = self.pending
-        for row in self.rows:
-            if row.role == Message.Role.TOOL:
-                call_id = row.tool_call_id
-                if call_id and call_id not in pending:
-                    pending[call_id] = row
-                else:
-                    yield _Unit(row.id, [row], orphan=True)
-                continue
-            calls = row.tool_calls
-            if calls:
-                results = [
-                    pending.pop(str(call["id"])) for call in calls if str(call["id"]) in pending
-                ]
-                results.sort(key=lambda result: result.id)
-                yield _Unit(row.id, [row, *results], call=row)
-            else:
-                yield _Unit(row.id, [row])
-        while pending:
-            row = pending.pop(max(pending, key=lambda key: pending[key].id))
-            yield _Unit(row.id, [row], orphan=True)
-
-
-def _text_tokens(row: StoredMessage, body: str) -> int | None:
-    """The cached count of the row's text, when it is one: `token_count` is counted once at
-    write time over the text plus any structured parts (tool calls), so rows with parts or
-    a body other than the stored text are counted afresh."""
-    if body != row.text or row.parts:
-        return None
-    return row.token_count
-
-
-def _unit_items(unit: _Unit, *, shared: bool, supports_tools: bool) -> list[_Item]:
-    if unit.call is None:
-        row = unit.rows[0]
-        prefix, body, suffix = content_pieces(row, shared=shared)
-        return [
-            _Item.from_pieces(
-                openai_role(row),
-                prefix,
-                body,
-                suffix,
-                body_tokens=_text_tokens(row, body),
-                source_id=row.id,
-            )
-        ]
-    call, results = unit.call, unit.rows[1:]
-    if not supports_tools:
-        text = flatten_tool_group(call, results)
-        return [_Item.from_pieces("assistant", "", text, "", source_id=call.id)]
-    items = [
-        _Item.from_pieces(
-            "assistant",
-            "",
-            call.text,
-            "",
-            body_tokens=_text_tokens(call, call.text),
-            extras=message_extras(call),
-            source_id=call.id,
-        )
-    ]
-    answered = set()
-    for result in results:
-        answered.add(result.tool_call_id)
-        items.append(
-            _Item.from_pieces(
-                "tool",
-                "",
-                result.text,
-                "",
-                body_tokens=_text_tokens(result, result.text),
-                extras=message_extras(result),
-                source_id=result.id,
-            )
-        )
-    for entry in message_extras(call)["tool_calls"]:
-        if entry["id"] not in answered:
-            items.append(_Item.from_dict(missing_result_message(entry["id"])))
-    return items
 
 
 # --- The builder -------------------------------------------------------------------------

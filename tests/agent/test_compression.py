@@ -16,8 +16,9 @@ from chats.agent.compression import (
     needs_compression,
     summary_store,
 )
-from chats.agent.context import build_context, count_messages_tokens
+from chats.agent.context import build_context
 from chats.agent.convert import SUMMARY_HEADER
+from chats.agent.counting import count_messages_tokens
 from chats.agent.llm.base import Finish, LLMError, ProviderInfo, TextDelta, Usage
 from chats.agent.registry import TurnContext
 from chats.agent.tokens import count_tokens

@@ -10,19 +10,21 @@ import pytest
 
 from chats.agent.context import (
     CUT_FLOOR,
-    MESSAGE_OVERHEAD,
-    REPLY_PRIMING,
     ContextBudget,
     ContextWindowExceeded,
     build_context,
-    content_tokens,
-    count_messages_tokens,
     enforce_window,
     explain_message,
+)
+from chats.agent.convert import INTERRUPTED_NOTE, MISSING_TOOL_RESULT, SUMMARY_HEADER
+from chats.agent.counting import (
+    MESSAGE_OVERHEAD,
+    REPLY_PRIMING,
+    content_tokens,
+    count_messages_tokens,
     message_tokens,
     tools_tokens,
 )
-from chats.agent.convert import INTERRUPTED_NOTE, MISSING_TOOL_RESULT, SUMMARY_HEADER
 from chats.agent.llm.base import ProviderInfo
 from chats.agent.registry import Registry, TurnContext
 from chats.agent.tokens import count_tokens
@@ -187,7 +189,7 @@ def test_prompt_tokens_is_exactly_the_count_of_what_is_sent():
 def test_name_prefixes_and_notes_are_counted_exactly_without_re_encoding():
     """The builder counts "[name] " + text + note from the text's cached count; the result
     must equal encoding the whole string, for any text."""
-    from chats.agent.context import _joined_tokens
+    from chats.agent.counting import _joined_tokens
 
     rnd = random.Random(11)
     alphabet = list("ab yz  \n\t 12 345 's 'll !?.,-()[]{}\"") + list("中文，。😀é\u200b") + ["  "]
@@ -609,7 +611,6 @@ def test_every_registered_tool_block_is_counted_no_lower_than_its_spaced_json(ch
     """Providers (and the fake model server) count the `tools` block as the JSON clients
     send, spaces included: the engine's estimate must never be lower, or a full window
     overflows by the difference."""
-    from chats.agent.context import tools_tokens
     from chats.agent.registry import registry
 
     specs = [tool.spec() for tool in registry.tools_for(channel)]
