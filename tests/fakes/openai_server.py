@@ -7,9 +7,10 @@
 
 Replies are consumed one per chat completion request, first in first out; when the script
 is empty the default reply answers (text "ok" unless `default=` says otherwise). A reply is
-a `Reply` from `tests.fakes.openai_replies` (`text`, `tool_calls`, `error`, `context_length_exceeded`,
-`hang`, `drop`, `text_then_error`), a plain string (shorthand for `text(...)`), or a
-callable taking the parsed request body and returning one of those (see `echo`).
+a `Reply` from `tests.fakes.openai_replies` (`text`, `tool_calls`, `error`,
+`context_length_exceeded`, `hang`, `drop`, `text_then_error`), a plain string (shorthand
+for `text(...)`), or a callable taking the parsed request body and returning one of those
+(see `echo`).
 
 With `context_window=N` every request's prompt is counted (`prompt_tokens`) and a request
 whose prompt plus `max_tokens` exceeds N is refused with 400 `context_length_exceeded`, as
