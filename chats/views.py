@@ -49,6 +49,11 @@ from chats.services import (
 )
 
 PAGE_SIZE = 50
+# A search hit opens the chat with the page extended down to it (and a few messages before
+# it, for context) as long as that is at most this many messages; a hit further back is
+# shown on its own above the newest page, with the way to scroll back to it.
+JUMP_MAX_MESSAGES = 1000
+JUMP_CONTEXT = 5
 PREVIEW_CHARS = 160
 MANAGER_ROLES = frozenset({ChatMember.Role.OWNER, ChatMember.Role.ADMIN})
 # Only web rooms take messages from the page for now: a Telegram group, a CLI profile or an
@@ -136,15 +141,34 @@ def _members_context(chat: Chat, role: str | None, error: str = "") -> dict:
     }
 
 
-def _page_context(request: HttpRequest, chat: Chat, *, before: int | None = None) -> dict:
+def _page_size_to_reach(chat: Chat, at: int | None) -> tuple[int, Message | None]:
+    """How many of the newest messages the page shows so that message `at` is among them
+    (with JUMP_CONTEXT before it), and the message itself when it is too far back for that."""
+    if at is None:
+        return PAGE_SIZE, None
+    target = Message.objects.filter(chat=chat, pk=at).select_related("actor", "reply_to").first()
+    if target is None:
+        return PAGE_SIZE, None
+    newer = Message.objects.filter(chat=chat, pk__gte=at).count()
+    if newer <= PAGE_SIZE - JUMP_CONTEXT:
+        return PAGE_SIZE, None
+    if newer + JUMP_CONTEXT <= JUMP_MAX_MESSAGES:
+        return newer + JUMP_CONTEXT, None
+    return PAGE_SIZE, target
+
+
+def _page_context(
+    request: HttpRequest, chat: Chat, *, before: int | None = None, at: int | None = None
+) -> dict:
     # The sequence number is read before the messages: every event after it is replayed to
     # the page's socket, and messages already on the page are skipped by their id.
     seq = last_seq(chat.pk) if before is None else 0
-    page = chat_messages_page(chat, before=before, limit=PAGE_SIZE + 1)
-    has_older = len(page) > PAGE_SIZE
+    size, far_message = _page_size_to_reach(chat, at if before is None else None)
+    page = chat_messages_page(chat, before=before, limit=size + 1)
+    has_older = len(page) > size
     messages = page[1:] if has_older else page
     context = _message_context(chat)
-    context.update(messages=messages, has_older=has_older)
+    context.update(messages=messages, has_older=has_older, far_message=far_message)
     if before is not None:
         return context
     role = chat_role(request.user, chat)
@@ -174,7 +198,8 @@ def _int_param(value: str | None) -> int | None:
 @require_GET
 def chat_page(request: HttpRequest, chat_key: str) -> HttpResponse:
     """A chat's newest messages, composer and (for owners/admins) members; with `?before=<id>`
-    from htmx, only the older page (`#older`)."""
+    from htmx, only the older page (`#older`); with `?at=<id>` (a search hit), the page reaches
+    back to that message."""
     chat = _chat_or_404(request, chat_key)
     before = _int_param(request.GET.get("before"))
     if before is not None and request.htmx:
@@ -182,7 +207,8 @@ def chat_page(request: HttpRequest, chat_key: str) -> HttpResponse:
             request, "chats/chat.html#older", _page_context(request, chat, before=before)
         )
     else:
-        response = render(request, "chats/chat.html", _page_context(request, chat))
+        at = _int_param(request.GET.get("at"))
+        response = render(request, "chats/chat.html", _page_context(request, chat, at=at))
     patch_vary_headers(response, ["HX-Request"])
     return response
 

@@ -27,7 +27,7 @@ def test_search_finds_matches_in_readable_chats_and_links_into_the_chat(member, 
     page = search(login(member), "deployment")
     assert 'hx-get="/search"' in page and 'hx-target="#results"' in page
     assert 'hx-push-url="true"' in page and 'value="deployment"' in page
-    assert f'href="{page_url(team_chat)}#message-{message.pk}"' in page
+    assert f'href="{page_url(team_chat)}?at={message.pk}#message-{message.pk}"' in page
     assert "Team room" in page and 'class="badge badge-web"' in page and "Ana" in page
     assert "We ship the <mark>deployment</mark> on Friday" in page
     assert f'<time datetime="{message.created_at.isoformat()}' in page
@@ -257,3 +257,45 @@ def test_replies_link_to_their_context_view(owner, team_chat):
     link = f"/chats/{team_chat.chat_key}/messages/{reply.pk}/context"
     assert link in page
     assert client.get(link).status_code == 200
+
+
+# --- opening a search hit -----------------------------------------------------------------
+
+
+def _many(chat, count, start=0):
+    return [say(chat, f"filler {start + n}") for n in range(count)]
+
+
+def test_a_hit_older_than_the_newest_page_is_on_the_page_it_links_to(member, team_chat):
+    hit = say(team_chat, "the old pelican decision")
+    _many(team_chat, 120)
+    client = login(member)
+    plain = client.get(page_url(team_chat)).content.decode()
+    assert f'id="message-{hit.pk}"' not in plain  # the newest 50 do not reach it
+
+    page = client.get(page_url(team_chat), {"at": hit.pk}).content.decode()
+    assert f'id="message-{hit.pk}"' in page and 'id="jump-notice"' not in page
+    assert "filler 119" in page  # still the newest page, extended down to the hit
+    older = Message.objects.filter(chat=team_chat, pk__lt=hit.pk).count()
+    assert older == 0 or "load-older" in page
+
+
+def test_a_hit_too_far_back_is_shown_on_its_own_above_the_newest_page(
+    member, team_chat, monkeypatch
+):
+    monkeypatch.setattr("chats.views.JUMP_MAX_MESSAGES", 60)
+    hit = say(team_chat, "the ancient pelican decision")
+    _many(team_chat, 80)
+    page = login(member).get(page_url(team_chat), {"at": hit.pk}).content.decode()
+    assert 'id="jump-notice"' in page and "the ancient pelican decision" in page
+    assert f'id="message-{hit.pk}"' not in page  # no second element with the message's id
+    assert page.count('<article id="message-') == 50  # the newest page as usual
+
+
+def test_at_names_only_messages_of_this_chat(member, team_chat, outsider):
+    other = message_ingest(channel="api", chat_id="elsewhere", user_id="o", text="not yours")
+    _many(team_chat, 60)
+    page = login(member).get(page_url(team_chat), {"at": other.message.pk}).content.decode()
+    assert "not yours" not in page and 'id="jump-notice"' not in page
+    for bad in ("abc", "-3", "0", "99999999"):
+        assert login(member).get(page_url(team_chat), {"at": bad}).status_code == 200
