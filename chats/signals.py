@@ -6,3 +6,9 @@ from django.dispatch import Signal
 # Sent after an Actor was linked to a Person (or moved to another one): `actor`, `person`,
 # `previous_person` (None when the actor had no Person before).
 actor_linked = Signal()
+
+# Sent once a turn's outcome is committed (`chats.agent.turns.turn_finish`): `turn` (its
+# fields as stored) and `status` (completed / failed / interrupted). Receivers run in the
+# worker right after the reply was stored: keep them cheap; a failing one is logged and
+# never affects the turn. A turn whose lease was lost (stored nothing) sends nothing.
+turn_finished = Signal()

@@ -11,7 +11,8 @@ Stored conventions (written by the turn loop):
 - tool result: `metadata={"tool_call_id", "tool_name", "is_error", "turn"}`;
 - final reply: `metadata={"turn", "interrupted"}`;
 - system: a short notice ("a photo arrived"), sent as a user-role note because many chat
-  templates accept a system message only at the very start.
+  templates accept a system message only at the very start; with `metadata={"notice": …}`
+  a notice for people only ("Saved for review: …"), never sent to the model.
 
 An assistant message with tool calls and all of its results form one indivisible group.
 """

@@ -154,6 +154,8 @@ class _HistoryScan:
                 )
                 if self.turn_id is not None and message.turn_id == self.turn_id:
                     continue  # this turn's own steps are appended by the turn loop
+                if message.metadata.get("notice"):
+                    continue  # a notice for people (e.g. "Saved for review: …"), not the model
                 yield message
             if len(batch) < size:
                 self.exhausted = True

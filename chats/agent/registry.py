@@ -13,6 +13,10 @@ if TYPE_CHECKING:
     from chats.models import Actor, Chat, Message, Turn
 
 
+ORIGIN_CHAT = "chat"
+ORIGIN_REVIEW = "review"
+
+
 @dataclass(frozen=True)
 class TurnContext:
     """What a tool handler or prompt section may know about the turn it serves."""
@@ -22,6 +26,10 @@ class TurnContext:
     turn: "Turn | None" = None
     actor: "Actor | None" = None
     person: Any = None  # the Person behind the trigger's actor, if linked
+    # "chat": a turn answering people. "review": a background review after `turn`, whose
+    # tools must only ever propose (never apply) and never count as the chat's own use.
+    origin: str = ORIGIN_CHAT
+    review_id: int | None = None  # the review run this context serves (origin "review")
 
     @property
     def channel(self) -> str:

@@ -31,6 +31,7 @@ from chats.models import BusyMode, Chat, Message, Turn
 from chats.payloads import message_payload
 from chats.rows import insert_row
 from chats.services import IngestResult, message_append
+from chats.signals import turn_finished
 from hermes_site.redis import guarded
 
 logger = logging.getLogger(__name__)
@@ -287,7 +288,21 @@ def turn_finish(
         setattr(turn, name, value)
     turn.reply = reply
     clear_interrupt(turn.pk)
+    transaction.on_commit(lambda: _announce_finished(turn, status))
     return True
+
+
+def _announce_finished(turn: Turn, status: str) -> None:
+    """Tell other apps (learning's counters) how the turn ended; their failure is logged and
+    never reaches the turn."""
+    for receiver, result in turn_finished.send_robust(sender=Turn, turn=turn, status=status):
+        if isinstance(result, Exception):
+            logger.error(
+                "a turn_finished receiver (%r) failed for turn %s",
+                receiver,
+                turn.pk,
+                exc_info=(type(result), result, result.__traceback__),
+            )
 
 
 def turn_stop(*, turn_id: int, chat: Chat, reason: str) -> bool:
