@@ -2,7 +2,8 @@
 
 Processes (hermes_site/supervisor.py): the embedded Valkey (unless REDIS_URL is set; with
 an append-only file under var/valkey), daphne serving HTTP and WebSockets on
-127.0.0.1:PORT, a Celery worker with its embedded beat (the periodic turn sweep), and the
+127.0.0.1:PORT, a Celery worker with its embedded beat (the periodic turn sweep), a second
+worker for background reviews (queue "<REDIS_KEY_PREFIX>-reviews", concurrency 1), and the
 Telegram bridge when TELEGRAM_BOT_TOKEN is set. A process that exits is restarted (with
 backoff, logged); Ctrl-C stops them all.
 """
@@ -84,6 +85,25 @@ def processes(env: dict[str, str]) -> dict[str, list[str]]:
         "--without-gossip",
         "--without-mingle",
     ]
+    # Background reviews (the learning loop) on their own queue and worker, one at a time,
+    # so a review never takes a slot a turn is waiting for.
+    prefix = env.get("REDIS_KEY_PREFIX") or "hermes"
+    procs["reviews"] = [
+        str(BIN / "celery"),
+        "-A",
+        "hermes_site",
+        "worker",
+        "-Q",
+        f"{prefix}-reviews",
+        "-n",
+        "reviews@%h",
+        "--loglevel",
+        "INFO",
+        "--concurrency",
+        "1",
+        "--without-gossip",
+        "--without-mingle",
+    ]
     if env.get("TELEGRAM_BOT_TOKEN"):
         # The Telegram bridge (long polling, or sending only in webhook mode).
         procs["telegram"] = [python, "manage.py", "run_telegram_bot"]
@@ -95,6 +115,7 @@ def processes(env: dict[str, str]) -> dict[str, list[str]]:
 READY_LINES = {
     "web": r"Listening on TCP address",
     "worker": r" ready\.$",
+    "reviews": r" ready\.$",
 }
 
 

@@ -6,6 +6,7 @@ environment win over it.
 
 import os
 import tempfile
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 import dj_database_url
@@ -48,6 +49,7 @@ INSTALLED_APPS = [
     "chats.apps.ChatsConfig",
     "memory.apps.MemoryConfig",
     "skills.apps.SkillsConfig",
+    "learning.apps.LearningConfig",
     "bots.apps.BotsConfig",
 ]
 
@@ -344,6 +346,36 @@ SKILLS_REVIEWERS_GROUP = env_str("SKILLS_REVIEWERS_GROUP", "skill reviewers")
 # Token budget of the skills index in the system prompt; past it, the index says how many
 # more skills there are and how to list them.
 SKILLS_INDEX_TOKENS = env_int("SKILLS_INDEX_TOKENS", 1200, minimum=100)
+
+# --- Learning loop (nudges and background reviews, docs/LEARNING.md) ---------------------
+# A review starts after this many completed user turns (memory focus) or tool-loop
+# iterations (skills focus) in one chat since its last review; 0 disables that focus. A
+# chat may override both in the admin.
+LEARNING_MEMORY_REVIEW_INTERVAL = env_int("LEARNING_MEMORY_REVIEW_INTERVAL", 10, minimum=0)
+LEARNING_SKILL_REVIEW_INTERVAL = env_int("LEARNING_SKILL_REVIEW_INTERVAL", 10, minimum=0)
+# Model calls one review may make, and the tokens of history it reads.
+LEARNING_REVIEW_MAX_ITERATIONS = env_int("LEARNING_REVIEW_MAX_ITERATIONS", 8, minimum=1)
+LEARNING_SNAPSHOT_TOKENS = env_int("LEARNING_SNAPSHOT_TOKENS", 6000, minimum=200)
+# The model reviews run on (same server as LLM_BASE_URL); empty: LLM_MODEL.
+REVIEW_LLM_MODEL = env_str("REVIEW_LLM_MODEL")
+# Price per million prompt / completion tokens of that model, to record each review's
+# cost; empty: unknown (no cost is shown).
+
+
+def _price(name: str, raw: str) -> Decimal | None:
+    if not raw:
+        return None
+    try:
+        return Decimal(raw)
+    except InvalidOperation:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a number") from None
+
+
+REVIEW_LLM_PRICE_INPUT = _price("REVIEW_LLM_PRICE_INPUT", env_str("REVIEW_LLM_PRICE_INPUT"))
+REVIEW_LLM_PRICE_OUTPUT = _price("REVIEW_LLM_PRICE_OUTPUT", env_str("REVIEW_LLM_PRICE_OUTPUT"))
+# Reviews run on a Celery queue of their own, "<REDIS_KEY_PREFIX>-reviews" (`make run`
+# starts a worker for it with concurrency 1), so a review never delays a turn.
+CELERY_TASK_ROUTES = ("learning.tasks.route_review",)
 
 # --- Telegram ---------------------------------------------------------------------------
 # The bridge (`manage.py run_telegram_bot`, started by `make run`) runs when a token is set.

@@ -1,0 +1,174 @@
+"""The nudge engine: per-chat counters advanced after each completed turn, and the trigger
+that queues a background review when a counter reaches its interval.
+
+Two counters, two granularities (seed 002): memory learns from what people say, so its
+counter counts user turns; skills learn from tool use, so theirs counts tool-loop
+iterations (model calls that asked for tools). The model's own use of the `memory` tool or
+of `skill_manage` in a turn resets the matching counter: it just did that work itself.
+Counters live in the database (`ChatLearning`), updated under a row lock, so they are
+exact across workers and restarts. Reviews are queued after commit on their own Celery
+queue; a turn never waits for one.
+"""
+
+import logging
+from dataclasses import dataclass
+
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from chats.models import Chat, Message, Turn
+from learning.models import ChatLearning, Review
+
+logger = logging.getLogger(__name__)
+
+MEMORY_TOOL = "memory"
+SKILL_WRITE_TOOL = "skill_manage"
+ENQUEUE_FAILED = "The review could not be queued (is Redis up?); the counters start again."
+
+
+@dataclass(frozen=True)
+class TurnActivity:
+    """What a turn's tool loop did: its tool-calling iterations and the tools it called."""
+
+    tool_iterations: int
+    tool_names: frozenset[str]
+
+
+def turn_activity(turn: Turn) -> TurnActivity:
+    """Read from the turn's stored steps: every assistant step with tool calls is one
+    iteration of the loop (the final reply, without tool calls, is not)."""
+    steps = Message.objects.filter(
+        chat_id=turn.chat_id,
+        id__gt=turn.trigger_id,
+        role=Message.Role.ASSISTANT,
+        metadata__turn=turn.pk,
+    ).values_list("parts", flat=True)
+    iterations = 0
+    names: set[str] = set()
+    for parts in steps:
+        calls = [
+            part
+            for part in parts or ()
+            if isinstance(part, dict) and part.get("type") == "tool_call"
+        ]
+        if calls:
+            iterations += 1
+            names.update(str(call.get("name") or "") for call in calls)
+    return TurnActivity(iterations, frozenset(names))
+
+
+def _locked_learning(chat_id: int) -> ChatLearning:
+    """The chat's counters under a row lock, created on first use (once, even in a race)."""
+    learning = ChatLearning.objects.select_for_update().filter(chat_id=chat_id).first()
+    if learning is not None:
+        return learning
+    try:
+        with transaction.atomic():
+            return ChatLearning.objects.create(chat_id=chat_id)
+    except IntegrityError:
+        return ChatLearning.objects.select_for_update().get(chat_id=chat_id)
+
+
+def chat_learning(chat: Chat) -> ChatLearning:
+    """The chat's counters and settings; an unsaved default row before its first turn."""
+    return ChatLearning.objects.filter(chat=chat).first() or ChatLearning(chat=chat)
+
+
+def learning_turn_finished(*, turn: Turn, status: str) -> Review | None:
+    """Count a finished turn and queue a review when a counter reaches its interval.
+
+    Only completed turns count (failed and interrupted ones do not): one user turn, plus the
+    turn's tool-loop iterations. A turn that called `memory` resets the memory counter, one
+    that called `skill_manage` the skill counter. A counter that reaches its interval (> 0)
+    is reset and one review is queued after commit, with the focus memory, skills, or
+    combined when both crossed. Returns that review, or None."""
+    if status != Turn.Status.COMPLETED:
+        return None
+    activity = turn_activity(turn)
+    with transaction.atomic():
+        learning = _locked_learning(turn.chat_id)
+        user_turns = learning.user_turns_since_memory_review + 1
+        iterations = learning.iterations_since_skill_review + activity.tool_iterations
+        if MEMORY_TOOL in activity.tool_names:
+            user_turns = 0
+        if SKILL_WRITE_TOOL in activity.tool_names:
+            iterations = 0
+        memory_interval = learning.effective_memory_interval
+        skill_interval = learning.effective_skill_interval
+        memory_due = memory_interval > 0 and user_turns >= memory_interval
+        skills_due = skill_interval > 0 and iterations >= skill_interval
+        trigger = {
+            "user_turns": user_turns,
+            "memory_interval": memory_interval,
+            "tool_iterations": iterations,
+            "skill_interval": skill_interval,
+            "turn_tool_iterations": activity.tool_iterations,
+        }
+        ChatLearning.objects.filter(pk=learning.pk).update(
+            user_turns_since_memory_review=0 if memory_due else user_turns,
+            iterations_since_skill_review=0 if skills_due else iterations,
+            updated_at=timezone.now(),
+        )
+        if not (memory_due or skills_due):
+            return None
+        if memory_due and skills_due:
+            focus = Review.Focus.COMBINED
+        else:
+            focus = Review.Focus.MEMORY if memory_due else Review.Focus.SKILLS
+        review = Review.objects.create(
+            chat_id=turn.chat_id,
+            turn=turn,
+            turn_number=Turn.objects.filter(chat_id=turn.chat_id, id__lte=turn.pk).count(),
+            focus=focus,
+            trigger=trigger,
+            covers_after_id=_previous_end(turn.chat_id),
+            covers_to_id=turn.reply_id or _last_message_id(turn.chat_id),
+        )
+        transaction.on_commit(lambda: _enqueue(review.pk))
+    return review
+
+
+def _previous_end(chat_id: int) -> int | None:
+    """Where the previous review of the chat stopped reading: this one starts after it."""
+    return Review.objects.filter(chat_id=chat_id).aggregate(end=Max("covers_to_id"))["end"]
+
+
+def _last_message_id(chat_id: int) -> int | None:
+    return Message.objects.filter(chat_id=chat_id).aggregate(last=Max("id"))["last"]
+
+
+def _enqueue(review_id: int) -> None:
+    from learning.tasks import run_review
+
+    try:
+        run_review.delay(review_id)
+    except Exception:  # noqa: BLE001 - the chat goes on; the review is recorded as failed
+        logger.error("could not enqueue review %s (is Redis up?)", review_id, exc_info=True)
+        Review.objects.filter(pk=review_id, status=Review.Status.QUEUED).update(
+            status=Review.Status.FAILED, error=ENQUEUE_FAILED, finished_at=timezone.now()
+        )
+
+
+def chat_learning_update(
+    *,
+    chat: Chat,
+    memory_interval: int | None,
+    skill_interval: int | None,
+    review_notice: bool,
+) -> ChatLearning:
+    """Set a chat's own review intervals (None: the site default, 0: off) and its quiet
+    notice; the counters are kept."""
+    for value in (memory_interval, skill_interval):
+        if value is not None and value < 0:
+            raise ValueError("an interval is a number of turns or iterations, 0 or more")
+    with transaction.atomic():
+        learning = _locked_learning(chat.pk)
+        learning.memory_interval = memory_interval
+        learning.skill_interval = skill_interval
+        learning.review_notice = review_notice
+        learning.updated_at = timezone.now()
+        learning.save(
+            update_fields=["memory_interval", "skill_interval", "review_notice", "updated_at"]
+        )
+    return learning
