@@ -148,6 +148,14 @@ class MemoryEntry(models.Model):
     proposal_chat = models.ForeignKey(
         Chat, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # The background review that proposed the waiting (or last decided) change, if one did.
+    review = models.ForeignKey(
+        "learning.Review",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="memory_entries",
+    )
     # Bumped on every change of the entry or its proposal; a decision names the revision the
     # reviewer saw, so a proposal rewritten after it was shown is never approved unseen.
     revision = models.PositiveIntegerField(default=1)

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from chats.agent.registry import ORIGIN_CHAT, ORIGIN_REVIEW
 from chats.models import Actor, Chat, Message
 from hermes_site.scanning import scan_book, scan_text
 from memory import policy
@@ -128,6 +129,8 @@ class Author:
     message: Message | None = None
     via: str = MemoryEvent.Via.AGENT
     asked: bool = False  # the subject explicitly asked for this change in this turn
+    origin: str = ORIGIN_CHAT  # ORIGIN_REVIEW: a background review, whose writes always wait
+    review_id: int | None = None  # that review (linked from the proposal)
 
 
 @dataclass
@@ -228,6 +231,8 @@ def _needs_approval(
     only when that person explicitly asked for it (`author.asked`), it stays private, and
     they are the one reader of the chat they asked in; the agent never widens visibility
     (a shared entry always waits for the person), whatever the policy."""
+    if author.origin == ORIGIN_REVIEW:
+        return True  # a review only proposes, whatever the policy
     rule = policy.approval_policy(book.scope)
     if book.scope != Scope.USER:
         return rule != "auto"
@@ -246,6 +251,8 @@ def _needs_approval(
 def _proposers_side(entry: MemoryEntry, author: Author) -> bool:
     """Is `author` the side that proposed the change waiting on `entry`: the same person (or
     the same actor, without one) in the same chat? Only that side revises or withdraws it."""
+    if author.origin == ORIGIN_REVIEW:
+        return False  # a review is nobody's side: it never revises or withdraws a proposal
     chat_id = author.chat.pk if author.chat is not None else None
     if entry.proposal_chat_id != chat_id:
         return False
@@ -264,6 +271,7 @@ def _propose_fields(author: Author, now) -> dict:
         "proposed_by_person": person,
         "proposal_chat": author.chat,
         "proposal_message": author.message,
+        "review_id": author.review_id,
     }
 
 

@@ -1,6 +1,6 @@
 """The `memory` tool: the agent proposes add / replace / remove in a scope it chooses."""
 
-from chats.agent.registry import Tool, TurnContext
+from chats.agent.registry import ORIGIN_REVIEW, Tool, TurnContext
 from chats.models import Actor
 from memory import policy
 from memory.audience import chat_audience
@@ -75,6 +75,12 @@ def _subject(context: TurnContext, about: str) -> tuple[object, Actor | None]:
     """The (person, actor) a user-scope fact is about: the author unless `about` names
     another participant of this chat."""
     if not about.strip():
+        if context.origin == ORIGIN_REVIEW:
+            # A review reads many people's messages: the fact names whom it is about.
+            raise _Refused(
+                "Error: name the person this fact is about in `about` (as in the brackets); "
+                "nothing stored."
+            )
         if context.actor is None and context.person is None:
             raise _Refused("Error: this message has no known author, so there is no user memory.")
         return context.person, context.actor
@@ -133,9 +139,11 @@ def _memory(context: TurnContext, arguments: dict) -> str:
             person=context.person,
             chat=context.chat,
             message=context.trigger,
-            asked=policy.explicit_request(
-                change, context.trigger.text, content=content, names=names
-            ),
+            # A review's writes are never a person's own request: they always wait.
+            asked=context.origin != ORIGIN_REVIEW
+            and policy.explicit_request(change, context.trigger.text, content=content, names=names),
+            origin=context.origin,
+            review_id=context.review_id,
         ),
         content=content,
         match=arguments.get("old_text") or "",

@@ -131,6 +131,14 @@ class SkillProposal(models.Model):
         Turn, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     reason = models.TextField(blank=True, default="")
+    # The background review that proposed it, if one did.
+    review = models.ForeignKey(
+        "learning.Review",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="skill_proposals",
+    )
     decided_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         null=True,

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from chats.agent.registry import ORIGIN_CHAT, ORIGIN_REVIEW
 from chats.models import Actor, Chat, Turn
 from hermes_site.scanning import scan_text
 from skills import policy, signals
@@ -70,6 +71,8 @@ class Author:
     turn: Turn | None = None
     via: str = Via.AGENT
     reason: str = ""
+    origin: str = ORIGIN_CHAT  # ORIGIN_REVIEW: a background review, whose changes always wait
+    review_id: int | None = None  # that review (linked from the proposal)
 
 
 @dataclass
@@ -146,6 +149,8 @@ def _event(
 
 
 def _applies_now(author: Author) -> bool:
+    if author.origin == ORIGIN_REVIEW:
+        return False  # a review only proposes, whatever the policy
     if author.via == Via.AGENT:
         return policy.applies_at_once(chat=author.chat, person=author.person, actor=author.actor)
     if author.via in (Via.COMMAND, Via.SYSTEM):
@@ -384,6 +389,7 @@ def _change(
                 source_chat=author.chat,
                 source_turn=author.turn,
                 reason=author.reason,
+                review_id=author.review_id,
             )
             _event(
                 kind=Kind.PROPOSED,

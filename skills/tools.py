@@ -1,6 +1,6 @@
 """The skills tools: `skills_list`, `skill_view` (progressive disclosure) and `skill_manage`."""
 
-from chats.agent.registry import Tool, TurnContext
+from chats.agent.registry import ORIGIN_REVIEW, Tool, TurnContext
 from skills.format import SKILL_FILE, SkillFormatError, normalise_path
 from skills.selectors import skill_get, skills_listing
 from skills.services import (
@@ -124,18 +124,20 @@ def _view(context: TurnContext, arguments: dict) -> str:
         if path not in version.files:
             listed = ", ".join(sorted(version.files)) or "none"
             return f"Error: {skill.slug} has no file {path!r}. Its files: {listed}."
-        skill_usage_record(
-            skill=skill,
-            version=version,
-            path=path,
-            chat=context.chat,
-            turn=context.turn,
-            actor=context.actor,
-        )
+        if context.origin != ORIGIN_REVIEW:  # a review reading a skill is not a use of it
+            skill_usage_record(
+                skill=skill,
+                version=version,
+                path=path,
+                chat=context.chat,
+                turn=context.turn,
+                actor=context.actor,
+            )
         return f"{skill.slug}/{path} (version {version.number}):\n\n{version.files[path]}"
-    skill_usage_record(
-        skill=skill, version=version, chat=context.chat, turn=context.turn, actor=context.actor
-    )
+    if context.origin != ORIGIN_REVIEW:
+        skill_usage_record(
+            skill=skill, version=version, chat=context.chat, turn=context.turn, actor=context.actor
+        )
     category = f", category {skill.category}" if skill.category else ""
     parts = [f"Skill {skill.slug} (version {version.number}{category}):", "", version.skill_md]
     if version.files:
@@ -168,6 +170,8 @@ def _manage(context: TurnContext, arguments: dict) -> str:
         chat=context.chat,
         turn=context.turn,
         reason=arguments.get("reason") or "",
+        origin=context.origin,
+        review_id=context.review_id,
     )
     name = arguments["name"].strip()
     base = arguments.get("base_version")
