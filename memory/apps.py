@@ -8,12 +8,18 @@ class MemoryConfig(AppConfig):
 
     def ready(self) -> None:
         from chats.agent.registry import register_prompt_section, register_tool_provider
+        from chats.approvals import ApprovalSection, register_approval_section
         from chats.signals import actor_linked
         from memory.prompt import memory_section
+        from memory.selectors import memory_pending_count
         from memory.tools import memory_tools
 
         register_tool_provider(memory_tools)
         register_prompt_section(memory_section)
+        # The Approvals page renders memory's own list; this makes the badge count it.
+        register_approval_section(
+            ApprovalSection(name="memory", count=memory_pending_count, order=10)
+        )
         actor_linked.connect(_follow_link, dispatch_uid="memory-follow-actor-link")
         checks.register(_check_approval_settings, checks.Tags.compatibility)
 

@@ -1,0 +1,49 @@
+"""Slash commands that other apps add to every conversational channel (Telegram, terminal).
+
+A command answers with plain text; each channel adapter escapes and delivers it its own
+way. The handler gets who asked and where, and decides itself what that person may see
+(`private_only` commands are answered only in a chat private to the asker). Apps register
+in `AppConfig.ready()`; `chats` never imports them.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from chats.models import Actor, Chat
+
+
+@dataclass(frozen=True)
+class CommandContext:
+    channel: str
+    chat: Chat | None
+    actor: Actor | None
+    person: Any  # the Person behind the actor, or None
+    args: str = ""
+    is_private: bool = False
+
+
+@dataclass(frozen=True)
+class SlashCommand:
+    name: str  # without the slash
+    help: str  # one line for /help
+    handler: Callable[[CommandContext], str]
+    private_only: bool = False
+
+
+_commands: dict[str, SlashCommand] = {}
+
+
+def register_slash_command(command: SlashCommand) -> None:
+    """Add (or replace, by name) a command on every conversational channel."""
+    _commands[command.name] = command
+
+
+def slash_command(name: str) -> SlashCommand | None:
+    """The registered command called `name`, or None."""
+    return _commands.get(name)
+
+
+def slash_commands() -> list[SlashCommand]:
+    """Every registered command, by name."""
+    return [_commands[name] for name in sorted(_commands)]
