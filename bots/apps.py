@@ -10,11 +10,24 @@ class BotsConfig(AppConfig):
     verbose_name = "Telegram bridge"
 
     def ready(self) -> None:
+        # Memory and skills are optional neighbours: each one present gets review buttons.
         try:
-            from memory.signals import proposal_created
+            from memory.signals import proposal_created as memory_proposal_created
         except ImportError:  # the memory app has no proposals yet: nothing to review
-            logger.debug("memory.signals.proposal_created missing: no Telegram review buttons")
-            return
-        from bots.memory_reviews import on_proposal_created
+            logger.debug("memory.signals.proposal_created missing: no Telegram memory buttons")
+        else:
+            from bots.memory_reviews import on_proposal_created
 
-        proposal_created.connect(on_proposal_created, dispatch_uid="bots-memory-review-buttons")
+            memory_proposal_created.connect(
+                on_proposal_created, dispatch_uid="bots-memory-review-buttons"
+            )
+        try:
+            from skills.signals import proposal_created as skill_proposal_created
+        except ImportError:  # no skills app: nothing to review
+            logger.debug("skills.signals.proposal_created missing: no Telegram skill buttons")
+        else:
+            from bots.skill_reviews import on_proposal_created as on_skill_proposal_created
+
+            skill_proposal_created.connect(
+                on_skill_proposal_created, dispatch_uid="bots-skill-review-buttons"
+            )

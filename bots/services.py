@@ -260,9 +260,13 @@ def _apply(update: Update, kind: str, identity: BotIdentity, claim: _Claim) -> U
         if kind == "edited_message":
             return claim.commit(lambda: _apply_edit(update.edited_message))
         if kind == "callback_query":
-            from bots.memory_reviews import callback_query_apply
+            query = update.callback_query
+            if (query.data or "").startswith("skl:"):
+                from bots.skill_reviews import callback_query_apply
+            else:
+                from bots.memory_reviews import callback_query_apply
 
-            return claim.commit(lambda: callback_query_apply(update.callback_query, identity))
+            return claim.commit(lambda: callback_query_apply(query, identity))
     except IngestError as exc:
         # Nothing of it can be stored (e.g. an id with control characters): skip it for good.
         logger.warning("telegram update %s refused: %s", update.update_id, exc)
