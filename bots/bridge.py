@@ -30,6 +30,7 @@ from telegram import Bot, BotCommand
 from telegram.error import Forbidden, InvalidToken, NetworkError, RetryAfter, TimedOut
 from telegram.request import HTTPXRequest
 
+from bots.commands import command_menu
 from bots.delivery import (
     ChatGate,
     Permanent,
@@ -42,7 +43,6 @@ from bots.delivery import (
 )
 from bots.models import OutboundMessage
 from bots.services import (
-    COMMANDS,
     bot_state_save,
     outbox_open,
     outbox_progress,
@@ -243,8 +243,9 @@ class TelegramBridge:
         else:
             await self.bot.delete_webhook(drop_pending_updates=False)
         with contextlib.suppress(NetworkError):
+            # The bridge's own commands and those other apps register (e.g. /skills).
             await self.bot.set_my_commands(
-                [BotCommand(name, text[:256]) for name, text in COMMANDS.items()]
+                [BotCommand(name, text) for name, text in command_menu()]
             )
         await self.router.start()
         # At start every queued turn of ours counts: the previous process may have died

@@ -47,6 +47,7 @@ from chats.services import (
     message_ingest,
     message_record_edit,
 )
+from chats.slash_commands import slash_command
 
 logger = logging.getLogger(__name__)
 
@@ -303,6 +304,12 @@ def _apply_message(message: TgMessage, identity: BotIdentity, claim: _Claim) -> 
 
     if command is not None and command.name in COMMANDS:
         return claim.commit(lambda: _apply_command(place, message, command))
+    if command is not None and slash_command(command.name) is not None:
+        from bots.commands import registry_command_apply
+
+        return claim.commit(
+            lambda: registry_command_apply(place, message, command, _telegram_actor(message))
+        )
 
     content = describe(message)
     if content is None:
@@ -419,7 +426,9 @@ def _apply_command(place: Place, message: TgMessage, command) -> UpdateOutcome:
     actor = _telegram_actor(message)
     name = command.name
     if name in ("start", "help"):
-        lines = [f"/{cmd} – {html.escape(text)}" for cmd, text in COMMANDS.items()]
+        from bots.commands import command_list
+
+        lines = [f"/{cmd} – {html.escape(text)}" for cmd, text in command_list()]
         intro = (
             f"Hi {html.escape(display_name(message.from_user))}! I'm {settings.AGENT_NAME}."
             if name == "start"
