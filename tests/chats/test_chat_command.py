@@ -97,3 +97,64 @@ def test_interactive_session_new_keeps_history_but_starts_fresh_context(fake_llm
     # After /new the model no longer sees the first exchange.
     sent = fake_llm.requests[-1]["messages"]
     assert not any("first question" in str(m.get("content")) for m in sent)
+
+
+def _skills():
+    """One active skill, one archived, one new skill waiting for a reviewer."""
+    from skills.models import Skill, Via
+    from skills.services import Author, skill_create, skill_import
+    from tests.skills.helpers import skill_md
+
+    author = Author(via=Via.COMMAND)
+    for name, description in (("deploy-staging", "Deploy to staging."), ("old-tool", "Gone.")):
+        content = skill_md(name=name, description=description)
+        skill_import(name=name, content=content, files={}, category="ops", author=author)
+    Skill.objects.filter(slug="old-tool").update(status=Skill.Status.ARCHIVED)
+    waiting = skill_md(name="secret-plan", description="Not approved.")
+    agent = Author()  # the agent, with no chat of its own: its change waits
+    assert skill_create(name="secret-plan", content=waiting, author=agent).code == "proposed"
+
+
+def test_one_shot_slash_command_prints_the_answer_and_starts_no_turn(fake_llm):
+    _skills()
+    out = io.StringIO()
+    call_command("chat", "-m", "/skills", "--profile", "ops", stdout=out)
+    assert "Skills I know (1):\n• deploy-staging [ops]: Deploy to staging." in out.getvalue()
+    assert "old-tool" not in out.getvalue() and "secret-plan" not in out.getvalue()
+    out = io.StringIO()
+    call_command("chat", "-m", "/skills nothing-like-this", stdout=out)
+    assert "No skill matches “nothing-like-this”." in out.getvalue()
+    # Like Telegram's commands: not a message, no turn, the model never asked.
+    assert not Message.objects.exists() and not Turn.objects.exists()
+    assert fake_llm.requests == []
+
+
+def test_interactive_session_answers_help_and_registered_commands(fake_llm):
+    _skills()
+    fake_llm.default = fake_openai.echo("you said: ")
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url_for_subprocesses(),
+        "LLM_PROVIDER": "openai",
+        "LLM_BASE_URL": fake_llm.base_url,
+        "LLM_MODEL": "fake-model",
+    }
+    result = subprocess.run(
+        [sys.executable, "manage.py", "chat", "--profile", "cmds"],
+        input="/help\n/skills deploy\n/unknown-thing please\n/quit\n",
+        capture_output=True,
+        text=True,
+        cwd=BASE_DIR,
+        env=env,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    banner = result.stdout.splitlines()[1]
+    assert banner == "Also: /skills"
+    assert "/skills – The skills I know (/skills word to filter)" in result.stdout
+    assert "/new – Start a fresh context" in result.stdout
+    assert "• deploy-staging [ops]: Deploy to staging." in result.stdout
+    # A slash that names no command is a message like any other.
+    assert "you said: /unknown-thing please" in result.stdout
+    chat = Chat.objects.get(chat_key="cli:cmds")
+    assert [m.text for m in chat_history(chat) if m.role == "user"] == ["/unknown-thing please"]

@@ -2,8 +2,11 @@
 
 Turns run in this process with the same engine as the workers; the reply streams as it
 arrives and tool calls show inline. `/new` starts a fresh context (history kept), `/stop`
-or Ctrl-C interrupts the running reply, `/quit` or Ctrl-D leaves. `-m "text"` sends one
-message, prints the reply and exits (status 1 if the turn failed).
+or Ctrl-C interrupts the running reply, `/quit` or Ctrl-D leaves, `/help` lists the
+commands. Commands other apps register (`chats.slash_commands`, e.g. `/skills deploy`) are
+answered here like on Telegram: printed, never stored in the history, no turn. `-m "text"`
+sends one message, prints the reply and exits (status 1 if the turn failed); `-m "/skills"`
+prints the command's answer and exits.
 """
 
 import getpass
@@ -20,7 +23,7 @@ from chats.agent.interrupts import request_interrupt
 from chats.agent.llm import get_provider
 from chats.agent.loop import run_claimed_turn
 from chats.agent.turns import Claim, message_received, turn_claim
-from chats.models import Turn
+from chats.models import Actor, Turn
 from chats.services import (
     IngestError,
     chat_get_or_create,
@@ -28,8 +31,15 @@ from chats.services import (
     message_ingest,
     person_actor_id,
 )
+from chats.slash_commands import CommandContext, SlashCommand, slash_command, slash_commands
 
 CLAIM_WAIT_SECONDS = 0.2
+BUILTINS = {
+    "new": "Start a fresh context (the history is kept)",
+    "stop": "Stop the reply being written (or Ctrl-C)",
+    "quit": "Leave (or Ctrl-D)",
+    "help": "List the commands",
+}
 
 
 class Command(BaseCommand):
@@ -72,6 +82,12 @@ class Command(BaseCommand):
         if notice:
             self.stderr.write(notice)
         if message is not None:
+            try:
+                answered = self.answer_command(message.strip())
+            except Exception as exc:  # noqa: BLE001 - shown as the command's failure
+                raise CommandError(f"{message.strip()} failed: {exc}") from exc
+            if answered is not None:
+                return
             turn = self.send(message)
             if turn is not None and turn.status == Turn.Status.FAILED:
                 sys.exit(1)
@@ -81,9 +97,11 @@ class Command(BaseCommand):
     # --- interactive ----------------------------------------------------------------------
 
     def repl(self) -> None:
+        registered = " ".join(f"/{command.name}" for command in self.registered())
         self.stdout.write(
             f"Chat {self.chat.chat_key} as {self.display_name}. "
-            "/new fresh context · /stop or Ctrl-C interrupts · /quit leaves"
+            "/new fresh context · /stop or Ctrl-C interrupts · /quit leaves · /help commands"
+            + (f"\nAlso: {registered}" if registered else "")
         )
         while True:
             try:
@@ -109,7 +127,51 @@ class Command(BaseCommand):
                     request_interrupt(turn_id, "stopped from the terminal")
                 self.stdout.write("Stopped." if running.exists() else "Nothing is running.")
                 continue
+            try:
+                if self.answer_command(text) is not None:
+                    continue
+            except Exception as exc:  # noqa: BLE001 - one broken command must not end the chat
+                self.stderr.write(f"{text.split()[0]} failed: {exc}")
+                continue
             self.send(line)
+
+    # --- commands -------------------------------------------------------------------------
+
+    def registered(self) -> list[SlashCommand]:
+        """Commands other apps registered, except names the terminal uses itself."""
+        return [command for command in slash_commands() if command.name not in BUILTINS]
+
+    def help_text(self) -> str:
+        lines = [f"/{name} – {text}" for name, text in BUILTINS.items()]
+        lines += [f"/{command.name} – {command.help}" for command in self.registered()]
+        return "Commands:\n" + "\n".join(lines)
+
+    def answer_command(self, text: str) -> str | None:
+        """Print the answer of /help or a registered command and return it; None when `text`
+        is not one (it goes to the agent). A command is never stored in the history."""
+        if not text.startswith("/"):
+            return None
+        name, _, args = text[1:].partition(" ")
+        name = name.lower()
+        if name == "help":
+            answer = self.help_text()
+        else:
+            command = slash_command(name) if name not in BUILTINS else None
+            if command is None:
+                return None
+            answer = command.handler(self.command_context(args.strip()))
+        self.stdout.write(answer)
+        return answer
+
+    def command_context(self, args: str) -> CommandContext:
+        actor = Actor.objects.filter(
+            channel="cli", namespace=self.actor_namespace, external_id=self.user_id
+        ).first()
+        person = self.person if self.person is not None and self.person.is_active else None
+        # The answer is printed only on this terminal: private to whoever runs it.
+        return CommandContext(
+            channel="cli", chat=self.chat, actor=actor, person=person, args=args, is_private=True
+        )
 
     # --- one turn -------------------------------------------------------------------------
 
