@@ -1,16 +1,31 @@
 """Reads of skills: the prompt index, listings, one skill's content, usage and proposals.
 
-Skills are team-wide: every chat's agent sees the same active skills. Proposals are never
-shown to the model; they are for skill reviewers only (`skill_proposals_reviewable`).
+Skills are team-wide: every chat's agent sees the same active skills, and every person may
+read them. Proposals are never shown to the model; they are for skill reviewers only
+(`skill_proposals_reviewable`). The dashboard's rows (`skill_version_rows`, `skill_event_rows`,
+`skill_usage_rows`) name a chat only to a person who may read it.
 """
 
+import json
 from dataclasses import dataclass
+from datetime import datetime
 
-from django.db.models import BigIntegerField, Count, Exists, Max, OuterRef, Q, QuerySet
+from django.db.models import (
+    BigIntegerField,
+    Count,
+    Exists,
+    F,
+    Max,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+)
 from django.db.models.fields.json import KT
-from django.db.models.functions import Cast
+from django.db.models.functions import Cast, Coalesce
 
-from chats.models import Message
+from chats.models import Chat, Message
+from chats.selectors import chats_readable_by
 from skills import policy
 from skills.models import Skill, SkillEvent, SkillProposal, SkillUsage, SkillVersion
 
@@ -129,3 +144,258 @@ def skill_proposals_reviewable(person) -> QuerySet[SkillProposal]:
     return SkillProposal.objects.filter(status=SkillProposal.Status.PENDING).select_related(
         "skill", "author_person", "author_actor", "source_chat"
     )
+
+
+# --- the dashboard pages -------------------------------------------------------------------
+
+# The library's status filter: "" (the default) lists what the agent's index lists.
+LIBRARY_STATUSES = {
+    "": INDEX_STATUSES,
+    "active": (Skill.Status.ACTIVE,),
+    "stale": (Skill.Status.STALE,),
+    "archived": (Skill.Status.ARCHIVED,),
+    "all": None,
+}
+# Events that record no change of their own (a proposal, a refusal, or the approval that
+# accompanies the change event it caused); every other kind counts as "last change".
+NOT_CHANGES = (
+    SkillEvent.Kind.PROPOSED,
+    SkillEvent.Kind.BLOCKED,
+    SkillEvent.Kind.REJECTED,
+    SkillEvent.Kind.APPROVED,
+)
+
+
+def skills_library(*, query: str = "", category: str = "", status: str = "") -> QuerySet[Skill]:
+    """Skills for the library page (`status` a key of LIBRARY_STATUSES), pinned first, each
+    with its current version number, usage count, last use and last change annotated by
+    subqueries: one query for a page, however many skills there are. Bodies are not read."""
+    skills = Skill.objects.filter(current_version__isnull=False)
+    statuses = LIBRARY_STATUSES[status]
+    if statuses is not None:
+        skills = skills.filter(status__in=statuses)
+    if category:
+        skills = skills.filter(category=category)
+    if query:
+        skills = skills.filter(Q(slug__icontains=query) | Q(description__icontains=query))
+    usages = SkillUsage.objects.filter(skill=OuterRef("pk"))
+    changes = (
+        SkillEvent.objects.filter(skill=OuterRef("pk"))
+        .exclude(kind__in=NOT_CHANGES)
+        .order_by("-created_at", "-id")
+    )
+    usage_count = usages.order_by().values("skill").annotate(n=Count("id")).values("n")
+    return (
+        skills.only("slug", "category", "status", "pinned", "description", "updated_at")
+        .annotate(
+            current_number=F("current_version__number"),
+            usage_count=Coalesce(Subquery(usage_count), 0),
+            last_used=Subquery(usages.order_by("-created_at").values("created_at")[:1]),
+            last_change_at=Subquery(changes.values("created_at")[:1]),
+            last_change_kind=Subquery(changes.values("kind")[:1]),
+        )
+        .order_by("-pinned", "category", "slug")
+    )
+
+
+def skill_library_categories() -> list[str]:
+    """Every category that a skill with content has, archived ones included, by name."""
+    return list(
+        Skill.objects.filter(current_version__isnull=False)
+        .exclude(category="")
+        .order_by("category")
+        .values_list("category", flat=True)
+        .distinct()
+    )
+
+
+def skill_version(skill: Skill, number: int) -> SkillVersion | None:
+    """Version `number` of `skill`, or None."""
+    return skill.versions.filter(number=number).first()
+
+
+def skill_version_numbers(skill: Skill) -> list[int]:
+    """The numbers of every version of `skill`, newest first."""
+    return list(skill.versions.order_by("-number").values_list("number", flat=True))
+
+
+def skills_existing(names) -> set[str]:
+    """Which of `names` are skills with content (archived ones too: their pages exist)."""
+    return set(
+        Skill.objects.filter(slug__in=list(names), current_version__isnull=False).values_list(
+            "slug", flat=True
+        )
+    )
+
+
+def _readable_chat_ids(person, chat_ids) -> set[int]:
+    ids = {chat_id for chat_id in chat_ids if chat_id is not None}
+    if not ids:
+        return set()
+    return set(chats_readable_by(person).filter(pk__in=ids).values_list("pk", flat=True))
+
+
+def _shown_chat(chat: Chat | None, readable: set[int]) -> tuple[Chat | None, bool]:
+    """(the chat if the viewer may read it, whether a chat was left unnamed)."""
+    if chat is None:
+        return None, False
+    if chat.pk in readable:
+        return chat, False
+    return None, True
+
+
+def _who(person, actor) -> str:
+    if person is not None:
+        return person.get_username()
+    if actor is not None:
+        return actor.display_name
+    return ""
+
+
+@dataclass(frozen=True)
+class VersionRow:
+    """A version as the skill page lists it. `chat` is None unless the viewer may read the
+    source chat; `chat_hidden` says there was one they are not in."""
+
+    number: int
+    change: str
+    author: str
+    at: datetime
+    reason: str
+    chat: Chat | None
+    chat_hidden: bool
+
+
+@dataclass(frozen=True)
+class EventRow:
+    """One line of the audit trail as the skill page shows it (same chat rule as VersionRow)."""
+
+    kind: str
+    kind_label: str
+    via: str
+    who: str
+    at: datetime
+    version: int | None
+    path: str
+    before: str
+    after: str
+    detail: dict
+    chat: Chat | None
+    chat_hidden: bool
+
+    @property
+    def findings(self) -> list[dict]:
+        """What the scanner found in a blocked write: [{"path", "summary"}]."""
+        found = self.detail.get("findings")
+        return [f for f in found if isinstance(f, dict)] if isinstance(found, list) else []
+
+    @property
+    def pre_existing(self) -> list[tuple[str, str]]:
+        """(path, findings) the version before already had, listed for a reviewer."""
+        found = self.detail.get("pre_existing_findings")
+        if not isinstance(found, dict):
+            return []
+        return [
+            (path, "; ".join(map(str, items)) if isinstance(items, list) else str(items))
+            for path, items in found.items()
+        ]
+
+    @property
+    def facts(self) -> list[tuple[str, str]]:
+        """The other details (versions, match level, action…) as (label, text)."""
+        shown = []
+        for key, value in self.detail.items():
+            if key in ("findings", "pre_existing_findings"):
+                continue
+            text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+            shown.append((key.replace("_", " "), text))
+        return shown
+
+
+@dataclass(frozen=True)
+class UsageRow:
+    """One load of a skill by a turn (same chat rule as VersionRow); `outcome` is the
+    turn's status, `tool_errors` whether one of its tool calls failed."""
+
+    at: datetime
+    version: int | None
+    path: str
+    outcome: str
+    tool_errors: bool
+    chat: Chat | None
+    chat_hidden: bool
+
+
+def skill_version_rows(skill: Skill, *, person, limit: int = 100) -> list[VersionRow]:
+    """The newest `limit` versions of `skill` for `person`: a source chat they may not read
+    is never named (only that there was one)."""
+    versions = list(skill_versions(skill).select_related("source_chat")[:limit])
+    readable = _readable_chat_ids(person, (v.source_chat_id for v in versions))
+    rows = []
+    for version in versions:
+        chat, hidden = _shown_chat(version.source_chat, readable)
+        rows.append(
+            VersionRow(
+                number=version.number,
+                change=version.change,
+                author=_who(version.author_person, version.author_actor),
+                at=version.created_at,
+                reason=version.reason,
+                chat=chat,
+                chat_hidden=hidden,
+            )
+        )
+    return rows
+
+
+def skill_event_rows(skill: Skill, *, person, limit: int = 100) -> list[EventRow]:
+    """The newest `limit` events of `skill`'s audit trail, newest first, for `person`: a chat
+    they may not read is never named."""
+    events = list(
+        skill.events.select_related("person", "actor", "version", "chat").order_by(
+            "-created_at", "-id"
+        )[:limit]
+    )
+    readable = _readable_chat_ids(person, (event.chat_id for event in events))
+    rows = []
+    for event in events:
+        chat, hidden = _shown_chat(event.chat, readable)
+        rows.append(
+            EventRow(
+                kind=event.kind,
+                kind_label=event.get_kind_display(),
+                via=event.get_via_display(),
+                who=_who(event.person, event.actor),
+                at=event.created_at,
+                version=event.version.number if event.version else None,
+                path=event.path,
+                before=event.before,
+                after=event.after,
+                detail=event.detail or {},
+                chat=chat,
+                chat_hidden=hidden,
+            )
+        )
+    return rows
+
+
+def skill_usage_rows(skill: Skill, *, person, limit: int = 50) -> list[UsageRow]:
+    """The newest `limit` loads of `skill` with their turns' outcomes, for `person`: a chat
+    they may not read is never named (the row stays: counts include it)."""
+    usage = skill_usage(skill, limit=limit)
+    readable = _readable_chat_ids(person, (row["chat"].pk for row in usage if row["chat"]))
+    rows = []
+    for row in usage:
+        chat, hidden = _shown_chat(row["chat"], readable)
+        rows.append(
+            UsageRow(
+                at=row["at"],
+                version=row["version"],
+                path=row["path"],
+                outcome=row["outcome"],
+                tool_errors=row["tool_errors"],
+                chat=chat,
+                chat_hidden=hidden,
+            )
+        )
+    return rows
