@@ -179,6 +179,9 @@ class SkillEvent(models.Model):
         BLOCKED = "blocked", "Blocked by the scanner"
         APPROVED = "approved", "Approved"
         REJECTED = "rejected", "Rejected"
+        # The curator (learning.curator, via=system): unused too long, or loaded again.
+        STALE = "stale", "Marked stale"
+        REACTIVATE = "reactivate", "Reactivated"
 
     skill = models.ForeignKey(
         Skill, null=True, blank=True, on_delete=models.CASCADE, related_name="events"

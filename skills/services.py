@@ -279,8 +279,10 @@ def _change(
     base_version: int | None = None,
     category: str = "",
     apply_now: bool | None = None,
+    strict_scan: bool = False,
 ) -> Outcome:
-    """Validate, scan and apply (or propose) one change under the skill's row lock."""
+    """Validate, scan and apply (or propose) one change under the skill's row lock. With
+    `strict_scan`, a finding the current version already had blocks too."""
     try:
         slug = check_name(slug)
         category = check_category(category)
@@ -336,7 +338,7 @@ def _change(
                     skill=skill,
                     version=current,
                 )
-            findings = _scan(draft, current)
+            findings = _scan(draft, None if strict_scan else current)
             if findings:
                 _event(
                     kind=Kind.BLOCKED,
@@ -595,6 +597,48 @@ def skill_import(*, name: str, content: str, files: dict, category: str, author:
     )
 
 
+def skill_propose(
+    *,
+    name: str,
+    action: str,
+    author: Author,
+    base_version: int,
+    content: str = "",
+    files: dict | None = None,
+) -> Outcome:
+    """A system change (the curator's merges) that always waits for a skill reviewer,
+    whatever SKILLS_APPROVAL says: `edit` (the whole SKILL.md, and `files` if given) or
+    `delete` (archive), validated like any write and scanned strictly (a finding the current
+    version already had blocks too); stores one pending proposal, or only a `blocked` event."""
+    if action not in ("edit", "delete"):
+        raise ValueError("a system proposal is an edit or a delete")
+
+    def build(skill: Skill, current: SkillVersion) -> Draft:
+        if action == "delete":
+            return Draft(
+                skill_md=current.skill_md,
+                files=current.files,
+                front_matter=current.front_matter,
+                archive=True,
+            )
+        checked = check_files(current.files if files is None else files)
+        draft = _whole(name, content, checked, before=current.skill_md)
+        draft.scan += [
+            (path, text) for path, text in checked.items() if current.files.get(path) != text
+        ]
+        return draft
+
+    return _change(
+        slug=name,
+        action=action,
+        author=author,
+        base_version=base_version,
+        build=build,
+        apply_now=False,
+        strict_scan=True,
+    )
+
+
 def skill_usage_record(
     *,
     skill: Skill,
@@ -604,7 +648,30 @@ def skill_usage_record(
     turn: Turn | None = None,
     actor: Actor | None = None,
 ) -> SkillUsage:
-    """Record that a turn loaded `skill` (its SKILL.md, or the file at `path`)."""
-    return SkillUsage.objects.create(
-        skill=skill, version=version, path=path, chat=chat, turn=turn, actor=actor
-    )
+    """Record that a turn loaded `skill` (its SKILL.md, or the file at `path`); a stale skill
+    becomes active again in the same transaction, under its row lock, with a `reactivate`
+    event (via system). An archived one stays archived: only a reviewer restores it."""
+    with transaction.atomic():
+        # The lock orders this use against a curator run marking the skill stale meanwhile.
+        locked = Skill.objects.select_for_update().filter(pk=skill.pk).first()
+        usage = SkillUsage.objects.create(
+            skill=skill, version=version, path=path, chat=chat, turn=turn, actor=actor
+        )
+        if locked is not None and locked.status == Skill.Status.STALE:
+            locked.status, locked.updated_at = Skill.Status.ACTIVE, usage.created_at
+            locked.save(update_fields=["status", "updated_at"])
+            skill.status = locked.status
+            _event(
+                kind=Kind.REACTIVATE,
+                slug=locked.slug,
+                author=Author(actor=actor, chat=chat, turn=turn, via=Via.SYSTEM),
+                skill=locked,
+                version=version or locked.current_version,
+                path=path or SKILL_FILE,
+                detail={
+                    "from": Skill.Status.STALE,
+                    "to": Skill.Status.ACTIVE,
+                    "reason": "loaded by a turn",
+                },
+            )
+    return usage
