@@ -14,12 +14,21 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 
-@app.on_after_configure.connect
-def _schedule(sender: Celery, **kwargs) -> None:
+def periodic_tasks() -> list[tuple[str, str, float]]:
+    """(name, task, seconds between runs) of each task beat runs, from the settings: the
+    turn sweep, and the skills curator unless LEARNING_CURATOR_INTERVAL_HOURS is 0 (the
+    router sends it to the reviews' queue)."""
     from django.conf import settings
 
-    every = settings.TURN_SWEEP_SECONDS
-    # Sweeps that piled up while no worker ran expire instead of running in a burst.
-    sender.add_periodic_task(
-        every, sender.signature("chats.tasks.sweep_turns"), name="sweep-turns", expires=every
-    )
+    tasks = [("sweep-turns", "chats.tasks.sweep_turns", settings.TURN_SWEEP_SECONDS)]
+    if settings.LEARNING_CURATOR_INTERVAL_HOURS > 0:
+        every = settings.LEARNING_CURATOR_INTERVAL_HOURS * 3600
+        tasks.append(("curate-skills", "learning.tasks.run_curator", every))
+    return tasks
+
+
+@app.on_after_configure.connect
+def _schedule(sender: Celery, **kwargs) -> None:
+    for name, task, every in periodic_tasks():
+        # Runs that piled up while no worker ran expire instead of running in a burst.
+        sender.add_periodic_task(every, sender.signature(task), name=name, expires=every)

@@ -376,6 +376,23 @@ REVIEW_LLM_PRICE_OUTPUT = _price("REVIEW_LLM_PRICE_OUTPUT", env_str("REVIEW_LLM_
 # Reviews run on a Celery queue of their own, "<REDIS_KEY_PREFIX>-reviews" (`make run`
 # starts a worker for it with concurrency 1), so a review never delays a turn.
 CELERY_TASK_ROUTES = ("learning.tasks.route_review",)
+# The skills curator (docs/LEARNING.md#curator), run by beat on the reviews queue every this
+# many hours (0: never). A skill unused for STALE_DAYS is marked stale, for ARCHIVE_DAYS
+# archived (pinned skills and skills a schedule references never are).
+LEARNING_CURATOR_INTERVAL_HOURS = env_float("LEARNING_CURATOR_INTERVAL_HOURS", 24, minimum=0)
+LEARNING_CURATOR_STALE_DAYS = env_int("LEARNING_CURATOR_STALE_DAYS", 30, minimum=1)
+LEARNING_CURATOR_ARCHIVE_DAYS = env_int("LEARNING_CURATOR_ARCHIVE_DAYS", 90, minimum=1)
+if LEARNING_CURATOR_ARCHIVE_DAYS <= LEARNING_CURATOR_STALE_DAYS:
+    raise ImproperlyConfigured(
+        f"LEARNING_CURATOR_ARCHIVE_DAYS ({LEARNING_CURATOR_ARCHIVE_DAYS}) must be more than "
+        f"LEARNING_CURATOR_STALE_DAYS ({LEARNING_CURATOR_STALE_DAYS})"
+    )
+# Propose merging overlapping skills (a reviewer decides); they overlap when name +
+# description and body are both at least this similar (rapidfuzz token_sort_ratio, 50-100).
+LEARNING_CURATOR_MERGES = env_bool("LEARNING_CURATOR_MERGES", False)
+LEARNING_CURATOR_MERGE_SIMILARITY = env_int("LEARNING_CURATOR_MERGE_SIMILARITY", 85, minimum=50)
+if LEARNING_CURATOR_MERGE_SIMILARITY > 100:
+    raise ImproperlyConfigured("LEARNING_CURATOR_MERGE_SIMILARITY is a percentage: 50 to 100")
 
 # --- Telegram ---------------------------------------------------------------------------
 # The bridge (`manage.py run_telegram_bot`, started by `make run`) runs when a token is set.

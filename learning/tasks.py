@@ -1,4 +1,5 @@
-"""Celery tasks of the learning loop: a background review, on a queue of its own."""
+"""Celery tasks of the learning loop: background reviews and the periodic skills curator,
+both on the reviews' queue, never in a slot a turn waits for."""
 
 import logging
 
@@ -9,6 +10,7 @@ from django.conf import settings
 logger = logging.getLogger(__name__)
 
 REVIEW_TASK = "learning.tasks.run_review"
+CURATOR_TASK = "learning.tasks.run_curator"
 
 
 def review_queue() -> str:
@@ -18,9 +20,9 @@ def review_queue() -> str:
 
 
 def route_review(name, args, kwargs, options, task=None, **kw):
-    """The Celery router of CELERY_TASK_ROUTES: reviews go to their own queue (read when a
-    task is sent, so the key prefix of the running installation applies)."""
-    if name == REVIEW_TASK:
+    """The Celery router of CELERY_TASK_ROUTES: reviews and the curator go to the reviews'
+    queue (read when a task is sent, so the key prefix of the running installation applies)."""
+    if name in (REVIEW_TASK, CURATOR_TASK):
         return {"queue": review_queue()}
     return None
 
@@ -32,6 +34,15 @@ def run_review(self, review_id: int) -> str:
 
     review = review_run(review_id=review_id, worker=self.request.hostname or "worker")
     return review.status if review is not None else "gone"
+
+
+@shared_task(name=CURATOR_TASK, ignore_result=True)
+def run_curator() -> str:
+    """One curator pass (learning.curator): idempotent, so a doubled or redelivered run
+    changes nothing more; its summary is the result."""
+    from learning.curator import curator_run
+
+    return curator_run().summary()
 
 
 @worker_ready.connect
