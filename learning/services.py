@@ -172,3 +172,65 @@ def chat_learning_update(
             update_fields=["memory_interval", "skill_interval", "review_notice", "updated_at"]
         )
     return learning
+
+
+# An interval past this is a typo, not a plan (and must fit the column on every database).
+MAX_INTERVAL = 100_000
+
+
+class ChatLearningNotAllowed(PermissionError):
+    """The person may not change this chat's learning settings; nothing was written."""
+
+
+def chat_learning_settings_update(
+    *,
+    chat: Chat,
+    person,
+    memory_interval: int | None,
+    skill_interval: int | None,
+    review_notice: bool,
+) -> ChatLearning:
+    """`chat_learning_update` for a person: only the chat's owners and admins and active staff
+    (anyone else: ChatLearningNotAllowed, nothing written); intervals 0 to MAX_INTERVAL or
+    None. Written under the row lock, the counters kept, and what changed is recorded in the
+    row's admin history (who, before → after) in the same transaction."""
+    from django.contrib.admin.models import CHANGE, LogEntry
+
+    from learning.selectors import chat_learning_may_change
+
+    if not chat_learning_may_change(person, chat):
+        raise ChatLearningNotAllowed("Only the chat's owners and admins change its learning.")
+    for value in (memory_interval, skill_interval):
+        if value is not None and value > MAX_INTERVAL:
+            raise ValueError(f"an interval is at most {MAX_INTERVAL}")
+    with transaction.atomic():
+        before = _locked_learning(chat.pk)
+        old = _settings_words(before)
+        learning = chat_learning_update(
+            chat=chat,
+            memory_interval=memory_interval,
+            skill_interval=skill_interval,
+            review_notice=review_notice,
+        )
+        new = _settings_words(learning)
+        changed = [f"{name}: {old[name]} → {new[name]}" for name in old if old[name] != new[name]]
+        if changed:
+            LogEntry.objects.log_actions(
+                user_id=person.pk,
+                queryset=[learning],
+                action_flag=CHANGE,
+                change_message="On the chat's learning page: " + "; ".join(changed) + ".",
+                single_object=True,
+            )
+    return learning
+
+
+def _settings_words(learning: ChatLearning) -> dict[str, str]:
+    def interval(value: int | None) -> str:
+        return "site default" if value is None else ("off" if value == 0 else str(value))
+
+    return {
+        "memory interval": interval(learning.memory_interval),
+        "skill interval": interval(learning.skill_interval),
+        "quiet notice": "on" if learning.review_notice else "off",
+    }
