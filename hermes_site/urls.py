@@ -21,5 +21,6 @@ urlpatterns = [
     path("skills/", include("skills.urls")),
     path("skills/", include("skills.urls_reviews")),
     path("telegram/", include("bots.urls")),
+    path("", include("learning.urls")),
     path("", include("chats.urls")),
 ]
