@@ -1,21 +1,26 @@
-"""Memory pages of the dashboard: the approvals queue and "my memory".
+"""Memory pages of the dashboard: the Approvals page and "my memory".
 
-One template per page with named partials: htmx requests get the item they changed
-(`"memory/approvals.html#proposal"`, `#outcome`, `#list`; `"memory/mine.html#entry"`) and the
-navigation badge out of band; without JavaScript the forms post and redirect back. Every
-decision goes through memory.services, which checks who may decide: an entry that is not the
-person's to decide answers 404 whether or not it exists.
+The Approvals page shows memory's proposals, then every other section registered in
+`chats.approvals` (skills) with that section's own template and context; each section
+decides who sees what. One template per page with named partials: htmx requests get the
+item they changed (`"memory/approvals.html#proposal"`, `#outcome`, `#list`;
+`"memory/mine.html#entry"`) and the navigation badge out of band; without JavaScript the
+forms post and redirect back. Every decision goes through memory.services, which checks who
+may decide: an entry that is not the person's to decide answers 404 whether or not it exists.
 """
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_POST
 
+from chats.approvals import approval_sections
 from chats.models import Chat
 from chats.selectors import chats_readable_by
+from learning.selectors import review_origin_label
 from memory.forms import BulkDecisionForm, DecisionForm
 from memory.models import MemoryBook, MemoryEntry
 from memory.reviews import memory_review
@@ -52,7 +57,12 @@ def _annotate(entries: list[MemoryEntry], person, chat_of=_source_chat) -> list[
 
 
 def _reviewable(person) -> list[MemoryEntry]:
-    return _annotate(list(memory_reviewable(person).select_related("author_person")), person)
+    """What `person` may decide, annotated; a change a background review proposed says so
+    ("proposed by the review after turn N", its review read in the same query)."""
+    entries = list(memory_reviewable(person).select_related("author_person", "review"))
+    for entry in entries:
+        entry.origin = review_origin_label(entry.review)
+    return _annotate(entries, person)
 
 
 def _groups(entries: list[MemoryEntry]) -> list[tuple[MemoryBook, list[MemoryEntry]]]:
@@ -62,20 +72,46 @@ def _groups(entries: list[MemoryEntry]) -> list[tuple[MemoryBook, list[MemoryEnt
     return list(groups.values())
 
 
-def _approvals_context(person, *, notice: str = "") -> dict:
-    entries = _reviewable(person)
-    return {"groups": _groups(entries), "total": len(entries), "notice": notice}
+def _other_sections() -> list:
+    """The registered sections this page renders after memory's list (those with a template)."""
+    return [section for section in approval_sections() if section.template]
+
+
+def _approvals_context(person, *, notice: str = "", entries=None) -> dict:
+    entries = _reviewable(person) if entries is None else entries
+    elsewhere = sum(section.count(person) for section in _other_sections())
+    return {
+        "groups": _groups(entries),
+        "total": len(entries),
+        "notice": notice,
+        "elsewhere": elsewhere,  # decisions waiting in other sections: no empty state then
+    }
 
 
 @login_required
 @require_GET
 def approvals_page(request: HttpRequest) -> HttpResponse:
-    """The proposals this person may decide, by book, oldest first; expired ones are
-    expired first so they are never offered."""
+    """Everything this person may decide: memory proposals by book, oldest first (expired
+    ones are expired first so they are never offered), then each other registered section
+    (skill changes), each showing only what this person may decide."""
     memory_expire_proposals()
-    response = render(request, "memory/approvals.html", _approvals_context(request.user))
+    response = _page(request, _approvals_context(request.user))
     patch_vary_headers(response, ["HX-Request"])
     return response
+
+
+def _page(request, context: dict, *, status: int = 200) -> HttpResponse:
+    """The whole Approvals page: memory's list from `context`, then each other section
+    rendered by its own template with its own context for this person."""
+    context["sections"] = [
+        render_to_string(
+            section.template,
+            section.context(request.user) if section.context else {},
+            request=request,
+        )
+        for section in _other_sections()
+    ]
+    return render(request, "memory/approvals.html", context, status=status)
 
 
 def _decide_one(request, entry_id: int, decision: str, text: str | None, revision: int):
@@ -144,7 +180,8 @@ def _changed_since_shown(request, entry_id: int, message: str) -> HttpResponse:
         context["expired"] = error == "expired"
         return render(request, "memory/approvals.html#outcome", context, status=409)
     entry.notice = message
-    return render(request, "memory/approvals.html#proposal", {"entry": entry}, status=409)
+    context = {"entry": entry, "badge": True}
+    return render(request, "memory/approvals.html#proposal", context, status=409)
 
 
 def _edit_refused(request, entry_id: int, error: str, text: str) -> HttpResponse:
@@ -164,9 +201,9 @@ def _edit_refused(request, entry_id: int, error: str, text: str) -> HttpResponse
                 "expired": error == "expired",
             }
             return render(request, "memory/approvals.html#outcome", context, status=409)
-        return render(request, "memory/approvals.html#proposal", {"entry": entry}, status=400)
-    context = {"groups": _groups(entries), "total": len(entries), "notice": ""}
-    return render(request, "memory/approvals.html", context, status=400)
+        context = {"entry": entry, "badge": True}
+        return render(request, "memory/approvals.html#proposal", context, status=400)
+    return _page(request, _approvals_context(request.user, entries=entries), status=400)
 
 
 @login_required

@@ -387,17 +387,84 @@ def test_the_badge_counts_decisions_waiting_for_the_person(member, outsider, own
     assert 'class="nav-count is-zero"' in page and ">0</span>" in page
 
 
-def test_the_badge_costs_one_query(member, owner, django_assert_num_queries):
+def test_the_badge_counts_memory_and_skill_decisions_and_every_answer_refreshes_it(
+    staff, owner, member, team_chat
+):
+    from chats.services import actor_get_or_create
+    from skills.services import Author as SkillAuthor
+    from skills.services import skill_create
+    from tests.skills.helpers import skill_md
+
+    team = propose(memory_book(scope="team"), "Deploys happen on Tuesdays.", by=owner)
+    vpn = propose(memory_book(scope="team"), "The VPN is called Ruby.", by=owner)
+    actor = actor_get_or_create(channel="web", user_id="marco", display_name="Marco")
+    skill_create(
+        name="triage",
+        content=skill_md(name="triage"),
+        author=SkillAuthor(actor=actor, person=member, chat=team_chat),
+    )
+    client = login(staff)
+    assert 'title="Decisions waiting for you">3</span>' in client.get("/").text
+    # olivia decides none of these: team memory is staff's, skills are skill reviewers'.
+    assert 'title="Decisions waiting for you">0</span>' in login(owner).get("/").text
+    response = client.post(
+        decide_url(team), {"revision": shown_revision(team.pk), "decision": "approve"}, headers=HTMX
+    )
+    assert 'hx-swap-oob="true">2</span>' in response.text  # the skill change still waits
+    response = client.post(
+        decide_url(vpn),
+        {"revision": shown_revision(vpn.pk) + 5, "decision": "approve"},
+        headers=HTMX,
+    )
+    assert response.status_code == 409 and 'hx-swap-oob="true">2</span>' in response.text
+    response = client.post(
+        decide_url(vpn),
+        {"revision": shown_revision(vpn.pk), "decision": "approve", "text": " "},
+        headers=HTMX,
+    )
+    assert response.status_code == 400 and 'hx-swap-oob="true">2</span>' in response.text
+    response = client.post(  # without JavaScript: the whole page again, skills included
+        decide_url(vpn), {"revision": shown_revision(vpn.pk), "decision": "approve", "text": " "}
+    )
+    assert response.status_code == 400 and "empty" in response.text
+    assert "skill-proposal-" in response.text and "triage" in response.text
+
+
+def test_a_proposal_from_a_background_review_says_so(staff, owner, team_chat):
+    from chats.agent.registry import ORIGIN_REVIEW
+    from learning.models import Review
+
+    review = Review.objects.create(chat=team_chat, focus=Review.Focus.MEMORY, turn_number=7)
+    outcome = memory_propose(
+        book=memory_book(scope="team"),
+        change="add",
+        author=Author(chat=team_chat, origin=ORIGIN_REVIEW, review_id=review.pk),
+        content="Standups start at 9.",
+    )
+    by_turn = propose(memory_book(scope="team"), "Deploys happen on Tuesdays.", by=owner)
+    page = login(staff).get(APPROVALS).text
+    mine = page[page.index(f'id="proposal-{outcome.entry.pk}"') :]
+    assert "proposed by the review after turn 7" in mine.split("</li>")[0]
+    theirs = page[page.index(f'id="proposal-{by_turn.pk}"') :].split("</li>")[0]
+    assert "proposed by the review" not in theirs and "proposed by" in theirs
+
+
+def test_the_badge_costs_one_count_per_section(
+    member, owner, make_person, django_assert_num_queries
+):
+    """Memory's count, then the skills count: for someone who is not staff the skills count
+    is the reviewers-group check alone (no proposal is counted for them)."""
     from django.template import RequestContext, Template
     from django.test import RequestFactory
 
     propose(memory_book(scope="user", person=member), "Prefers tea.", by=owner)
-    request = RequestFactory().get("/")
-    request.user = member
     template = Template('{% include "memory/nav.html" %}')
-    with django_assert_num_queries(1):
-        html = template.render(RequestContext(request))
-    assert ">1</span>" in html
+    for person, expected in ((member, ">1</span>"), (make_person("stan", is_staff=True), ">0<")):
+        request = RequestFactory().get("/")
+        request.user = person
+        with django_assert_num_queries(2):
+            html = template.render(RequestContext(request))
+        assert expected in html
 
 
 def test_anonymous_people_are_sent_to_log_in(member, owner):

@@ -1,0 +1,164 @@
+"""Skill reviewers' decisions from the Approvals page.
+
+A decision names the version the page compared the proposal with (`shown_version`: its base
+version, empty for a new skill), so a proposal whose skill moved on is never applied unseen.
+htmx requests get the item's outcome line (`"skills/approvals.html#outcome"`) with the
+navigation badge out of band, 409 when nothing was applied; without JavaScript the form
+posts and redirects back to the Approvals page with a message. Only skill reviewers decide:
+for anyone else a proposal answers 404 whether or not it exists, and nothing changes.
+"""
+
+from dataclasses import dataclass
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from skills import policy
+from skills.approvals import (
+    proposal_block_findings,
+    proposal_decided,
+    proposal_item,
+    skill_version_now,
+)
+from skills.models import SkillProposal, Via
+from skills.reviews import skill_proposal_decide
+from skills.services import SkillConflict, SkillInvalid, SkillNotAllowed, SkillStale
+
+MAX_VERSION = 2_000_000_000
+Status = SkillProposal.Status
+
+
+class SkillDecisionForm(forms.Form):
+    decision = forms.ChoiceField(choices=[("approve", "Approve"), ("reject", "Reject")])
+    # The base version the page showed; empty for a new skill.
+    shown_version = forms.IntegerField(required=False, min_value=1, max_value=MAX_VERSION)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    kind: str  # approved, rejected, superseded, blocked, decided (a CSS label too)
+    text: str  # after the skill's name
+    refused: bool = False
+
+    @property
+    def label(self) -> str:
+        return "already decided" if self.kind == "decided" else self.kind
+
+
+def _approved(proposal: SkillProposal) -> Outcome:
+    if proposal.action == "delete":
+        return Outcome("approved", "is archived (a skill reviewer can restore it).")
+    number = proposal.result_version.number if proposal.result_version else None
+    if proposal.action == "create":
+        return Outcome("approved", f"is created (version {number}).")
+    return Outcome("approved", f"is now at version {number}.")
+
+
+def _rejected(proposal: SkillProposal) -> Outcome:
+    if proposal.action == "create":
+        return Outcome("rejected", "was not created.")
+    return Outcome("rejected", "stays as it was.")
+
+
+def _superseded(slug: str) -> Outcome:
+    number = skill_version_now(slug)
+    now = f" (it is at version {number} now)" if number is not None else ""
+    return Outcome(
+        "superseded",
+        f"changed since this proposal was made{now}: nothing was applied, the proposal is "
+        "superseded.",
+        refused=True,
+    )
+
+
+def _already(proposal: SkillProposal) -> Outcome:
+    if proposal.status == Status.SUPERSEDED:
+        return _superseded(proposal.slug)
+    by = f" by {proposal.decided_by.get_username()}" if proposal.decided_by else ""
+    status = proposal.get_status_display().lower()
+    return Outcome("decided", f"was {status}{by} before your decision.", refused=True)
+
+
+def _blocked(proposal_id: int) -> Outcome:
+    findings = proposal_block_findings(proposal_id)
+    found = "; ".join(f"{item.get('path', '')}: {item.get('summary', '')}" for item in findings)
+    return Outcome(
+        "blocked",
+        f"was not changed: the scanner blocked this proposal ({found or 'see the audit trail'})"
+        ". It is rejected.",
+        refused=True,
+    )
+
+
+@login_required
+@require_POST
+def proposal_decide(request: HttpRequest, proposal_id: int) -> HttpResponse:
+    """Approve or reject one pending skill proposal exactly as shown, as a skill reviewer;
+    the decision is audited with via="dashboard". Anyone else: 404, nothing changes."""
+    if not policy.may_review(request.user):
+        raise Http404("No such proposal.")
+    form = SkillDecisionForm(request.POST)
+    if not form.is_valid():
+        return HttpResponse("Choose approve or reject (reload the page first).", status=400)
+    try:
+        proposal = skill_proposal_decide(
+            proposal_id=proposal_id,
+            decision=form.cleaned_data["decision"],
+            shown_version=form.cleaned_data["shown_version"],
+            person=request.user,
+            via=Via.DASHBOARD,
+        )
+    except SkillNotAllowed:
+        raise Http404("No such proposal.") from None
+    except (SkillConflict, SkillInvalid) as exc:
+        proposal = proposal_decided(request.user, proposal_id)
+        if proposal is None:
+            raise Http404("No such proposal.") from None
+        if isinstance(exc, SkillInvalid):
+            outcome = _blocked(proposal_id)
+        elif isinstance(exc, SkillStale) and proposal.status == Status.PENDING:
+            return _shown_another_version(request, proposal)
+        elif isinstance(exc, SkillStale):
+            outcome = _superseded(proposal.slug)
+        else:
+            outcome = _already(proposal)
+    else:
+        outcome = _approved(proposal) if proposal.status == Status.APPROVED else _rejected(proposal)
+    return _answer(request, proposal, outcome)
+
+
+def _answer(request, proposal: SkillProposal, outcome: Outcome) -> HttpResponse:
+    if not request.htmx:
+        level = messages.WARNING if outcome.refused else messages.SUCCESS
+        messages.add_message(
+            request, level, f"{outcome.label.capitalize()}: {proposal.slug} {outcome.text}"
+        )
+        return redirect("memory_approvals")
+    context = {
+        "proposal_id": proposal.pk,
+        "slug": proposal.slug,
+        "outcome": outcome,
+    }
+    return render(
+        request, "skills/approvals.html#outcome", context, status=409 if outcome.refused else 200
+    )
+
+
+def _shown_another_version(request, proposal: SkillProposal) -> HttpResponse:
+    """The page showed another base than the proposal's: nothing was decided; the item
+    again as it is, with the reason on top."""
+    notice = (
+        "Nothing was decided: this proposal was shown against another version. Review it again."
+    )
+    if not request.htmx:
+        messages.warning(request, f"{proposal.slug}: {notice}")
+        return redirect("memory_approvals")
+    item = proposal_item(request.user, proposal.pk, notice=notice)
+    if item is None:  # decided meanwhile
+        proposal = proposal_decided(request.user, proposal.pk) or proposal
+        return _answer(request, proposal, _already(proposal))
+    return render(request, "skills/approvals.html#item", {"item": item, "badge": True}, status=409)
