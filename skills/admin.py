@@ -325,6 +325,9 @@ def _event_row(event: SkillEvent) -> dict:
         "proposal": _proposal_link(event.proposal_id),
         "source": _source(event.chat, event.turn),
         "detail": _pretty(event.detail) if event.detail else "",
+        # Multi-line or long text folds away, so the table stays readable.
+        "fold_before": "\n" in event.before or len(event.before) > SHORT_TEXT,
+        "fold_after": "\n" in event.after or len(event.after) > SHORT_TEXT,
     }
 
 

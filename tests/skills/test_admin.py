@@ -332,12 +332,14 @@ def test_a_staff_member_who_is_not_a_skill_reviewer_sees_no_actions_and_changes_
     decide = reverse("admin:skills_skillproposal_decide", args=[proposal.pk])
     response = client.post(decide, {"decision": "approve", "shown_version": "1"}, follow=True)
     assert "Not decided: only skill reviewers may decide." in notes(response)
+    assert snapshot() == before
     patch_outcome = patch(
         Author(person=make_person("dora"), via="command"),
         "Check the health page.",
         "Check /health.",
     )
-    assert patch_outcome.code == "applied"  # v2 now, so v1 can be rolled back to
+    assert patch_outcome.code == "applied"  # v2 now, so v1 could be rolled back to
+    assert 'id="skill-rollback"' not in page(client, change("skillversion", version.pk))
     before = snapshot()
     rollback = reverse("admin:skills_skillversion_rollback", args=[version.pk])
     response = client.post(rollback, {"shown_version": "2"}, follow=True)
