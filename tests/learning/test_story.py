@@ -1,0 +1,228 @@
+"""The self-evolution story end to end (seed 002, section 6; issue #13): three deploys by one
+person, with real turns, a real background review and a real approval in between.
+
+1. Cold start in Alice's Telegram DM: the deploy takes 8 tool calls and hits ErrImagePull
+   (the tag was never pushed) before it works. The skill counter crosses, a review runs,
+   reads the session and proposes a skill; it waits for a skill reviewer, who approves it.
+2. A fresh context (`/new`): the skills index lists the skill, the model loads it and
+   follows it, learns the Django health path the hard way and patches the skill, which
+   applies at once (her own DM, SKILLS_APPROVAL=own_chat).
+3. Her terminal: the patched skill makes the deploy 6 calls with no error.
+
+The models are `tests.learning.story_tools.operator_model` / `reviewer_model`: they decide
+each reply from the request the product sent, so the assertions below are on what the
+product put in each request, stored, and held for approval.
+"""
+
+import pytest
+
+from chats.models import Chat, Message, Turn
+from chats.services import actor_get_or_create, chat_reset
+from learning.models import Review
+from learning.review import review_run
+from skills.models import Skill, SkillEvent, SkillProposal, SkillUsage
+from skills.reviews import skill_proposal_decide
+from skills.services import SkillNotAllowed
+from tests.learning import story_tools as story
+from tests.learning.helpers import calls, chat_turn, counters, run, say
+from tests.turns import system_prompt
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SKILL = story.SKILL_NAME
+
+
+def tool_result(request, call_id) -> str:
+    return next(m["content"] for m in request["messages"] if m.get("tool_call_id") == call_id)
+
+
+def deploy(fake, app, tag, **where) -> tuple[Turn, list[dict]]:
+    """Alice asks for a deploy; the turn runs here. The turn and the requests it made."""
+    before = len(fake.requests)
+    turn = run(say(story.deploy_request(app, tag), name="Alice", **where))
+    assert turn.status == Turn.Status.COMPLETED, turn.error
+    return turn, fake.requests[before:]
+
+
+@pytest.fixture
+def alice(make_person):
+    person = make_person("alice")
+    actor_get_or_create(channel="telegram", user_id="10", display_name="Alice", person=person)
+    return person
+
+
+@pytest.fixture
+def cluster(settings, fake, queued):
+    """The cluster tools registered, the operator answering, and a skill review after 8
+    tool-loop iterations (the cold-start deploy is 8; the default is 10)."""
+    settings.LEARNING_SKILL_REVIEW_INTERVAL = 8
+    fake.default = story.operator_model
+    with story.cluster_tools() as staging:
+        yield staging
+
+
+def test_three_deploys_a_review_learns_the_pitfall_a_patch_refines_it_the_third_is_clean(
+    fake, queued, cluster, alice, make_person, capsys
+):
+    counts = {}
+
+    # --- Session 1: the cold start in Alice's DM -------------------------------------
+    first, requests = deploy(fake, "shop", "1.4.0", person=alice)
+    assert "## Skills" not in system_prompt(requests[0])  # nothing learnt yet
+    assert {"build_image", "kubectl_apply", "skill_manage"} <= story.offered_tools(requests[0])
+    counts[1] = story.turn_tool_counts(first)
+    assert counts[1][0] >= 8 and counts[1][1] >= 1
+    failed = Message.objects.get(chat=first.chat, role=Message.Role.TOOL, metadata__is_error=True)
+    assert failed.metadata["tool_name"] == "kubectl_rollout_status"
+    assert "ErrImagePull" in failed.text
+    assert cluster.deployments["shop"].ready  # it was overcome: pushed, applied again
+
+    # The skill counter crossed: one review, queued on its own queue, not run by the turn.
+    review = Review.objects.get()
+    assert queued == [review.pk]
+    assert review.focus == Review.Focus.SKILLS and review.status == Review.Status.QUEUED
+    assert review.turn == first and review.trigger["tool_iterations"] == counts[1][0]
+    history = list(Message.objects.order_by("id").values_list("id", "role", "text"))
+    counted = counters()
+
+    # --- The background review, as the review worker runs it -------------------------
+    fake.default = story.reviewer_model
+    before = len(fake.requests)
+    review_run(review_id=review.pk, worker="test-reviews")
+    reviewing = fake.requests[before:]
+    review.refresh_from_db()
+    assert review.status == Review.Status.DONE, review.error
+    assert len(reviewing) == 3 and review.iterations == 3
+
+    snapshot = reviewing[0]["messages"][1]["content"]
+    assert "[Alice] Please deploy shop 1.4.0 to staging" in snapshot  # authorship
+    assert "made 8 tool call(s) here, 1 of them failed" in snapshot
+    for name in ("build_image", "kubectl_apply", "kubectl_get_pods", "push_image", "http_check"):
+        assert f"(called {name}(" in snapshot, name
+    assert "(tool kubectl_rollout_status failed: " in snapshot and "ErrImagePull" in snapshot
+    assert "manifest unknown" in snapshot  # what the pods said, the clue to the fix
+    # Offered only the skills tools: not the cluster's, not memory.
+    assert story.offered_tools(reviewing[0]) == {"skills_list", "skill_view", "skill_manage"}
+    assert tool_result(reviewing[1], "review-1").startswith("No skills yet.")
+    assert "a skill reviewer decides, nothing changed yet" in tool_result(reviewing[2], "review-2")
+    assert [step["tool"] for step in review.steps] == ["skills_list", "skill_manage"]
+    assert review.prompt_tokens > 0 and review.completion_tokens > 0
+
+    # Its skill waits for a reviewer, even in Alice's own DM where her own change applies.
+    proposal = SkillProposal.objects.get()
+    assert proposal.review == review and proposal.status == SkillProposal.Status.PENDING
+    assert (proposal.action, proposal.slug, proposal.author_person) == ("create", SKILL, alice)
+    assert "Push the image before kubectl apply" in proposal.skill_md
+    assert not Skill.objects.exists()
+    # The review wrote nothing to the chat, counted nothing, started no review.
+    assert list(Message.objects.order_by("id").values_list("id", "role", "text")) == history
+    assert counters() == counted and Review.objects.count() == 1 and queued == [review.pk]
+    assert Turn.objects.count() == 1
+
+    # Alice may not approve it; a skill reviewer does, as shown (a new skill: no version).
+    with pytest.raises(SkillNotAllowed):
+        skill_proposal_decide(
+            proposal_id=proposal.pk, decision="approve", shown_version=None, person=alice
+        )
+    stella = make_person("stella", is_staff=True)
+    skill_proposal_decide(
+        proposal_id=proposal.pk, decision="approve", shown_version=None, person=stella
+    )
+    skill = Skill.objects.get(slug=SKILL)
+    assert skill.current_version.number == 1 and skill.current_version.author_person == alice
+    approved = SkillEvent.objects.get(kind=SkillEvent.Kind.APPROVED)
+    assert approved.person == stella and approved.proposal == proposal
+
+    # --- Session 2: a fresh context (/new) in the same DM -----------------------------
+    dm = Chat.objects.get(channel="telegram", external_id="1")
+    chat_reset(chat=dm, actor=first.trigger.actor)
+    fake.default = story.operator_model
+    second, requests = deploy(fake, "billing", "2.0.1", person=alice)
+    index = system_prompt(requests[0])
+    assert f"- {SKILL} [devops]: Deploy an app version to the staging" in index
+    assert "Push the image before" not in index  # the index lists it, the body is loaded
+    assert not any("shop" in str(m.get("content")) for m in requests[0]["messages"][1:])
+    viewed = tool_result(requests[1], "billing-2.0.1-1")
+    assert viewed.startswith(f"Skill {SKILL} (version 1, category devops):")
+    assert "Push the image before kubectl apply" in viewed
+    patched = tool_result(requests[-1], "billing-2.0.1-8")
+    assert patched.startswith(f"Applied: {SKILL} is now version 2 (patch")
+    skill.refresh_from_db()
+    assert skill.current_version.number == 2
+    assert "Django apps answer on `/healthz/`" in skill.current_version.skill_md
+    assert skill.current_version.source_turn == second
+    counts[2] = story.turn_tool_counts(second)
+    # Its own skill_manage reset the skill counter: the turn did that work, no review.
+    assert counters()[1] == 0 and Review.objects.count() == 1
+
+    # --- Session 3: Alice's terminal --------------------------------------------------
+    third, requests = deploy(
+        fake, "invoices", "0.3.0", channel="cli", chat_id="alice-laptop", user="alice",
+        kind="cli", person=alice,
+    )  # fmt: skip
+    assert f"- {SKILL} [devops]: " in system_prompt(requests[0])
+    viewed = tool_result(requests[1], "invoices-0.3.0-1")
+    assert viewed.startswith(f"Skill {SKILL} (version 2, category devops):")
+    assert "Django apps answer on `/healthz/`" in viewed
+    counts[3] = story.turn_tool_counts(third)
+    assert cluster.deployments["invoices"].ready
+    assert Message.objects.get(pk=third.reply_id).text.startswith(
+        "Deployed registry.local/invoices:0.3.0 to staging"
+    )
+    assert set(SkillUsage.objects.values_list("turn", "version__number")) == {
+        (second.pk, 1),
+        (third.pk, 2),
+    }
+    assert Review.objects.count() == 1 and queued == [review.pk]
+
+    with capsys.disabled():
+        print("\nsession  tool calls  errors")
+        for session, (calls, errors) in counts.items():
+            print(f"{session:>7}  {calls:>10}  {errors:>6}")
+    assert counts[3][0] < counts[1][0]
+    assert counts[3][1] == 0
+    assert counts == {1: (8, 1), 2: (8, 1), 3: (6, 0)}
+
+
+def test_without_a_review_the_same_deploy_repeats_the_cold_starts_errors(
+    fake, queued, cluster, alice, settings
+):
+    """The control: with skill reviews off nothing is learnt, so the later deploy is as
+    long as the cold start, with its errors: the gain above is the review's."""
+    settings.LEARNING_SKILL_REVIEW_INTERVAL = 0
+    deploy(fake, "shop", "1.4.0", person=alice)
+    third, requests = deploy(
+        fake, "invoices", "0.3.0", channel="cli", chat_id="alice-laptop", user="alice",
+        kind="cli", person=alice,
+    )  # fmt: skip
+    assert not Review.objects.exists() and queued == []
+    assert "## Skills" not in system_prompt(requests[0])
+    assert story.turn_tool_counts(third) == (9, 2)  # ErrImagePull, then the health path
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "BUG (learning.services._previous_end): a review starts reading after the newest "
+        "review of the chat whatever its focus, so a skills review (which may not call the "
+        "memory tool) hides the turns before it from the next memory review: the fact is "
+        "never offered to any memory review."
+    ),
+)
+def test_a_memory_review_reads_every_turn_since_the_last_memory_review(fake, queued, settings):
+    settings.LEARNING_MEMORY_REVIEW_INTERVAL = 3
+    settings.LEARNING_SKILL_REVIEW_INTERVAL = 1
+    chat_turn(fake, "I'm on the platform team and I deploy from the release branch.")
+    chat_turn(fake, "list our skills", calls("skills_list", {}), "none yet")
+    skills_review = Review.objects.get()
+    assert skills_review.focus == Review.Focus.SKILLS  # it covers turns 1-2, skills tools only
+    chat_turn(fake, "thanks")
+    memory_review = Review.objects.exclude(pk=skills_review.pk).get()
+    assert memory_review.focus == Review.Focus.MEMORY  # the 3rd user turn since none
+    fake.script("Nothing to save.")
+    before = len(fake.requests)
+    review_run(review_id=memory_review.pk)
+    snapshot = fake.requests[before]["messages"][1]["content"]
+    assert "[Alice] thanks" in snapshot
+    # The first turn's fact was only ever read by the skills review, which could not save it.
+    assert "[Alice] I'm on the platform team" in snapshot
