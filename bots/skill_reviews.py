@@ -111,9 +111,9 @@ def _diff_text(proposal) -> str:
     """The compact diff against the base version, hidden code points revealed (not escaped)."""
     from skills.diff import content_diff, unified_text
 
-    base = _base_version(proposal)
     if proposal.action == "delete":
         return ""
+    base = _base_version(proposal)
     diffs = content_diff(
         base.skill_md if base else None,
         base.files if base else None,
@@ -144,9 +144,10 @@ def _cut(text: str, units: int) -> tuple[str, bool]:
     return head.rstrip() + "\n…", True
 
 
-def prompt_text(proposal, *, reviewer) -> str:
+def prompt_text(proposal, *, reviewer, diff: str | None = None) -> str:
     """The HTML of an approval request of `proposal` for `reviewer`: what would change, as the
-    buttons below it decide it, within Telegram's 4,096 characters."""
+    buttons below it decide it, within Telegram's 4,096 characters. `diff` is the proposal's
+    `_diff_text` when the caller already has it (one diff for all reviewers)."""
     lines = [_headline(proposal)]
     if proposal.category:
         lines.append(f"Category: {_text(proposal.category, NAME_CHARS)}")
@@ -168,7 +169,7 @@ def prompt_text(proposal, *, reviewer) -> str:
     if proposal.action == "delete":
         return head + "\n\nApproving archives it: it leaves the skills index, its versions stay."
     tail = "Approve it to make it the skill's next version."
-    diff = _diff_text(proposal) or "(no change in the text)"
+    diff = (_diff_text(proposal) if diff is None else diff) or "(no change in the text)"
     room = TELEGRAM_LIMIT - MARGIN - _visible_len(head) - utf16_len(tail) - 4
     shown, cut = _cut(diff, room)
     if cut:
@@ -214,6 +215,7 @@ def skill_proposal_notify(*, proposal) -> list[OutboundMessage]:
     if proposal is None:
         return []
     shown = proposal.base_number or 0
+    diff = _diff_text(proposal)
     rows = []
     with transaction.atomic():
         for actor in _recipients():
@@ -226,7 +228,7 @@ def skill_proposal_notify(*, proposal) -> list[OutboundMessage]:
             rows.append(
                 outbox_send(
                     telegram_chat_id=chat_id,
-                    text=prompt_text(proposal, reviewer=actor.person),
+                    text=prompt_text(proposal, reviewer=actor.person, diff=diff),
                     reply_markup=_keyboard(proposal.pk, shown),
                     extra={"skill_proposal_id": proposal.pk, "skill_shown_version": shown},
                 )
