@@ -164,6 +164,8 @@ NOT_CHANGES = (
     SkillEvent.Kind.REJECTED,
     SkillEvent.Kind.APPROVED,
 )
+# Events whose text never became a version (see skill_event_rows).
+UNREVIEWED_TEXT = (SkillEvent.Kind.PROPOSED, SkillEvent.Kind.BLOCKED, SkillEvent.Kind.REJECTED)
 
 
 def skills_library(*, query: str = "", category: str = "", status: str = "") -> QuerySet[Skill]:
@@ -268,7 +270,9 @@ class VersionRow:
 
 @dataclass(frozen=True)
 class EventRow:
-    """One line of the audit trail as the skill page shows it (same chat rule as VersionRow)."""
+    """One line of the audit trail as the skill page shows it (same chat rule as VersionRow).
+    `text_hidden`: the text of a change that never became a version (proposed, blocked,
+    rejected) is left out for this viewer; see `skill_event_rows`."""
 
     kind: str
     kind_label: str
@@ -282,6 +286,7 @@ class EventRow:
     detail: dict
     chat: Chat | None
     chat_hidden: bool
+    text_hidden: bool = False
 
     @property
     def findings(self) -> list[dict]:
@@ -350,16 +355,33 @@ def skill_version_rows(skill: Skill, *, person, limit: int = 100) -> list[Versio
 
 def skill_event_rows(skill: Skill, *, person, limit: int = 100) -> list[EventRow]:
     """The newest `limit` events of `skill`'s audit trail, newest first, for `person`: a chat
-    they may not read is never named."""
+    they may not read is never named. Text that never became a version (a proposal, a write
+    the scanner blocked, which may hold the very secret it was blocked for) is shown only to
+    skill reviewers, to the person who wrote it and to readers of its chat; others see that
+    the event happened, not its text or findings."""
     events = list(
         skill.events.select_related("person", "actor", "version", "chat").order_by(
             "-created_at", "-id"
         )[:limit]
     )
     readable = _readable_chat_ids(person, (event.chat_id for event in events))
+    reviewer = policy.may_review(person)
+    person_id = getattr(person, "pk", None)
     rows = []
     for event in events:
         chat, hidden = _shown_chat(event.chat, readable)
+        text_hidden = event.kind in UNREVIEWED_TEXT and not (
+            reviewer
+            or (person_id is not None and event.person_id == person_id)
+            or (event.chat_id is not None and event.chat_id in readable)
+        )
+        detail = event.detail or {}
+        if text_hidden:
+            detail = {
+                key: value
+                for key, value in detail.items()
+                if key not in ("findings", "pre_existing_findings")
+            }
         rows.append(
             EventRow(
                 kind=event.kind,
@@ -369,11 +391,12 @@ def skill_event_rows(skill: Skill, *, person, limit: int = 100) -> list[EventRow
                 at=event.created_at,
                 version=event.version.number if event.version else None,
                 path=event.path,
-                before=event.before,
-                after=event.after,
-                detail=event.detail or {},
+                before="" if text_hidden else event.before,
+                after="" if text_hidden else event.after,
+                detail=detail,
                 chat=chat,
                 chat_hidden=hidden,
+                text_hidden=text_hidden,
             )
         )
     return rows

@@ -517,3 +517,68 @@ def test_bad_versions_in_a_diff_answer_404_with_the_form_never_500(deploy, membe
         "deploy-staging has no version 9"
         in client.get("/skills/deploy-staging/diff?a=9").content.decode()
     )
+
+
+def test_the_skill_page_needs_the_same_queries_for_one_change_as_for_fifteen(
+    deploy, member, team_chat
+):
+    in_room = Author(chat=team_chat, via=Via.COMMAND)
+    client = login(member)
+
+    def change_and_use(n):
+        old = "Check the health page." if n == 0 else f"Check step {n - 1}."
+        outcome = skill_patch(
+            name="deploy-staging", old_string=old, new_string=f"Check step {n}.", author=in_room
+        )
+        assert outcome.code == "applied", outcome.message
+        skill = Skill.objects.get()
+        turn = turn_in(team_chat, Turn.Status.COMPLETED, text=f"use it {n}")
+        skill_usage_record(skill=skill, version=skill.current_version, chat=team_chat, turn=turn)
+
+    def queries():
+        with CaptureQueriesContext(connection) as captured:
+            assert client.get("/skills/deploy-staging/").status_code == 200
+        return len(captured)
+
+    change_and_use(0)
+    one = queries()
+    for n in range(1, 15):
+        change_and_use(n)
+    assert queries() == one
+    assert login(member).get("/skills/deploy-staging/").content.decode().count("Team room") == 45
+
+
+def test_text_that_never_became_a_version_is_shown_only_to_reviewers_its_author_and_its_chat(
+    deploy, owner, member, outsider, other_group_member, staff_reviewer, team_chat
+):
+    in_room = Author(person=owner, chat=team_chat)  # the agent, asked by olivia in the room
+    token = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    blocked = skill_patch(
+        name="deploy-staging",
+        old_string="Check the health page.",
+        new_string=f"Check the health page with GITHUB_TOKEN={token}.",
+        author=in_room,
+    )
+    assert blocked.code == "blocked"
+    proposed = skill_patch(
+        name="deploy-staging",
+        old_string="make image",
+        new_string="make image-for-the-launch",
+        author=in_room,
+    )
+    assert proposed.code == "proposed"
+
+    def trail(person):
+        page = login(person).get("/skills/deploy-staging/").content.decode()
+        return page[page.index('id="skill-events"') : page.index('id="skill-usage"')]
+
+    for person in (owner, member, staff_reviewer):  # its author, its room, a reviewer
+        seen = trail(person)
+        assert token in seen and "make image-for-the-launch" in seen, person
+        assert "Blocked by content scan" in seen and "never became a version" not in seen
+    for person in (outsider, other_group_member):
+        seen = trail(person)
+        assert "Blocked by the scanner" in seen and "Proposed" in seen  # that it happened
+        assert token not in seen and "ghp_" not in seen and "Blocked by content scan" not in seen
+        assert "make image-for-the-launch" not in seen
+        assert seen.count("never became a version") == 2
