@@ -117,8 +117,11 @@ class CuratorReport:
 def _with_activity(skills: QuerySet[Skill]) -> QuerySet[Skill]:
     """`skills` with when each was last used, last changed and last restored."""
     latest_use = SkillUsage.objects.filter(skill=OuterRef("pk")).order_by("-created_at")
-    latest_restore = SkillEvent.objects.filter(skill=OuterRef("pk"), kind=Kind.RESTORE).order_by(
-        "-created_at"
+    # A person bringing a skill back (from the archive, or from stale) restarts its clock.
+    latest_restore = (
+        SkillEvent.objects.filter(skill=OuterRef("pk"), kind__in=[Kind.RESTORE, Kind.REACTIVATE])
+        .exclude(via=Via.SYSTEM)
+        .order_by("-created_at")
     )
     return skills.annotate(
         last_used=Subquery(latest_use.values("created_at")[:1]),

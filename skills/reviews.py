@@ -67,10 +67,11 @@ def skill_proposal_decide(
             person=proposal.author_person,
             chat=proposal.source_chat,
             turn=proposal.source_turn,
-            via=Via.AGENT,
+            via=_proposed_via(proposal),
             reason=proposal.reason,
         )
         common = {"slug": proposal.slug, "author": reviewer, "proposal": proposal}
+        noted = {"note": note} if note else {}
         if shown_version != proposal.base_number or now_number != proposal.base_number:
             if now_number != proposal.base_number:
                 proposal.status = Status.SUPERSEDED
@@ -80,7 +81,7 @@ def skill_proposal_decide(
                 raise SkillStale("you were shown another version than this proposal is based on")
         elif decision == "reject":
             proposal.status = Status.REJECTED
-            _event(kind=Kind.REJECTED, skill=skill, version=current, **common)
+            _event(kind=Kind.REJECTED, skill=skill, version=current, detail=noted, **common)
         else:
             draft = Draft(
                 skill_md=proposal.skill_md,
@@ -116,7 +117,13 @@ def skill_proposal_decide(
                 proposal.result_version = version
                 if proposal.skill_id is None:
                     proposal.skill = skill
-                _event(kind=Kind.APPROVED, skill=skill, version=version or current, **common)
+                _event(
+                    kind=Kind.APPROVED,
+                    skill=skill,
+                    version=version or current,
+                    detail=noted,
+                    **common,
+                )
         if not stale and not (decision == "approve" and blocked):
             proposal.decided_by, proposal.decided_at = person, timezone.now()
             proposal.save()
@@ -127,9 +134,16 @@ def skill_proposal_decide(
     return proposal
 
 
+def _proposed_via(proposal: SkillProposal) -> str:
+    """Who made the change a proposal carries: the agent, or the system (the curator's
+    merges), as its `proposed` event says; the approved version is authored the same way."""
+    proposed = proposal.events.filter(kind=Kind.PROPOSED).values_list("via", flat=True).first()
+    return Via.SYSTEM if proposed == Via.SYSTEM else Via.AGENT
+
+
 def _locked_skill(slug: str) -> Skill:
     skill = _lock(slug)
-    if skill is None:
+    if skill is None or skill.current_version is None:
         raise SkillConflict(f"there is no skill named {slug!r}")
     return skill
 
@@ -148,6 +162,11 @@ def skill_rollback(
         target = skill.versions.filter(number=to_number).first()
         if target is None:
             raise SkillConflict(f"{name} has no version {to_number}")
+        if target.content_hash == current.content_hash:
+            raise SkillConflict(
+                f"version {to_number} of {name} has the same content as the current version"
+                f" {current.number}: nothing to roll back"
+            )
         author = Author(person=person, via=via)
         draft = Draft(
             skill_md=target.skill_md,
@@ -189,10 +208,18 @@ def skill_set_status(*, name: str, archived: bool, person, via: str = Via.DASHBO
         wanted = Skill.Status.ARCHIVED if archived else Skill.Status.ACTIVE
         if skill.status == wanted:
             return skill
+        # Making a stale skill active again is a reactivation, not a restore from the archive.
+        kind = (
+            Kind.ARCHIVE
+            if archived
+            else Kind.REACTIVATE
+            if skill.status == Skill.Status.STALE
+            else Kind.RESTORE
+        )
         skill.status, skill.updated_at = wanted, timezone.now()
         skill.save(update_fields=["status", "updated_at"])
         _event(
-            kind=Kind.ARCHIVE if archived else Kind.RESTORE,
+            kind=kind,
             slug=name,
             author=Author(person=person, via=via),
             skill=skill,

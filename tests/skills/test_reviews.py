@@ -171,3 +171,60 @@ def test_archive_restore_and_pin_are_for_reviewers_and_audited(skill, member, st
     assert skill_pin(name="deploy-staging", pinned=True, person=staff_reviewer).pinned
     kinds = list(Skill.objects.get().events.values_list("kind", flat=True))
     assert kinds == [Kind.CREATE, Kind.ARCHIVE, Kind.RESTORE, Kind.PIN]
+
+
+def test_a_reviewers_note_is_kept_on_the_decision(proposal, staff_reviewer):
+    skill_proposal_decide(
+        proposal_id=proposal.pk,
+        decision="reject",
+        shown_version=1,
+        person=staff_reviewer,
+        note="use the fast target only on CI",
+    )
+    event = SkillEvent.objects.get(kind=Kind.REJECTED)
+    assert event.detail == {"note": "use the fast target only on CI"}
+
+
+def test_a_rollback_to_the_content_already_current_is_refused(skill, dm_author, staff_reviewer):
+    skill_patch(
+        name="deploy-staging", old_string="make image", new_string="make x", author=dm_author
+    )
+    skill_rollback(name="deploy-staging", to_number=1, shown_version=2, person=staff_reviewer)
+    with pytest.raises(SkillConflict, match="same content"):
+        skill_rollback(name="deploy-staging", to_number=1, shown_version=3, person=staff_reviewer)
+    assert skill.versions.count() == 3
+
+
+def test_making_a_stale_skill_active_is_a_reactivation_not_a_restore(skill, staff_reviewer):
+    Skill.objects.filter(pk=skill.pk).update(status=Skill.Status.STALE)
+    skill_set_status(name="deploy-staging", archived=False, person=staff_reviewer)
+    event = SkillEvent.objects.last()
+    assert (event.kind, event.via, event.person) == (Kind.REACTIVATE, "dashboard", staff_reviewer)
+    assert Skill.objects.get().status == Skill.Status.ACTIVE
+
+
+def test_a_skill_without_a_version_cannot_be_rolled_back_or_archived(staff_reviewer):
+    Skill.objects.create(slug="half-made")
+    with pytest.raises(SkillConflict, match="no skill named"):
+        skill_rollback(name="half-made", to_number=1, shown_version=1, person=staff_reviewer)
+    with pytest.raises(SkillConflict, match="no skill named"):
+        skill_set_status(name="half-made", archived=True, person=staff_reviewer)
+
+
+def test_an_approved_system_proposal_is_authored_by_the_system(skill, staff_reviewer):
+    from skills.models import Via
+    from skills.services import Author, skill_propose
+
+    outcome = skill_propose(
+        name="deploy-staging",
+        action="edit",
+        author=Author(via=Via.SYSTEM, reason="curator merge"),
+        base_version=1,
+        content=skill_md(body="# Deploy\n\nOne step.\n"),
+    )
+    skill_proposal_decide(
+        proposal_id=outcome.proposal.pk, decision="approve", shown_version=1, person=staff_reviewer
+    )
+    change = SkillEvent.objects.get(kind=Kind.EDIT)
+    assert (change.via, change.person) == (Via.SYSTEM, None)
+    assert SkillEvent.objects.get(kind=Kind.APPROVED).person == staff_reviewer
