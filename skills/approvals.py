@@ -22,6 +22,7 @@ from skills.models import Skill, SkillEvent, SkillProposal, SkillVersion
 from skills.selectors import skill_proposals_reviewable
 
 SHOWN_LIMIT = 20  # proposals shown at once, oldest first: each one carries a whole diff
+COLLAPSED_ROWS = 40  # a change whose diff has more rows starts collapsed
 
 ACTION_LABELS = {
     "create": "create",
@@ -55,6 +56,23 @@ class ProposalItem:
         """What the decision form posts back: the base version ("" for a new skill)."""
         base = self.proposal.base_number
         return "" if base is None else str(base)
+
+    @property
+    def added(self) -> int:
+        return sum(diff.added for diff in self.diffs)
+
+    @property
+    def removed(self) -> int:
+        return sum(diff.removed for diff in self.diffs)
+
+    @property
+    def changed_lines(self) -> int:
+        return self.added + self.removed
+
+    @property
+    def collapsed(self) -> bool:
+        """A long diff starts folded, so one change does not bury the others."""
+        return sum(len(diff.rows) for diff in self.diffs) > COLLAPSED_ROWS
 
     @property
     def action_label(self) -> str:

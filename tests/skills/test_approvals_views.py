@@ -114,8 +114,8 @@ def test_skill_reviewers_see_each_change_with_its_diff_and_where_it_came_from(
         assert "based on version 1" in item and "proposed by Marco R." in item
         assert "Reason:</span> Builds are slow." in item
         assert f'datetime="{proposal.created_at.isoformat()}"' in item
-        assert '<td class="diff-before">    make image</td>' in item
-        assert '<td class="diff-after">    make image-fast</td>' in item
+        assert 'is-removed">    make image</td>' in item  # side by side: before…
+        assert 'is-added">    make image-fast</td>' in item  # …and after
         assert 'class="diff-replace"' in item and "unchanged line" in item
         assert (
             f'action="{decide_url(proposal)}"' in item
@@ -142,7 +142,7 @@ def test_a_new_skill_shows_everything_added_with_its_category_and_no_link_yet(
     assert ">create</span>" in item and '<span class="skill-category">support</span>' in item
     assert "a new skill" in item and 'href="/skills/triage/"' not in item
     assert '<span class="skill-name">triage</span>' in item
-    assert "file-added" in item and "diff-replace" not in item and "diff-delete" not in item
+    assert "filediff-added" in item and "diff-replace" not in item and "diff-delete" not in item
     assert item.count('class="diff-insert"') == len(proposal.skill_md.splitlines())
     assert '<input type="hidden" name="shown_version" value="">' in item
 
@@ -162,13 +162,13 @@ def test_files_archives_and_long_diffs(skill, group_author, staff_reviewer):
     page = login(staff_reviewer).get(APPROVALS).text
     item = item_of(page, written)
     assert ">write file</span>" in item and "references/hosts.md" in item
-    assert '<details class="file-diff file-added" open>' in item
-    assert '<td class="diff-after">staging-1</td>' in item
+    assert '<details class="skill-diff-toggle" open>' in item  # short: shown at once
+    assert 'count-added">+2</span>' in item and 'is-added">staging-1</td>' in item
     item = item_of(page, archived)
     assert ">archive</span>" in item and "Archives the skill" in item and "diff-table" not in item
     item = item_of(page, rewritten)
     assert ">edit</span>" in item
-    assert '<details class="file-diff file-changed">' in item  # long: starts collapsed
+    assert '<details class="skill-diff-toggle">' in item  # long: starts collapsed
     assert "Step 59: check the dashboard." in item  # still there when opened, without JS
 
 
