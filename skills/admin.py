@@ -16,127 +16,44 @@ always escaped, with hidden code points shown as markers (`reveal_hidden`). Chat
 shown and linked like in the chats and memory admins (the operators' record, SECURITY.md).
 """
 
-import json
-
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.db.models import Case, Count, F, IntegerField, OuterRef, Subquery, Value, When
+from django.db.models import Count, F, IntegerField, OuterRef, Subquery, Value
 from django.db.models.functions import Coalesce, Left
 from django.http import HttpResponseNotAllowed
 from django.shortcuts import get_object_or_404, redirect
-from django.urls import NoReverseMatch, path, reverse
-from django.utils.html import format_html, format_html_join
-from django.utils.text import Truncator
+from django.urls import path, reverse
+from django.utils.html import format_html
 
 from chats.admin import NoWrites, ReadOnlyAdmin
 from hermes_site.scanning import reveal_hidden
-from learning.selectors import review_origin_label
-from skills import policy
+from skills.admin_common import (
+    BIG_FIELDS,
+    HEAD_CHARS,
+    PENDING,
+    ROWS_SHOWN,
+    SHORT_TEXT,
+    SLIM_VERSION,
+    ReviewerActions,
+    _changelist,
+    _files,
+    _link,
+    _names,
+    _pretty,
+    _proposal_link,
+    _report,
+    _short,
+    _source,
+    _version_label,
+    _who,
+)
 from skills.diff import content_diff
 from skills.format import SKILL_FILE
-from skills.models import Skill, SkillEvent, SkillProposal, SkillUsage, SkillVersion, Via
-from skills.reviews import skill_pin, skill_proposal_decide, skill_rollback, skill_set_status
+from skills.models import Skill, SkillEvent, SkillUsage, SkillVersion, Via
+from skills.reviews import skill_pin, skill_rollback, skill_set_status
 from skills.selectors import skill_events, skill_versions
-from skills.services import SkillConflict, SkillInvalid, SkillNotAllowed, SkillStale
-
-SHORT_TEXT = 80
-HEAD_CHARS = 200  # what a list reads of an audit row's before/after
-MAX_LISTED = 20  # skills or failures named in one action report
-ROWS_SHOWN = 200  # versions and events on a skill's page; the rest via the filtered lists
-BIG_FIELDS = ("skill_md", "files", "front_matter")
-SLIM_VERSION = tuple(f"version__{name}" for name in BIG_FIELDS)  # its number is enough
-PENDING = SkillProposal.Status.PENDING
-
-
-def _short(text: str) -> str:
-    """One line of at most SHORT_TEXT characters, hidden code points shown as markers."""
-    return Truncator(" ".join(reveal_hidden(text or "").split())).chars(SHORT_TEXT)
-
-
-def _pretty(value) -> str:
-    """JSON for people: indented, non-ASCII kept, hidden code points shown as markers."""
-    return reveal_hidden(json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True))
-
-
-def _link(obj, label=None) -> str:
-    """A link to `obj`'s admin page, or its plain (escaped) label when it has none."""
-    if obj is None:
-        return "—"
-    label = str(obj) if label is None else label
-    meta = obj._meta
-    try:
-        url = reverse(f"admin:{meta.app_label}_{meta.model_name}_change", args=[obj.pk])
-    except NoReverseMatch:
-        return format_html("{}", label)
-    return format_html('<a href="{}">{}</a>', url, label)
-
-
-def _changelist(model, **filters) -> str:
-    url = reverse(f"admin:skills_{model._meta.model_name}_changelist")
-    query = "&".join(f"{key}={value}" for key, value in filters.items())
-    return f"{url}?{query}" if query else url
-
-
-def _who(person, actor, via: str = "") -> str:
-    parts = []
-    if person is not None:
-        parts.append(_link(person, person.get_username()))
-    if actor is not None:
-        parts.append(format_html("{} ({})", reveal_hidden(actor.display_name), actor.channel))
-    if not parts:
-        return "the system" if via == Via.SYSTEM else "—"
-    return format_html_join(" / ", "{}", ((part,) for part in parts))
-
-
-def _source(chat, turn) -> str:
-    parts = [_link(chat) if chat is not None else "", _link(turn) if turn is not None else ""]
-    if not any(parts):
-        return "—"
-    return format_html_join(" · ", "{}", ((part,) for part in parts if part))
-
-
-def _proposal_link(proposal_id: int | None) -> str:
-    if proposal_id is None:
-        return "—"
-    url = reverse("admin:skills_skillproposal_change", args=[proposal_id])
-    return format_html('<a href="{}">#{}</a>', url, proposal_id)
-
-
-def _version_label(number) -> str:
-    return "—" if number is None else f"v{number}"
-
-
-def _files(files: dict) -> list[dict]:
-    return [
-        {"path": file_path, "text": text, "size": len(text.encode())}
-        for file_path, text in sorted((files or {}).items())
-    ]
-
-
-def _names(slugs: list[str]) -> str:
-    more = len(slugs) - MAX_LISTED
-    return ", ".join(slugs[:MAX_LISTED]) + (f" and {more} more" if more > 0 else "")
-
-
-def _report(model_admin, request, lines: list[tuple[str, int]], failures: list[str]) -> None:
-    """The summary lines, then one warning per row that could not be changed (at most
-    MAX_LISTED, then how many more)."""
-    for line, level in lines:
-        model_admin.message_user(request, line, level)
-    for failure in failures[:MAX_LISTED]:
-        model_admin.message_user(request, failure, messages.WARNING)
-    if len(failures) > MAX_LISTED:
-        more = len(failures) - MAX_LISTED
-        model_admin.message_user(request, f"… and {more} more not changed.", messages.WARNING)
-
-
-class ReviewerActions:
-    """Actions and forms are for skill reviewers; the services check again on every call."""
-
-    def has_review_permission(self, request) -> bool:
-        return policy.may_review(request.user)
-
+from skills.services import SkillConflict, SkillInvalid, SkillNotAllowed
 
 # --- skills -------------------------------------------------------------------------------
 
@@ -477,239 +394,6 @@ class SkillVersionAdmin(ReviewerActions, ReadOnlyAdmin):
         return back
 
 
-# --- proposals ----------------------------------------------------------------------------
-
-
-class DecisionForm(forms.Form):
-    decision = forms.ChoiceField(choices=(("approve", "Approve"), ("reject", "Reject")))
-    shown_version = forms.CharField(required=False)  # "" for a new skill
-
-    def clean_shown_version(self) -> int | None:
-        value = self.cleaned_data["shown_version"].strip()
-        if not value:
-            return None
-        if not value.isdigit():
-            raise forms.ValidationError("not a version number")
-        return int(value)
-
-
-def _shown_base(request, proposal_id: int) -> int | None:
-    """The version this proposal was listed as based on ("new": none); a proposal the list
-    did not show (selected across all pages, or a forged post) is not decided at all."""
-    value = request.POST.get(f"shown_{proposal_id}", "")
-    if value == "new":
-        return None
-    if value.isdigit():
-        return int(value)
-    raise SkillStale("it was not listed on the page you decided from; open it and decide there")
-
-
-@admin.register(SkillProposal)
-class SkillProposalAdmin(ReviewerActions, ReadOnlyAdmin):
-    list_display = (
-        "id",
-        "status",
-        "action",
-        "slug",
-        "based_on",
-        "skill_now",
-        "author",
-        "source_chat",
-        "created_at",
-        "origin",
-    )
-    list_filter = ("status", "action")
-    search_fields = ("slug", "reason")
-    actions = ("approve_selected", "reject_selected")
-    fields = (
-        "status",
-        "action",
-        "slug",
-        "skill",
-        "category",
-        "based_on",
-        "skill_now",
-        "author",
-        "source",
-        "origin",
-        "reason_shown",
-        "content_hash",
-        "created_at",
-        "decided_by",
-        "decided_at",
-        "result",
-    )
-    readonly_fields = fields
-    change_form_template = "admin/skills/skillproposal/change_form.html"
-
-    def get_queryset(self, request):
-        # Not super(): it orders by get_ordering() before the annotation it names exists.
-        queryset = SkillProposal.objects.select_related(
-            "skill", "review", "author_person", "author_actor", "source_chat"
-        ).annotate(
-            current_number=F("skill__current_version__number"),
-            pending_first=Case(When(status=PENDING, then=Value(0)), default=Value(1)),
-        )
-        if request.resolver_match and request.resolver_match.url_name.endswith("_changelist"):
-            queryset = queryset.defer(*BIG_FIELDS)
-        return queryset.order_by(*self.get_ordering(request))
-
-    def get_ordering(self, request):
-        return ("pending_first", "-created_at", "-id")
-
-    def action_checkbox(self, proposal: SkillProposal):
-        """The row's checkbox, plus the version this row lists it as based on, so that a bulk
-        decision is bound to what the reviewer saw."""
-        box = super().action_checkbox(proposal)
-        shown = "new" if proposal.base_number is None else proposal.base_number
-        return format_html(
-            '{}<input type="hidden" name="shown_{}" value="{}">', box, proposal.pk, shown
-        )
-
-    @admin.display(description="based on", ordering="base_number")
-    def based_on(self, proposal: SkillProposal) -> str:
-        return "a new skill" if proposal.base_number is None else f"v{proposal.base_number}"
-
-    @admin.display(description="skill now", ordering="current_number")
-    def skill_now(self, proposal: SkillProposal) -> str:
-        label = _version_label(proposal.current_number)
-        if proposal.status == PENDING and proposal.current_number != proposal.base_number:
-            return f"{label} (moved on: cannot be approved as proposed)"
-        return label
-
-    @admin.display(description="author")
-    def author(self, proposal: SkillProposal) -> str:
-        return _who(proposal.author_person, proposal.author_actor)
-
-    @admin.display(description="source")
-    def source(self, proposal: SkillProposal) -> str:
-        return _source(proposal.source_chat, proposal.source_turn)
-
-    @admin.display(description="origin")
-    def origin(self, proposal: SkillProposal) -> str:
-        if proposal.review_id is None:
-            return "—"
-        return _link(proposal.review, review_origin_label(proposal.review))
-
-    @admin.display(description="reason")
-    def reason_shown(self, proposal: SkillProposal) -> str:
-        return reveal_hidden(proposal.reason) or "—"
-
-    @admin.display(description="resulting version")
-    def result(self, proposal: SkillProposal) -> str:
-        version = proposal.result_version
-        return _link(version, f"v{version.number}") if version else "—"
-
-    def get_urls(self):
-        decide = self.admin_site.admin_view(self.decide_view)
-        return [
-            path("<int:proposal_id>/decide/", decide, name="skills_skillproposal_decide"),
-            *super().get_urls(),
-        ]
-
-    def change_view(self, request, object_id, form_url="", extra_context=None):
-        """A proposal's page: the diff against the version it is based on, the proposed
-        content, and for a skill reviewer a decision form bound to that version."""
-        context = dict(extra_context or {})
-        proposal = self.get_object(request, object_id)
-        if proposal is not None:
-            base = None
-            if proposal.base_number is not None and proposal.skill_id is not None:
-                base = proposal.skill.versions.filter(number=proposal.base_number).first()
-            context.update(
-                {
-                    "diff_title": (
-                        f"Proposed change against v{proposal.base_number}"
-                        if proposal.base_number is not None
-                        else "A new skill: everything is new"
-                    ),
-                    "left_label": f"v{base.number}" if base else "(nothing)",
-                    "right_label": "proposed",
-                    "content_title": "Proposed content",
-                    "diffs": content_diff(
-                        base.skill_md if base else None,
-                        base.files if base else None,
-                        proposal.skill_md,
-                        proposal.files,
-                    ),
-                    "skill_md": proposal.skill_md,
-                    "skill_files": _files(proposal.files),
-                    "front_matter": _pretty(proposal.front_matter),
-                }
-            )
-            if proposal.status == PENDING and self.has_review_permission(request):
-                context["decision"] = {
-                    "url": reverse("admin:skills_skillproposal_decide", args=[proposal.pk]),
-                    "shown_version": "" if base is None else base.number,
-                    "moved_on": proposal.current_number != proposal.base_number,
-                    "archives": proposal.action == "delete",
-                }
-        return super().change_view(request, object_id, form_url, context)
-
-    def decide_view(self, request, proposal_id: int):
-        """Approve or reject one pending proposal as compared with `shown_version`."""
-        if request.method != "POST":
-            return HttpResponseNotAllowed(["POST"])
-        if not self.has_view_permission(request):
-            raise PermissionDenied
-        back = redirect("admin:skills_skillproposal_change", proposal_id)
-        form = DecisionForm(request.POST)
-        if not form.is_valid():
-            self.message_user(request, "Choose approve or reject.", messages.ERROR)
-            return back
-        decision = form.cleaned_data["decision"]
-        try:
-            proposal = skill_proposal_decide(
-                proposal_id=proposal_id,
-                decision=decision,
-                shown_version=form.cleaned_data["shown_version"],
-                person=request.user,
-                via=Via.ADMIN,
-            )
-        except (SkillNotAllowed, SkillConflict, SkillInvalid) as exc:
-            self.message_user(request, f"Not decided: {_failure(exc)}.", messages.WARNING)
-        else:
-            outcome = "Approved" if decision == "approve" else "Rejected"
-            self.message_user(request, f"{outcome}: {proposal}.", messages.SUCCESS)
-        return back
-
-    def _decide_each(self, request, queryset, decision: str) -> None:
-        done, failures = 0, []
-        rows = queryset.order_by("created_at", "id").values_list("pk", "action", "slug")
-        for proposal_id, action, slug in rows:
-            try:
-                skill_proposal_decide(
-                    proposal_id=proposal_id,
-                    decision=decision,
-                    shown_version=_shown_base(request, proposal_id),
-                    person=request.user,
-                    via=Via.ADMIN,
-                )
-            except (SkillNotAllowed, SkillConflict, SkillInvalid) as exc:
-                failures.append(f"#{proposal_id} ({action} {slug}): not decided, {_failure(exc)}.")
-            else:
-                done += 1
-        verb = "Approved" if decision == "approve" else "Rejected"
-        noun = "proposal" if done == 1 else "proposals"
-        lines = [(f"{verb} {done} skill {noun}.", messages.SUCCESS)] if done else []
-        _report(self, request, lines, failures)
-
-    @admin.action(description="Approve selected proposals", permissions=["review"])
-    def approve_selected(self, request, queryset) -> None:
-        self._decide_each(request, queryset, "approve")
-
-    @admin.action(description="Reject selected proposals", permissions=["review"])
-    def reject_selected(self, request, queryset) -> None:
-        self._decide_each(request, queryset, "reject")
-
-
-def _failure(exc: Exception) -> str:
-    """Why a decision changed nothing (or only marked the proposal), in a reviewer's words."""
-    if isinstance(exc, SkillNotAllowed):
-        return "only skill reviewers may decide"
-    return str(exc)
-
-
 # --- the audit trail and usage ------------------------------------------------------------
 
 
@@ -827,3 +511,7 @@ class SkillUsageAdmin(ReadOnlyAdmin):
         if usage.turn is None:
             return "—"
         return _link(usage.turn, f"turn #{usage.turn_id} ({usage.turn.status})")
+
+
+# The proposals admin lives in its own module; importing it registers it.
+from skills import admin_proposals  # noqa: E402, F401
