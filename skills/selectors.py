@@ -266,6 +266,7 @@ class VersionRow:
     reason: str
     chat: Chat | None
     chat_hidden: bool
+    same_as_current: bool = False  # its content is the current version's (no rollback)
 
 
 @dataclass(frozen=True)
@@ -336,6 +337,7 @@ def skill_version_rows(skill: Skill, *, person, limit: int = 100) -> list[Versio
     is never named (only that there was one)."""
     versions = list(skill_versions(skill).select_related("source_chat")[:limit])
     readable = _readable_chat_ids(person, (v.source_chat_id for v in versions))
+    current_hash = skill.current_version.content_hash if skill.current_version else None
     rows = []
     for version in versions:
         chat, hidden = _shown_chat(version.source_chat, readable)
@@ -348,6 +350,7 @@ def skill_version_rows(skill: Skill, *, person, limit: int = 100) -> list[Versio
                 reason=version.reason,
                 chat=chat,
                 chat_hidden=hidden,
+                same_as_current=version.content_hash == current_hash,
             )
         )
     return rows

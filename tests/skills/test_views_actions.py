@@ -253,3 +253,19 @@ def test_an_action_without_the_csrf_token_is_refused(deploy, staff_reviewer):
     token = page.split('name="csrfmiddlewaretoken" value="')[1].split('"')[0]
     assert client.post(PIN, {"pinned": "1", "csrfmiddlewaretoken": token}).status_code == 302
     assert Skill.objects.get().pinned
+
+
+def test_a_version_with_the_current_content_offers_no_rollback(deploy, staff_reviewer):
+    client = login(staff_reviewer)
+    assert client.post(ROLLBACK, {"to_version": 1, "shown_version": 3}).status_code == 302
+    page = client.get(PAGE).content.decode()
+    assert "Roll back to version 1" not in page  # version 4 has its content
+    assert "Roll back to version 2" in page and "Roll back to version 3" in page
+    assert "same content as the current version" in page
+    old = client.get(PAGE + "?version=1").content.decode()
+    assert "which has the same content" in old and "Roll back to version 1" not in old
+    before = state()
+    response = client.post(ROLLBACK, {"to_version": 1, "shown_version": 4}, headers=HTMX)
+    assert response.status_code == 409
+    assert "has the same content as the current version 4" in notice(response.content.decode())
+    assert state() == before
