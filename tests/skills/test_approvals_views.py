@@ -260,7 +260,7 @@ def test_decisions_need_the_csrf_token_and_a_post(proposal, staff_reviewer):
     assert version_now() == 2
 
 
-def test_a_malformed_decision_changes_nothing(proposal, staff_reviewer):
+def test_a_malformed_decision_or_an_unknown_proposal_changes_nothing(proposal, staff_reviewer):
     client = login(staff_reviewer)
     for data in (
         {"decision": "merge", "shown_version": "1"},
@@ -270,6 +270,8 @@ def test_a_malformed_decision_changes_nothing(proposal, staff_reviewer):
     ):
         response = client.post(decide_url(proposal), data, headers=HTMX)
         assert response.status_code == 400 and "reload the page" in response.text
+    unknown = {"decision": "approve", "shown_version": "1"}
+    assert client.post("/skills/proposals/999999/decide", unknown).status_code == 404
     proposal.refresh_from_db()
     assert proposal.status == Status.PENDING and version_now() == 1
 
