@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from chats.agent.registry import ORIGIN_CHAT, ORIGIN_REVIEW
@@ -249,10 +250,11 @@ def _apply(
         after=draft.after,
         detail=detail,
     )
-    # Proposals based on an older version can no longer be approved as they were shown.
-    SkillProposal.objects.filter(skill=skill, status=SkillProposal.Status.PENDING).update(
-        status=SkillProposal.Status.SUPERSEDED
-    )
+    # Proposals based on an older version can no longer be approved as they were shown, nor
+    # can a proposal to create this skill that was waiting while it came into being.
+    SkillProposal.objects.filter(
+        Q(skill=skill) | Q(skill__isnull=True, slug=slug), status=SkillProposal.Status.PENDING
+    ).update(status=SkillProposal.Status.SUPERSEDED)
     return skill, version
 
 

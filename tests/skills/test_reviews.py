@@ -228,3 +228,14 @@ def test_an_approved_system_proposal_is_authored_by_the_system(skill, staff_revi
     change = SkillEvent.objects.get(kind=Kind.EDIT)
     assert (change.via, change.person) == (Via.SYSTEM, None)
     assert SkillEvent.objects.get(kind=Kind.APPROVED).person == staff_reviewer
+
+
+def test_a_waiting_proposal_to_create_a_skill_is_superseded_when_it_is_created_meanwhile(
+    group_author, dm_author, staff_reviewer
+):
+    waiting = skill_create(name="deploy-staging", content=skill_md(), author=group_author).proposal
+    assert waiting.status == "pending"
+    skill_create(name="deploy-staging", content=skill_md(), author=dm_author)
+    waiting.refresh_from_db()
+    assert waiting.status == "superseded"
+    assert list(skill_proposals_reviewable(staff_reviewer)) == []
