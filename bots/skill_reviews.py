@@ -92,14 +92,9 @@ def _base_version(proposal):
 
 
 def _review_origin(proposal) -> str:
-    """ "proposed by the review after turn N" when a background review made it, else ""."""
-    if proposal.review_id is None:
-        return ""
-    try:
-        from learning.selectors import review_for_skill_proposal, review_origin_label
-    except ImportError:  # no learning app: the proposal still says what it changes
-        return ""
-    return review_origin_label(review_for_skill_proposal(proposal))
+    """ "proposed by the review after turn N" (a background review), "proposed by the
+    curator" (a system merge), else ""."""
+    return proposal.origin_label
 
 
 def _headline(proposal) -> str:
@@ -155,8 +150,9 @@ def prompt_text(proposal, *, reviewer, diff: str | None = None) -> str:
     chat = proposal.source_chat
     if chat is not None and chat.title and chats_readable_by(reviewer).filter(pk=chat.pk).exists():
         by += f" in “{_text(chat.title, TITLE_CHARS)}”"
-    lines.append(by)
     origin = _review_origin(proposal)
+    if proposal.author_actor_id or proposal.author_person_id or not origin:
+        lines.append(by)  # nobody to name for the curator's own merges
     if origin:
         lines.append(origin[0].upper() + origin[1:])
     if proposal.reason.strip():

@@ -128,5 +128,10 @@ class Review(models.Model):
         return f"review #{self.pk} after turn {self.turn_number} ({self.status})"
 
     @property
+    def origin_label(self) -> str:
+        """How a proposal it made names its origin: "proposed by the review after turn 12"."""
+        return f"proposed by the review after turn {self.turn_number}"
+
+    @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens

@@ -69,7 +69,7 @@ def review_origin_label(review: Review | None) -> str:
     """How a proposal names its origin: "proposed by the review after turn 12", or ""."""
     if review is None:
         return ""
-    return f"proposed by the review after turn {review.turn_number}"
+    return review.origin_label
 
 
 def chat_learning_may_change(person, chat: Chat) -> bool:

@@ -20,7 +20,6 @@ from django.views.decorators.http import require_GET, require_POST
 from chats.approvals import approval_sections
 from chats.models import Chat
 from chats.selectors import chats_readable_by
-from learning.selectors import review_origin_label
 from memory.forms import BulkDecisionForm, DecisionForm
 from memory.models import MemoryBook, MemoryEntry
 from memory.reviews import memory_review
@@ -61,7 +60,7 @@ def _reviewable(person) -> list[MemoryEntry]:
     ("proposed by the review after turn N", its review read in the same query)."""
     entries = list(memory_reviewable(person).select_related("author_person", "review"))
     for entry in entries:
-        entry.origin = review_origin_label(entry.review)
+        entry.origin = entry.review.origin_label if entry.review_id else ""
     return _annotate(entries, person)
 
 

@@ -12,7 +12,6 @@ from django.utils.html import format_html
 
 from chats.admin import ReadOnlyAdmin
 from hermes_site.scanning import reveal_hidden
-from learning.selectors import review_origin_label
 from skills.admin_common import (
     BIG_FIELDS,
     PENDING,
@@ -141,8 +140,8 @@ class SkillProposalAdmin(ReviewerActions, ReadOnlyAdmin):
     @admin.display(description="origin")
     def origin(self, proposal: SkillProposal) -> str:
         if proposal.review_id is None:
-            return "—"
-        return _link(proposal.review, review_origin_label(proposal.review))
+            return proposal.origin_label or "—"
+        return _link(proposal.review, proposal.review.origin_label)
 
     @admin.display(description="reason")
     def reason_shown(self, proposal: SkillProposal) -> str:

@@ -15,7 +15,6 @@ from django.db.models import Q
 from chats.approvals import ApprovalSection
 from chats.models import Chat
 from chats.selectors import chats_readable_by
-from learning.selectors import review_origin_label
 from skills import policy
 from skills.diff import FileDiff, content_diff
 from skills.models import Skill, SkillEvent, SkillProposal, SkillVersion
@@ -140,7 +139,7 @@ def _items(person, proposals: list[SkillProposal]) -> list[ProposalItem]:
                 diffs=diffs,
                 where=proposal.source_chat,
                 where_readable=proposal.source_chat_id in readable,
-                origin=review_origin_label(proposal.review),
+                origin=proposal.origin_label,
             )
         )
     return items

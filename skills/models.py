@@ -131,6 +131,9 @@ class SkillProposal(models.Model):
         Turn, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     reason = models.TextField(blank=True, default="")
+    # Who made the change: the agent in a turn, a background review (`review` says which), or
+    # the system (the curator's merges).
+    via = models.CharField(max_length=16, choices=Via.choices, default=Via.AGENT)
     # The background review that proposed it, if one did.
     review = models.ForeignKey(
         "learning.Review",
@@ -158,6 +161,16 @@ class SkillProposal(models.Model):
 
     def __str__(self) -> str:
         return f"skill proposal #{self.pk} ({self.action} {self.slug})"
+
+    @property
+    def origin_label(self) -> str:
+        """How pages name who proposed it when no person did: "proposed by the review after
+        turn N", "proposed by the curator", or "" (select_related("review") to show many)."""
+        if self.review_id is not None and self.review is not None:
+            return self.review.origin_label
+        if self.via == Via.SYSTEM:
+            return "proposed by the curator"
+        return ""
 
 
 class SkillEvent(models.Model):

@@ -67,7 +67,7 @@ def skill_proposal_decide(
             person=proposal.author_person,
             chat=proposal.source_chat,
             turn=proposal.source_turn,
-            via=_proposed_via(proposal),
+            via=Via.SYSTEM if proposal.via == Via.SYSTEM else Via.AGENT,
             reason=proposal.reason,
         )
         common = {"slug": proposal.slug, "author": reviewer, "proposal": proposal}
@@ -132,13 +132,6 @@ def skill_proposal_decide(
     if decision == "approve" and blocked:
         raise SkillInvalid("the proposal was blocked by the content scan and is rejected")
     return proposal
-
-
-def _proposed_via(proposal: SkillProposal) -> str:
-    """Who made the change a proposal carries: the agent, or the system (the curator's
-    merges), as its `proposed` event says; the approved version is authored the same way."""
-    proposed = proposal.events.filter(kind=Kind.PROPOSED).values_list("via", flat=True).first()
-    return Via.SYSTEM if proposed == Via.SYSTEM else Via.AGENT
 
 
 def _locked_skill(slug: str) -> Skill:

@@ -393,6 +393,7 @@ def _change(
                 source_chat=author.chat,
                 source_turn=author.turn,
                 reason=author.reason,
+                via=author.via,
                 review_id=author.review_id,
             )
             _event(

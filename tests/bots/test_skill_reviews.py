@@ -390,3 +390,20 @@ def test_nothing_is_sent_without_a_bot_token(
             author=author(people["marco"]),
         )
     assert outcome.code == "proposed" and not sent()
+
+
+def test_a_curator_proposal_says_the_curator_made_it(
+    skill, people, django_capture_on_commit_callbacks
+):
+    from skills.models import Via
+    from skills.services import skill_propose
+
+    with django_capture_on_commit_callbacks(execute=True):
+        skill_propose(
+            name="deploy-staging",
+            action="delete",
+            author=Author(via=Via.SYSTEM, reason="Curator merge"),
+            base_version=1,
+        )
+    text = visible(sent()[1001].payload["text"])
+    assert "Proposed by the curator" in text and "the agent" not in text

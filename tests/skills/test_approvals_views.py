@@ -513,3 +513,17 @@ def test_an_outsider_chat_is_never_named(proposal, outsider, staff_reviewer):
     SkillProposal.objects.filter(pk=proposal.pk).update(source_chat=secret)
     item = item_of(login(staff_reviewer).get(APPROVALS).text, proposal)
     assert "Secret plans" not in item and "secret-room" not in item and "in another chat" in item
+
+
+def test_a_curator_proposal_is_named_as_the_curators(skill, staff_reviewer):
+    from skills.models import Via
+    from skills.services import skill_propose
+
+    outcome = skill_propose(
+        name="deploy-staging",
+        action="delete",
+        author=Author(via=Via.SYSTEM, reason="Curator merge [merge:a+b]"),
+        base_version=1,
+    )
+    item = item_of(login(staff_reviewer).get(APPROVALS).text, outcome.proposal)
+    assert "proposed by the curator" in item and "proposed by the agent" not in item
