@@ -20,12 +20,16 @@ RUNS = [
     ["ws_bench.py", "--clients", "200", "--chats", "50"],
     ["telegram_bench.py", "--runs", "3", "--seconds", "10"],
     ["memory_bench.py", "--runs", "200"],
+    ["skills_bench.py", "--runs", "100"],
+    ["learning_bench.py", "--runs", "5", "--turns", "40"],
 ]
 POSTGRES_RUNS = [
     ["ingest_bench.py", "--messages", "5000", "--runs", "5"],
     ["search_bench.py", "--messages", "100000", "--runs", "5"],
     ["context_bench.py", "--gc-freeze"],
     ["memory_bench.py", "--runs", "200"],
+    ["skills_bench.py", "--runs", "100"],
+    ["learning_bench.py", "--runs", "5", "--turns", "40"],
 ]
 
 
