@@ -10,7 +10,7 @@ test suite's fake OpenAI server on loopback (instant replies). Three parts:
 * counters: the learning receiver's work (`learning_turn_finished`, run after the turn's
   outcome is committed and before `turn.finished` is published) per completed turn, and a
   whole turn (ingest → reply stored and announced; one tool call and a reply) with the
-  receiver connected vs disconnected, in alternating blocks of `--turns` turns;
+  receiver connected vs disconnected, alternating turn by turn (`--turns` of each per run);
 * review running: the next turn's latency in the same chat while a review of that chat
   runs in another process (as the review worker: its own fake model, `--pace` tokens/s,
   proposing a skill) vs with no review, alternating blocks; only turns that started and
