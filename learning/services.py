@@ -122,16 +122,36 @@ def learning_turn_finished(*, turn: Turn, status: str) -> Review | None:
             turn_number=Turn.objects.filter(chat_id=turn.chat_id, id__lte=turn.pk).count(),
             focus=focus,
             trigger=trigger,
-            covers_after_id=_previous_end(turn.chat_id),
+            covers_after_id=_previous_end(turn.chat_id, focus),
             covers_to_id=turn.reply_id or _last_message_id(turn.chat_id),
         )
         transaction.on_commit(lambda: _enqueue(review.pk))
     return review
 
 
-def _previous_end(chat_id: int) -> int | None:
-    """Where the previous review of the chat stopped reading: this one starts after it."""
-    return Review.objects.filter(chat_id=chat_id).aggregate(end=Max("covers_to_id"))["end"]
+FOCUS_AREAS = {
+    Review.Focus.MEMORY: (Review.Focus.MEMORY,),
+    Review.Focus.SKILLS: (Review.Focus.SKILLS,),
+    Review.Focus.COMBINED: (Review.Focus.MEMORY, Review.Focus.SKILLS),
+}
+
+
+def _previous_end(chat_id: int, focus: str) -> int | None:
+    """Where this review starts reading: after the last message that earlier reviews of the
+    same area read. A skills review cannot save a fact, so it never hides the turns it read
+    from the next memory review (and the other way round); a combined review starts where
+    the area reviewed longest ago stopped. A failed review read nothing for anyone."""
+    ends = []
+    for area in FOCUS_AREAS[focus]:
+        end = (
+            Review.objects.filter(chat_id=chat_id, focus__in=(area, Review.Focus.COMBINED))
+            .exclude(status=Review.Status.FAILED)
+            .aggregate(end=Max("covers_to_id"))["end"]
+        )
+        if end is None:
+            return None
+        ends.append(end)
+    return min(ends)
 
 
 def _last_message_id(chat_id: int) -> int | None:

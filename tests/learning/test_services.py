@@ -193,3 +193,27 @@ def test_counters_are_exact_when_turns_finish_at_the_same_moment(queued, finishe
     assert errors == []
     assert Review.objects.count() == 1 and len(queued) == 1
     assert counters() == (0, 0)
+
+
+def test_each_area_reads_on_from_its_own_last_review_and_a_failed_one_read_nothing(
+    fake, queued, settings
+):
+    settings.LEARNING_MEMORY_REVIEW_INTERVAL = 2
+    settings.LEARNING_SKILL_REVIEW_INTERVAL = 1
+    first = chat_turn(fake, "I deploy from the release branch.")
+    chat_turn(fake, "list skills", calls("skills_list", {}), "none yet")
+    combined = Review.objects.get()
+    assert combined.focus == Review.Focus.COMBINED and combined.covers_after_id is None
+    chat_turn(fake, "list again", calls("skills_list", {}), "still none")
+    skills = Review.objects.order_by("id").last()
+    assert skills.focus == Review.Focus.SKILLS
+    assert skills.covers_after_id == combined.covers_to_id
+    skills.status = Review.Status.FAILED
+    skills.save(update_fields=["status"])
+    third = chat_turn(fake, "once more", calls("skills_list", {}), "none")
+    # Memory was last reviewed by the combined review; skills' last review failed, so the
+    # next combined one starts after the combined review for both.
+    last = Review.objects.order_by("id").last()
+    assert last.focus == Review.Focus.COMBINED
+    assert last.covers_after_id == combined.covers_to_id and last.covers_to_id == third.reply_id
+    assert first.reply_id < combined.covers_to_id
