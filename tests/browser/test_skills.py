@@ -1,13 +1,16 @@
-"""The skills pages in a real browser against the real stack: a reviewer finds a skill in the
-library, diffs two versions, rolls back to the first (a new version with the old text), pins
-it, and no page trips the Content Security Policy."""
+"""The skills pages in a real browser against the real stack: a reviewer approves a skill
+change proposed in a group chat on the Approvals page, finds the skill in the library,
+diffs two versions, rolls back to the first (a new version with the old text), pins it, and
+no page trips the Content Security Policy."""
 
 import os
 import re
 
 from playwright.sync_api import expect
 
-from skills.models import Skill, Via
+from chats.models import ChatKind
+from chats.services import actor_get_or_create, chat_get_or_create
+from skills.models import Skill, SkillProposal, Via
 from skills.services import Author, skill_create, skill_patch
 from tests.browser.test_security import watch_policy
 from tests.skills.helpers import skill_md
@@ -15,22 +18,37 @@ from tests.skills.helpers import skill_md
 OPERATOR = Author(via=Via.COMMAND)
 
 
-def three_versions():
-    """deploy-staging: created, then two patches (version 3 is current)."""
+def two_versions_and_a_proposal(member) -> SkillProposal:
+    """deploy-staging at version 2, and a patch the agent proposed in a group chat for
+    marco, waiting for a skill reviewer (it would make version 3)."""
     assert skill_create(name="deploy-staging", content=skill_md(), author=OPERATOR).stored
-    for old, new in (
-        ("make image", "make image-fast"),
-        ("Check the health page.", "Check /health and the logs."),
-    ):
-        outcome = skill_patch(
-            name="deploy-staging", old_string=old, new_string=new, author=OPERATOR
-        )
-        assert outcome.code == "applied", outcome.message
+    outcome = skill_patch(
+        name="deploy-staging",
+        old_string="make image",
+        new_string="make image-fast",
+        author=OPERATOR,
+    )
+    assert outcome.code == "applied", outcome.message
+    group, _ = chat_get_or_create(
+        channel="telegram", chat_id="-1001", kind=ChatKind.GROUP, title="Ops"
+    )
+    actor = actor_get_or_create(
+        channel="telegram", user_id="501", display_name="Marco", person=member
+    )
+    in_group = Author(actor=actor, person=member, chat=group, reason="The health page lies.")
+    outcome = skill_patch(
+        name="deploy-staging",
+        old_string="Check the health page.",
+        new_string="Check /health and the logs.",
+        author=in_group,
+    )
+    assert outcome.code == "proposed", outcome.message
     assert skill_create(
         name="write-report",
         content=skill_md(name="write-report", description="House style for reports."),
         author=OPERATOR,
     ).stored
+    return outcome.proposal
 
 
 def screenshot(page, name):
@@ -38,13 +56,31 @@ def screenshot(page, name):
         page.screenshot(path=f"{os.environ['HERMES_SCREENSHOTS']}/{name}.png", full_page=True)
 
 
-def test_a_reviewer_diffs_two_versions_and_rolls_back(page_for, make_person):
+def test_a_reviewer_approves_a_proposal_diffs_two_versions_and_rolls_back(page_for, make_person):
     stella = make_person("stella", is_staff=True)
-    three_versions()
+    proposal = two_versions_and_a_proposal(make_person("marco"))
     page = page_for(stella)
     violations = watch_policy(page)
     page.on("dialog", lambda dialog: dialog.accept())  # hx-confirm's confirmation
     page.reload()
+
+    # The proposal waits on the Approvals page, with its diff; approving swaps in the outcome
+    # and the badge follows.
+    expect(page.locator("#approvals-badge")).to_have_text("1")
+    page.click(".topbar nav a.nav-approvals")
+    item = page.locator(f"#skill-proposal-{proposal.pk}")
+    expect(item).to_contain_text("deploy-staging")
+    expect(item).to_contain_text("based on version 2")
+    expect(item).to_contain_text("The health page lies.")
+    expect(item.locator("td.is-removed").first).to_contain_text("3. Check the health page.")
+    expect(item.locator("td.is-added").first).to_contain_text("3. Check /health and the logs.")
+    screenshot(page, "skill-approval")
+    item.get_by_role("button", name="Approve").click()
+    expect(item).to_contain_text("approved")
+    expect(page.locator("#approvals-badge")).to_have_text("0")
+    proposal.refresh_from_db()
+    assert proposal.status == SkillProposal.Status.APPROVED
+    assert Skill.objects.get(slug="deploy-staging").current_version.number == 3
 
     # The library, filtered as one types (htmx swaps the list and pushes the URL).
     page.click(".topbar nav a:text-is('Skills')")
