@@ -36,13 +36,12 @@ def test_no_page_trips_the_content_security_policy(page_for, make_person, fake_l
     page.fill("#composer-text", "hello")
     page.keyboard.press("Enter")
     expect(page.locator("#messages")).to_contain_text("A reply with", timeout=20_000)
-    for path in ["/memory/", "/memory/approvals/", "/accounts/password/", "/search/?q=hello"]:
+    pages = ["/memory/", "/memory/approvals/", "/accounts/password/", "/search/?q=hello"]
+    pages += ["/skills/", "/chats/web:csp-room/learning", "/admin/", "/admin/chats/chat/"]
+    pages += ["/admin/skills/skill/", "/admin/skills/skillproposal/"]
+    for path in pages:
         page.goto(path)
         page.wait_for_load_state("networkidle")
-    page.goto("/admin/")
-    page.wait_for_load_state("networkidle")
-    page.goto("/admin/chats/chat/")
-    page.wait_for_load_state("networkidle")
     assert violations == []
 
 
