@@ -13,6 +13,7 @@
 """
 
 import contextlib
+import hashlib
 import json
 import re
 import threading
@@ -73,7 +74,8 @@ class StagingCluster:
         if image not in self.built:
             raise ClusterError(f"no local image {image}: build it first")
         self.pushed.add(image)
-        return f"Pushed {image} to {REGISTRY} (digest sha256:{abs(hash(image)) % 16**12:012x})."
+        digest = hashlib.sha256(image.encode()).hexdigest()[:12]
+        return f"Pushed {image} to {REGISTRY} (digest sha256:{digest})."
 
     def kubectl_apply(self, app: str, image: str) -> str:
         self._app(app)
