@@ -7,8 +7,9 @@ from django.dispatch import Signal
 # `previous_person` (None when the actor had no Person before).
 actor_linked = Signal()
 
-# Sent once a turn's outcome is committed (`chats.agent.turns.turn_finish`): `turn` (its
-# fields as stored) and `status` (completed / failed / interrupted). Receivers run in the
-# worker right after the reply was stored: keep them cheap; a failing one is logged and
-# never affects the turn. A turn whose lease was lost (stored nothing) sends nothing.
+# Sent once a turn's outcome is committed and its final event published
+# (`chats.agent.turns.turn_announce_finished`, called by the turn loop): `turn` (its fields as
+# stored) and `status` (completed / failed / interrupted). Receivers run in the worker after
+# people already saw the outcome: keep them cheap; a failing one is logged and never affects
+# the turn. A turn whose lease was lost (stored nothing) sends nothing.
 turn_finished = Signal()

@@ -23,7 +23,7 @@ from chats.agent.lease import LeaseHeartbeat
 from chats.agent.llm.base import ChatProvider, Finish, LLMError, TextDelta, ToolCall, Usage
 from chats.agent.registry import TurnContext, registry
 from chats.agent.tools import execute_tool_call
-from chats.agent.turns import LeaseLost, turn_append, turn_finish
+from chats.agent.turns import LeaseLost, turn_announce_finished, turn_append, turn_finish
 from chats.models import Message, Turn
 from chats.payloads import message_payload
 
@@ -286,6 +286,7 @@ class TurnRunner:
         if self._finish(Turn.Status.COMPLETED, text, reply_flags=flags):
             reply = self.turn.reply
             self.emit("turn.finished", message=message_payload(reply), usage=self._usage())
+            turn_announce_finished(self.turn, Turn.Status.COMPLETED)
         return self.turn
 
     def _interrupted(self, partial: str, reason: str) -> Turn:
@@ -301,6 +302,7 @@ class TurnRunner:
                 reason=reason,
                 message=message_payload(reply) if reply else None,
             )
+            turn_announce_finished(self.turn, Turn.Status.INTERRUPTED)
         return self.turn
 
     def _failed(self, partial: str, error: str) -> Turn:
@@ -310,6 +312,7 @@ class TurnRunner:
         ):
             reply = self.turn.reply
             self.emit("turn.failed", error=error, message=message_payload(reply) if reply else None)
+            turn_announce_finished(self.turn, Turn.Status.FAILED)
         return self.turn
 
     def _abandon(self) -> Turn:

@@ -288,12 +288,12 @@ def turn_finish(
         setattr(turn, name, value)
     turn.reply = reply
     clear_interrupt(turn.pk)
-    transaction.on_commit(lambda: _announce_finished(turn, status))
     return True
 
 
-def _announce_finished(turn: Turn, status: str) -> None:
-    """Tell other apps (learning's counters) how the turn ended; their failure is logged and
+def turn_announce_finished(turn: Turn, status: str) -> None:
+    """Tell other apps (learning's counters) how the turn ended, once its outcome is committed
+    and published (so their work never delays what people see); their failure is logged and
     never reaches the turn."""
     for receiver, result in turn_finished.send_robust(sender=Turn, turn=turn, status=status):
         if isinstance(result, Exception):

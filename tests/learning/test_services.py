@@ -217,3 +217,28 @@ def test_each_area_reads_on_from_its_own_last_review_and_a_failed_one_read_nothi
     assert last.focus == Review.Focus.COMBINED
     assert last.covers_after_id == combined.covers_to_id and last.covers_to_id == third.reply_id
     assert first.reply_id < combined.covers_to_id
+
+
+def test_the_counters_run_after_people_saw_the_reply(fake, queued, monkeypatch):
+    """The learning receiver never delays the final event: it runs after it is published."""
+    from chats.agent import events
+    from chats.signals import turn_finished
+
+    order = []
+    publish = events.publish
+
+    def recording_publish(chat_id, event_type, **data):
+        order.append(event_type)
+        return publish(chat_id, event_type, **data)
+
+    def receiver(sender, turn, status, **kwargs):
+        order.append(f"receiver:{status}")
+
+    monkeypatch.setattr(events, "publish", recording_publish)
+    turn_finished.connect(receiver, dispatch_uid="test-order", weak=False)
+    try:
+        chat_turn(fake, "hello")
+    finally:
+        turn_finished.disconnect(dispatch_uid="test-order")
+    assert order.index("turn.finished") < order.index("receiver:completed")
+    assert order[-1] == "receiver:completed"
