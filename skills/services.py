@@ -272,6 +272,36 @@ def _describe(skill: Skill, version: SkillVersion | None, action: str, draft: Dr
     )
 
 
+def _waiting_proposal(
+    slug: str, author: Author, draft: Draft, current: SkillVersion | None
+) -> Outcome | None:
+    """A proposal that makes this one pointless: the same content already waits (from anyone),
+    or, for a background review, any change of the skill waits (approving one supersedes the
+    others, so a pile of them only costs reviewers time)."""
+    pending = SkillProposal.objects.filter(slug=slug, status=SkillProposal.Status.PENDING)
+    same = pending.filter(
+        base_number=current.number if current else None,
+        content_hash=content_hash(draft.skill_md, draft.files),
+        skill_md=draft.skill_md,
+    ).first()
+    if same is not None:
+        return Outcome(
+            "proposed",
+            f"Already proposed as change #{same.pk} to {slug}, with this very content: a skill "
+            "reviewer decides, nothing changed yet. Do not send it again.",
+            proposal=same,
+        )
+    other = pending.order_by("created_at", "id").first() if author.origin == ORIGIN_REVIEW else None
+    if other is not None:
+        return Outcome(
+            "conflict",
+            f"Error: change #{other.pk} to {slug} ({other.action}) already waits for a skill "
+            "reviewer. Nothing was stored: propose again once it is decided, or save "
+            "something else.",
+        )
+    return None
+
+
 def _change(
     *,
     slug: str,
@@ -378,6 +408,9 @@ def _change(
                     skill=skill,
                     version=version or current,
                 )
+            waiting = _waiting_proposal(slug, author, draft, current)
+            if waiting is not None:
+                return waiting
             proposal = SkillProposal.objects.create(
                 skill=skill,
                 slug=slug,
