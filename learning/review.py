@@ -42,7 +42,12 @@ from chats.models import Chat, ChatKind, ChatMember, Message
 from chats.payloads import message_payload
 from chats.services import message_append
 from learning.models import ChatLearning, Review
-from learning.snapshot import Snapshot, build_snapshot
+from learning.snapshot import (
+    MEMORY_TOOL_LINE_TOKENS,
+    TOOL_LINE_TOKENS,
+    Snapshot,
+    build_snapshot,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -203,6 +208,9 @@ class ReviewRunner:
             after_id=review.covers_after_id,
             to_id=review.covers_to_id,
             budget_tokens=budget,
+            tool_line_tokens=MEMORY_TOOL_LINE_TOKENS
+            if review.focus == Review.Focus.MEMORY
+            else TOOL_LINE_TOKENS,
         )
         review.snapshot_tokens = snapshot.tokens
         messages = [

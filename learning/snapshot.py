@@ -17,6 +17,9 @@ from chats.agent.tokens import count_tokens
 from chats.models import Chat, Message
 
 TOOL_LINE_TOKENS = 300
+# A memory review looks for what people said: tool output is context there, kept to a line,
+# so a tool-heavy stretch does not push the people's own words out of the budget.
+MEMORY_TOOL_LINE_TOKENS = 40
 BATCH = 200
 
 
@@ -33,22 +36,28 @@ class Snapshot:
     authors: list[str] = field(default_factory=list)  # of shown user messages, first seen first
 
 
-def _line(message: StoredMessage, *, line_cap: int) -> str:
+def _line(message: StoredMessage, *, line_cap: int, tool_cap: int) -> str:
     if message.role == Message.Role.USER:
         text, _ = cut_text(message.text or "", line_cap)
         return speaker_prefix(message.actor_name) + text
-    if message.role == Message.Role.TOOL and message.token_count > TOOL_LINE_TOKENS:
-        message.text, _ = cut_text(message.text, TOOL_LINE_TOKENS)
+    if message.role == Message.Role.TOOL and message.token_count > tool_cap:
+        message.text, _ = cut_text(message.text, tool_cap)
     elif message.token_count > line_cap:
         message.text, _ = cut_text(message.text, line_cap)
     return transcript_line(message, agent_name=settings.AGENT_NAME)
 
 
 def build_snapshot(
-    *, chat: Chat, after_id: int | None, to_id: int | None, budget_tokens: int
+    *,
+    chat: Chat,
+    after_id: int | None,
+    to_id: int | None,
+    budget_tokens: int,
+    tool_line_tokens: int = TOOL_LINE_TOKENS,
 ) -> Snapshot:
     """The messages of `chat` after `after_id` up to `to_id` (inclusive) as transcript lines,
-    newest kept first, in at most `budget_tokens` tokens (the text never exceeds it)."""
+    newest kept first, in at most `budget_tokens` tokens (the text never exceeds it); a tool
+    result is cut to `tool_line_tokens`."""
     rows = Message.objects.filter(chat=chat).exclude(
         role__in=(Message.Role.SUMMARY, Message.Role.MARKER)
     )
@@ -64,7 +73,7 @@ def build_snapshot(
         message = StoredMessage.from_row(row)
         if message.metadata.get("notice"):
             continue
-        line = _line(message, line_cap=line_cap)
+        line = _line(message, line_cap=line_cap, tool_cap=tool_line_tokens)
         cost = count_tokens(line) + 1  # the newline
         if used + cost > budget_tokens:
             if not lines:  # the newest message alone is too large: cut it to fit

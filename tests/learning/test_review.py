@@ -340,3 +340,35 @@ def test_a_started_review_never_runs_twice(fake, queued, every_turn):
     run_review(review.pk)  # a redelivered task
     assert len(fake.requests) == requests
     assert Review.objects.get(pk=review.pk).finished_at == review.finished_at
+
+
+def test_a_memory_review_reads_peoples_words_past_long_tool_output(fake, queued, settings):
+    settings.LEARNING_MEMORY_REVIEW_INTERVAL = 2
+    settings.LEARNING_SKILL_REVIEW_INTERVAL = 0
+    settings.LEARNING_SNAPSHOT_TOKENS = 1200
+
+    class Logs:
+        def tools(self):
+            return [
+                Tool(
+                    name="read_logs",
+                    description="Read the deploy logs.",
+                    parameters={"type": "object", "properties": {}},
+                    handler=lambda context, arguments: "INFO rollout step ok " * 150,
+                )
+            ]
+
+    provider = Logs()
+    registry.tool_providers.append(provider)
+    try:
+        chat_turn(fake, "I am Alice and I deploy from the release branch.")
+        chat_turn(fake, "why is it slow?", calls("read_logs", {}, count=5), "It waits on pulls.")
+    finally:
+        registry.tool_providers.remove(provider)
+    review = Review.objects.get()
+    assert review.focus == Review.Focus.MEMORY
+    before = len(fake.requests)
+    reviewed(fake, queued, fake_openai.text("Nothing to save."))
+    snapshot = fake.requests[before]["messages"][1]["content"]
+    assert "[Alice] I am Alice and I deploy from the release branch." in snapshot
+    assert "INFO rollout step ok" in snapshot  # tool output is still there, cut short

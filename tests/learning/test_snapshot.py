@@ -66,3 +66,21 @@ def test_one_huge_newest_message_is_cut_to_fit():
     message_append(chat=chat, role=Message.Role.ASSISTANT, text="word " * 5000)
     snapshot = build_snapshot(chat=chat, after_id=None, to_id=None, budget_tokens=250)
     assert 0 < snapshot.tokens <= 250 and "tokens cut" in snapshot.text
+
+
+def test_a_memory_snapshot_keeps_tool_output_to_a_line_so_peoples_words_fit():
+    chat = _group(2)
+    for n in range(12):
+        message_append(
+            chat=chat,
+            role=Message.Role.TOOL,
+            text=f"pod-{n} Running " + "log line with details " * 80,
+            metadata={"tool": "kubectl_get_pods"},
+        )
+    full = build_snapshot(chat=chat, after_id=None, to_id=None, budget_tokens=1500)
+    lean = build_snapshot(
+        chat=chat, after_id=None, to_id=None, budget_tokens=1500, tool_line_tokens=40
+    )
+    assert "[Alice] message number 0" not in full.text  # pushed out by tool output
+    assert "[Alice] message number 0" in lean.text and lean.omitted == 0
+    assert "pod-11 Running" in lean.text and lean.tool_calls == 12
