@@ -14,7 +14,7 @@ from django.db.models import Count, IntegerField, OuterRef, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
-from django.urls import reverse
+from django.urls import NoReverseMatch, reverse
 from django.utils.cache import add_never_cache_headers
 from django.utils.html import format_html
 from django.utils.text import Truncator
@@ -42,6 +42,19 @@ def _short(text: str) -> str:
 
 def _pretty_json(value) -> str:
     return format_html("<pre>{}</pre>", json.dumps(value, ensure_ascii=False, indent=2))
+
+
+def admin_link(obj, label=None) -> str:
+    """A link to `obj`'s admin page, or its plain (escaped) label when it has none."""
+    if obj is None:
+        return "—"
+    label = str(obj) if label is None else label
+    meta = obj._meta
+    try:
+        url = reverse(f"admin:{meta.app_label}_{meta.model_name}_change", args=[obj.pk])
+    except NoReverseMatch:
+        return format_html("{}", label)
+    return format_html('<a href="{}">{}</a>', url, label)
 
 
 class ChannelFilter(admin.SimpleListFilter):

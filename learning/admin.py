@@ -10,25 +10,12 @@ admin's rules on private entries apply.
 import json
 
 from django.contrib import admin
-from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html, format_html_join
 
-from chats.admin import ReadOnlyAdmin
+from chats.admin import ReadOnlyAdmin, admin_link
 from hermes_site.scanning import reveal_hidden
 from learning.models import ChatLearning, Review
 from learning.services import chat_learning_update
-
-
-def _link(obj, label=None) -> str:
-    if obj is None:
-        return "—"
-    label = str(obj) if label is None else label
-    meta = obj._meta
-    try:
-        url = reverse(f"admin:{meta.app_label}_{meta.model_name}_change", args=[obj.pk])
-    except NoReverseMatch:
-        return format_html("{}", label)
-    return format_html('<a href="{}">{}</a>', url, label)
 
 
 @admin.register(Review)
@@ -94,8 +81,8 @@ class ReviewAdmin(ReadOnlyAdmin):
 
     @admin.display(description="proposals it made")
     def proposals(self, review: Review) -> str:
-        links = [_link(entry) for entry in review.memory_entries.all()]
-        links += [_link(proposal) for proposal in review.skill_proposals.all()]
+        links = [admin_link(entry) for entry in review.memory_entries.all()]
+        links += [admin_link(proposal) for proposal in review.skill_proposals.all()]
         if not links:
             return "none"
         return format_html_join(", ", "{}", ((link,) for link in links))

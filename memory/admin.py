@@ -24,11 +24,11 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import BooleanField, Case, Count, Q, Value, When
 from django.http import HttpResponseNotAllowed
 from django.shortcuts import redirect
-from django.urls import NoReverseMatch, path, reverse
+from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 
-from chats.admin import NoWrites, ReadOnlyAdmin
+from chats.admin import NoWrites, ReadOnlyAdmin, admin_link
 from hermes_site.scanning import reveal_hidden
 from memory import policy
 from memory.forms import DecisionForm
@@ -102,23 +102,10 @@ def _short(text: str) -> str:
     return Truncator(" ".join(reveal_hidden(text or "").split())).chars(SHORT_TEXT)
 
 
-def _admin_link(obj, label=None) -> str:
-    """A link to `obj`'s admin page, or its plain (escaped) label when it has none."""
-    if obj is None:
-        return "—"
-    label = str(obj) if label is None else label
-    meta = obj._meta
-    try:
-        url = reverse(f"admin:{meta.app_label}_{meta.model_name}_change", args=[obj.pk])
-    except NoReverseMatch:
-        return format_html("{}", label)
-    return format_html('<a href="{}">{}</a>', url, label)
-
-
 def _who(event: MemoryEvent) -> str:
     parts = []
     if event.person_id:
-        parts.append(_admin_link(event.person, event.person.get_username()))
+        parts.append(admin_link(event.person, event.person.get_username()))
     if event.actor_id:
         parts.append(format_html("{} ({})", event.actor.display_name, event.actor.channel))
     if not parts:
@@ -460,9 +447,9 @@ def _shown_revision(request, entry_id: int) -> int:
 def _source(event: MemoryEvent) -> str:
     if not event.source_chat_id and not event.source_message_id:
         return "—"
-    chat = _admin_link(event.source_chat) if event.source_chat_id else ""
+    chat = admin_link(event.source_chat) if event.source_chat_id else ""
     message = (
-        _admin_link(event.source_message, f"message #{event.source_message_id}")
+        admin_link(event.source_message, f"message #{event.source_message_id}")
         if event.source_message_id
         else ""
     )
@@ -531,7 +518,7 @@ class MemoryEventAdmin(ReadOnlyAdmin):
     def entry_link(self, event: MemoryEvent) -> str:
         if event.entry_id is None:
             return "—"
-        return _admin_link(event.entry, f"#{event.entry_id}")
+        return admin_link(event.entry, f"#{event.entry_id}")
 
     @admin.display(description="who")
     def who(self, event: MemoryEvent) -> str:

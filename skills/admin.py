@@ -26,7 +26,7 @@ from django.shortcuts import get_object_or_404, redirect
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from chats.admin import NoWrites, ReadOnlyAdmin
+from chats.admin import NoWrites, ReadOnlyAdmin, admin_link
 from hermes_site.scanning import reveal_hidden
 from skills.admin_common import (
     BIG_FIELDS,
@@ -38,7 +38,6 @@ from skills.admin_common import (
     ReviewerActions,
     _changelist,
     _files,
-    _link,
     _names,
     _pretty,
     _proposal_link,
@@ -175,7 +174,7 @@ class SkillAdmin(ReviewerActions, NoWrites, admin.ModelAdmin):
             "skill_files": _files(current.files if current else {}),
             "versions": [
                 {
-                    "link": _link(version, f"v{version.number}"),
+                    "link": admin_link(version, f"v{version.number}"),
                     "version": version,
                     "author": _who(version.author_person, version.author_actor),
                     "source": _source(version.source_chat, version.source_turn),
@@ -185,7 +184,7 @@ class SkillAdmin(ReviewerActions, NoWrites, admin.ModelAdmin):
             "version_count": skill.versions.count(),
             "versions_url": _changelist(SkillVersion, skill__id__exact=skill.pk),
             "pending": [
-                _link(proposal)
+                admin_link(proposal)
                 for proposal in skill.proposals.filter(status=PENDING).defer(*BIG_FIELDS)
             ],
             "events": [_event_row(event) for event in shown_events],
@@ -238,7 +237,7 @@ def _event_row(event: SkillEvent) -> dict:
     return {
         "event": event,
         "who": _who(event.person, event.actor, event.via),
-        "version": _link(event.version, f"v{event.version.number}") if event.version else "—",
+        "version": admin_link(event.version, f"v{event.version.number}") if event.version else "—",
         "proposal": _proposal_link(event.proposal_id),
         "source": _source(event.chat, event.turn),
         "detail": _pretty(event.detail) if event.detail else "",
@@ -298,7 +297,7 @@ class SkillVersionAdmin(ReviewerActions, ReadOnlyAdmin):
         current = version.skill.current_version
         if current is None:
             return "no: the skill has no current version"
-        return format_html("no: the skill is at {}", _link(current, f"v{current.number}"))
+        return format_html("no: the skill is at {}", admin_link(current, f"v{current.number}"))
 
     @admin.display(description="source")
     def source(self, version: SkillVersion) -> str:
@@ -444,11 +443,11 @@ class SkillEventAdmin(ReadOnlyAdmin):
 
     @admin.display(description="skill", ordering="slug")
     def skill_link(self, event: SkillEvent) -> str:
-        return _link(event.skill, event.slug) if event.skill_id else event.slug
+        return admin_link(event.skill, event.slug) if event.skill_id else event.slug
 
     @admin.display(description="version")
     def version_link(self, event: SkillEvent) -> str:
-        return _link(event.version, f"v{event.version.number}") if event.version_id else "—"
+        return admin_link(event.version, f"v{event.version.number}") if event.version_id else "—"
 
     @admin.display(description="proposal")
     def proposal_link(self, event: SkillEvent) -> str:
@@ -500,7 +499,7 @@ class SkillUsageAdmin(ReadOnlyAdmin):
 
     @admin.display(description="version")
     def version_label(self, usage: SkillUsage) -> str:
-        return _link(usage.version, f"v{usage.version.number}") if usage.version_id else "—"
+        return admin_link(usage.version, f"v{usage.version.number}") if usage.version_id else "—"
 
     @admin.display(description="file")
     def file(self, usage: SkillUsage) -> str:
@@ -510,7 +509,7 @@ class SkillUsageAdmin(ReadOnlyAdmin):
     def turn_link(self, usage: SkillUsage) -> str:
         if usage.turn is None:
             return "—"
-        return _link(usage.turn, f"turn #{usage.turn_id} ({usage.turn.status})")
+        return admin_link(usage.turn, f"turn #{usage.turn_id} ({usage.turn.status})")
 
 
 # The proposals admin lives in its own module; importing it registers it.

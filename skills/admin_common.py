@@ -4,10 +4,11 @@ short text, links, who/where labels, per-item action reports, the reviewer gate.
 import json
 
 from django.contrib import messages
-from django.urls import NoReverseMatch, reverse
+from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 
+from chats.admin import admin_link
 from hermes_site.scanning import reveal_hidden
 from skills import policy
 from skills.models import SkillProposal, Via
@@ -31,19 +32,6 @@ def _pretty(value) -> str:
     return reveal_hidden(json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True))
 
 
-def _link(obj, label=None) -> str:
-    """A link to `obj`'s admin page, or its plain (escaped) label when it has none."""
-    if obj is None:
-        return "—"
-    label = str(obj) if label is None else label
-    meta = obj._meta
-    try:
-        url = reverse(f"admin:{meta.app_label}_{meta.model_name}_change", args=[obj.pk])
-    except NoReverseMatch:
-        return format_html("{}", label)
-    return format_html('<a href="{}">{}</a>', url, label)
-
-
 def _changelist(model, **filters) -> str:
     url = reverse(f"admin:skills_{model._meta.model_name}_changelist")
     query = "&".join(f"{key}={value}" for key, value in filters.items())
@@ -53,7 +41,7 @@ def _changelist(model, **filters) -> str:
 def _who(person, actor, via: str = "") -> str:
     parts = []
     if person is not None:
-        parts.append(_link(person, person.get_username()))
+        parts.append(admin_link(person, person.get_username()))
     if actor is not None:
         parts.append(format_html("{} ({})", reveal_hidden(actor.display_name), actor.channel))
     if not parts:
@@ -62,7 +50,10 @@ def _who(person, actor, via: str = "") -> str:
 
 
 def _source(chat, turn) -> str:
-    parts = [_link(chat) if chat is not None else "", _link(turn) if turn is not None else ""]
+    parts = [
+        admin_link(chat) if chat is not None else "",
+        admin_link(turn) if turn is not None else "",
+    ]
     if not any(parts):
         return "—"
     return format_html_join(" · ", "{}", ((part,) for part in parts if part))

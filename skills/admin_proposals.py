@@ -10,14 +10,13 @@ from django.shortcuts import redirect
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from chats.admin import ReadOnlyAdmin
+from chats.admin import ReadOnlyAdmin, admin_link
 from hermes_site.scanning import reveal_hidden
 from skills.admin_common import (
     BIG_FIELDS,
     PENDING,
     ReviewerActions,
     _files,
-    _link,
     _pretty,
     _report,
     _source,
@@ -141,7 +140,7 @@ class SkillProposalAdmin(ReviewerActions, ReadOnlyAdmin):
     def origin(self, proposal: SkillProposal) -> str:
         if proposal.review_id is None:
             return proposal.origin_label or "—"
-        return _link(proposal.review, proposal.review.origin_label)
+        return admin_link(proposal.review, proposal.review.origin_label)
 
     @admin.display(description="reason")
     def reason_shown(self, proposal: SkillProposal) -> str:
@@ -150,7 +149,7 @@ class SkillProposalAdmin(ReviewerActions, ReadOnlyAdmin):
     @admin.display(description="resulting version")
     def result(self, proposal: SkillProposal) -> str:
         version = proposal.result_version
-        return _link(version, f"v{version.number}") if version else "—"
+        return admin_link(version, f"v{version.number}") if version else "—"
 
     def get_urls(self):
         decide = self.admin_site.admin_view(self.decide_view)
