@@ -17,6 +17,7 @@ import re
 from django.db import transaction
 from telegram import CallbackQuery
 
+from bots.callbacks import callback_answer, callback_edit
 from bots.models import OutboundMessage
 from bots.updates import BotIdentity, display_name
 from chats.models import Channel
@@ -103,32 +104,15 @@ def on_proposal_created(sender=None, entry=None, **kwargs) -> None:
         logger.exception("could not queue Telegram review messages for memory entry %s", entry.pk)
 
 
-def _answer(query: CallbackQuery, text: str) -> OutboundMessage:
-    chat_id = query.message.chat.id if query.message is not None else query.from_user.id
-    return OutboundMessage.objects.create(
-        kind=OutboundMessage.Kind.ANSWER,
-        telegram_chat_id=chat_id,
-        payload={"callback_query_id": query.id, "text": text},
-    )
-
-
-def _edit(query: CallbackQuery, text: str) -> OutboundMessage | None:
-    if query.message is None:
-        return None
-    return OutboundMessage.objects.create(
-        kind=OutboundMessage.Kind.EDIT,
-        telegram_chat_id=query.message.chat.id,
-        payload={"message_id": query.message.message_id, "text": text, "parse_mode": "HTML"},
-    )
-
-
 def callback_query_apply(query: CallbackQuery, identity: BotIdentity):
     """Apply a button press: a memory decision by the presser, or a polite no-op."""
     from bots.services import UpdateOutcome
 
     match = CALLBACK_RE.match(query.data or "")
     if match is None:
-        return UpdateOutcome("callback:unknown", outbound=[_answer(query, "This button is old.")])
+        return UpdateOutcome(
+            "callback:unknown", outbound=[callback_answer(query, "This button is old.")]
+        )
     try:
         from memory.models import MemoryEvent
         from memory.reviews import memory_review
@@ -139,7 +123,9 @@ def callback_query_apply(query: CallbackQuery, identity: BotIdentity):
             ReviewStale,
         )
     except ImportError:
-        return UpdateOutcome("callback:no memory", outbound=[_answer(query, "Memory is off.")])
+        return UpdateOutcome(
+            "callback:no memory", outbound=[callback_answer(query, "Memory is off.")]
+        )
     entry_id, revision = int(match.group(1)), int(match.group(2))
     decision = "approve" if match.group(3) == "a" else "reject"
     presser = query.from_user
@@ -157,23 +143,25 @@ def callback_query_apply(query: CallbackQuery, identity: BotIdentity):
                 via=MemoryEvent.Via.TELEGRAM,
             )
     except ReviewNotAllowed:
-        answer = _answer(query, "Only the person this is about, or a reviewer, can decide this.")
+        answer = callback_answer(
+            query, "Only the person this is about, or a reviewer, can decide this."
+        )
         return UpdateOutcome("memory:not allowed", outbound=[answer])
     except ReviewStale as exc:
-        outbound = [_answer(query, f"{exc}.")]
-        edit = _edit(query, f"🧠 {html.escape(str(exc))} (sent to you again with the new text).")
-        return UpdateOutcome("memory:stale", outbound=outbound + ([edit] if edit else []))
+        outbound = [callback_answer(query, f"{exc}.")]
+        edit = callback_edit(
+            query, f"🧠 {html.escape(str(exc))} (sent to you again with the new text)."
+        )
+        return UpdateOutcome("memory:stale", outbound=outbound + edit)
     except (ReviewConflict, ReviewInvalid):
-        outbound = [_answer(query, "Already decided (or expired).")]
-        edit = _edit(query, "🧠 This proposal was already decided or has expired.")
-        return UpdateOutcome("memory:conflict", outbound=outbound + ([edit] if edit else []))
+        outbound = [callback_answer(query, "Already decided (or expired).")]
+        edit = callback_edit(query, "🧠 This proposal was already decided or has expired.")
+        return UpdateOutcome("memory:conflict", outbound=outbound + edit)
     verb = "Approved" if decision == "approve" else "Rejected"
     text = (
         f"🧠 {_quote(entry.text)}\n"
         f"{'✅' if decision == 'approve' else '✖️'} {verb} by {html.escape(display_name(presser))}."
     )
-    outbound = [_answer(query, f"{verb}.")]
-    edit = _edit(query, text)
-    if edit:
-        outbound.append(edit)
+    outbound = [callback_answer(query, f"{verb}.")]
+    outbound += callback_edit(query, text)
     return UpdateOutcome(f"memory:{decision}", outbound=outbound)

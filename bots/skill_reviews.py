@@ -22,6 +22,7 @@ from django.db.models import Q
 from telegram import CallbackQuery
 from telegram.constants import ChatType
 
+from bots.callbacks import callback_answer, callback_edit
 from bots.models import OutboundMessage
 from bots.telegram_format import TELEGRAM_LIMIT, utf16_len
 from bots.updates import BotIdentity, display_name
@@ -249,26 +250,6 @@ def on_proposal_created(sender=None, proposal=None, **kwargs) -> None:
 # --- a press ------------------------------------------------------------------------------
 
 
-def _answer(query: CallbackQuery, text: str) -> OutboundMessage:
-    chat_id = query.message.chat.id if query.message is not None else query.from_user.id
-    return OutboundMessage.objects.create(
-        kind=OutboundMessage.Kind.ANSWER,
-        telegram_chat_id=chat_id,
-        payload={"callback_query_id": query.id, "text": text},
-    )
-
-
-def _edit(query: CallbackQuery, text: str) -> list[OutboundMessage]:
-    if query.message is None:
-        return []
-    row = OutboundMessage.objects.create(
-        kind=OutboundMessage.Kind.EDIT,
-        telegram_chat_id=query.message.chat.id,
-        payload={"message_id": query.message.message_id, "text": text, "parse_mode": "HTML"},
-    )
-    return [row]
-
-
 def _in_own_private_chat(query: CallbackQuery) -> bool:
     message = query.message
     return (
@@ -313,16 +294,20 @@ def callback_query_apply(query: CallbackQuery, identity: BotIdentity):
 
     match = CALLBACK_RE.match(query.data or "")
     if match is None:
-        return UpdateOutcome("callback:unknown", outbound=[_answer(query, "This button is old.")])
+        return UpdateOutcome(
+            "callback:unknown", outbound=[callback_answer(query, "This button is old.")]
+        )
     if not _in_own_private_chat(query):
         text = "Skill changes are decided in your private chat with me."
-        return UpdateOutcome("skills:not private", outbound=[_answer(query, text)])
+        return UpdateOutcome("skills:not private", outbound=[callback_answer(query, text)])
     try:
         from skills.models import SkillProposal, Via
         from skills.reviews import skill_proposal_decide
         from skills.services import SkillConflict, SkillInvalid, SkillNotAllowed, SkillStale
     except ImportError:
-        return UpdateOutcome("callback:no skills", outbound=[_answer(query, "Skills are off.")])
+        return UpdateOutcome(
+            "callback:no skills", outbound=[callback_answer(query, "Skills are off.")]
+        )
     proposal_id, shown = int(match.group(1)), int(match.group(2))
     decision = "approve" if match.group(3) == "a" else "reject"
     presser = query.from_user
@@ -333,7 +318,7 @@ def callback_query_apply(query: CallbackQuery, identity: BotIdentity):
     person = get_user_model().objects.filter(pk=actor.person_id).first()
     if person is None:
         text = "Link this Telegram account to your dashboard login first (/link CODE)."
-        return UpdateOutcome("skills:not linked", outbound=[_answer(query, text)])
+        return UpdateOutcome("skills:not linked", outbound=[callback_answer(query, text)])
     try:
         proposal = skill_proposal_decide(
             proposal_id=proposal_id,
@@ -344,7 +329,7 @@ def callback_query_apply(query: CallbackQuery, identity: BotIdentity):
         )
     except SkillNotAllowed:
         text = "Only skill reviewers can decide skill changes."
-        return UpdateOutcome("skills:not allowed", outbound=[_answer(query, text)])
+        return UpdateOutcome("skills:not allowed", outbound=[callback_answer(query, text)])
     except (SkillStale, SkillConflict, SkillInvalid) as exc:
         current = (
             SkillProposal.objects.select_related("skill__current_version", "decided_by")
@@ -352,24 +337,26 @@ def callback_query_apply(query: CallbackQuery, identity: BotIdentity):
             .first()
         )
         if current is None:
-            return UpdateOutcome("skills:unknown", outbound=[_answer(query, "This button is old.")])
+            return UpdateOutcome(
+                "skills:unknown", outbound=[callback_answer(query, "This button is old.")]
+            )
         if isinstance(exc, SkillInvalid):
             line = "🚫 Blocked by the content scan: the change is rejected, nothing changed."
             result = "skills:blocked"
         elif current.status == SkillProposal.Status.PENDING:
             # Data that names another version than the proposal's (forged or garbled): the
             # message may still carry the right buttons, so it stays as it is.
-            answer = _answer(query, "This button is for another version of the change.")
+            answer = callback_answer(query, "This button is for another version of the change.")
             return UpdateOutcome("skills:stale", outbound=[answer])
         else:
             line = _already_decided_line(current)
             superseded = current.status == SkillProposal.Status.SUPERSEDED
             result = "skills:stale" if superseded else "skills:conflict"
-        outbound = [_answer(query, html.unescape(re.sub(r"<[^<>]*>", "", line))[:190])]
+        outbound = [callback_answer(query, html.unescape(re.sub(r"<[^<>]*>", "", line))[:190])]
         edit = f"{_headline(current)}\n{line}"
-        return UpdateOutcome(result, outbound=outbound + _edit(query, edit))
+        return UpdateOutcome(result, outbound=outbound + callback_edit(query, edit))
     line = _outcome_line(proposal, decision, display_name(presser))
     verb = "Approved" if decision == "approve" else "Rejected"
-    outbound = [_answer(query, f"{verb}.")]
-    outbound += _edit(query, f"{_headline(proposal)}\n{line}")
+    outbound = [callback_answer(query, f"{verb}.")]
+    outbound += callback_edit(query, f"{_headline(proposal)}\n{line}")
     return UpdateOutcome(f"skills:{decision}", outbound=outbound)
