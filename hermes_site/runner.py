@@ -70,8 +70,9 @@ def processes(env: dict[str, str]) -> dict[str, list[str]]:
         port,
         "hermes_site.asgi:application",
     ]
-    # -B: beat inside the worker runs the periodic turn sweep (fine for the one worker of
-    # `make run`; a deployment with several workers runs one `celery beat` instead).
+    # -B: beat inside the worker runs the periodic turn sweep and sends the skills curator to
+    # the reviews queue (fine for the one worker of `make run`; a deployment with several
+    # workers runs one `celery beat` instead).
     procs["worker"] = [
         str(BIN / "celery"),
         "-A",
