@@ -6,6 +6,7 @@ way. The handler gets who asked and where, and decides itself what that person m
 in `AppConfig.ready()`; `chats` never imports them.
 """
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -32,10 +33,17 @@ class SlashCommand:
 
 
 _commands: dict[str, SlashCommand] = {}
+# What Telegram accepts as a command (and so what every channel can offer alike).
+NAME_RE = re.compile(r"^[a-z0-9_]{1,32}$")
 
 
 def register_slash_command(command: SlashCommand) -> None:
-    """Add (or replace, by name) a command on every conversational channel."""
+    """Add (or replace, by name) a command on every conversational channel; a name Telegram
+    would refuse, or a command without help, is a programming error (ValueError)."""
+    if not NAME_RE.match(command.name):
+        raise ValueError(f"a slash command name is 1-32 of a-z, 0-9 and _: {command.name!r}")
+    if not command.help.strip():
+        raise ValueError(f"the slash command /{command.name} needs a line of help")
     _commands[command.name] = command
 
 

@@ -51,3 +51,14 @@ def dm_author_factory(member):
         return skill_create(name="deploy-staging", content=skill_md(), author=author)
 
     return make
+
+
+@pytest.mark.parametrize("name", ["", "Skills", "skills-list", "a" * 33, "sk ills", "/skills"])
+def test_a_slash_command_name_telegram_would_refuse_is_refused_at_registration(name):
+    from chats.slash_commands import SlashCommand, register_slash_command
+
+    with pytest.raises(ValueError, match="name"):
+        register_slash_command(SlashCommand(name=name, help="x", handler=lambda context: ""))
+    with pytest.raises(ValueError, match="help"):
+        register_slash_command(SlashCommand(name="fine", help=" ", handler=lambda context: ""))
+    assert slash_command("fine") is None
