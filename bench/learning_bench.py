@@ -41,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 from bench import common  # noqa: E402
 
 RECEIVER_UID = "learning-count-turn"
+VERBOSE = [False]  # --verbose: each run's medians as they come
 FINAL_EVENT_AT = [0.0]  # perf_counter() when the last turn.finished was published
 
 
@@ -239,7 +240,7 @@ def counters_part(person, fake, turns: int, runs: int) -> list[list]:
             seen_without_p50.append(common.percentile(seen[False], 50))
             receiver_p50.append(common.percentile(receiver_ms, 50))
             receiver_p95.append(common.percentile(receiver_ms, 95))
-            if os.environ.get("BENCH_VERBOSE"):
+            if VERBOSE[0]:
                 print(f"run {run}: with {with_p50[-1]:.1f} ms, without {without_p50[-1]:.1f} ms")
     finally:
         turn_finished.disconnect(dispatch_uid=TIMED_UID)
@@ -346,7 +347,7 @@ def review_part(database_url, person, fake, turns: int, runs: int, pace: float) 
                 seconds += review.duration_ms / 1000
             used = (after.ru_utime - children.ru_utime) + (after.ru_stime - children.ru_stime)
             cpu.append(100 * used / seconds)
-        if os.environ.get("BENCH_VERBOSE"):
+        if VERBOSE[0]:
             print(f"run {run}: quiet {quiet[-1]:.1f} ms, review running {busy[-1]:.1f} ms")
     quiet_ms, busy_ms = common.median(quiet), common.median(busy)
     return [
@@ -469,9 +470,11 @@ def main() -> int:
     parser.add_argument("--pace", type=float, default=40.0, help="review model tokens/s")
     parser.add_argument("--parts", default="counters,review,tokens")
     parser.add_argument("--database-url", default=None)
+    parser.add_argument("--verbose", action="store_true", help="print each run's medians")
     parser.add_argument("--review-worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--review-ids", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    VERBOSE[0] = args.verbose
     if args.review_worker:
         review_worker(args.database_url, [int(i) for i in args.review_ids.split(",")], args.pace)
         return 0
