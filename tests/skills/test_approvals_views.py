@@ -57,23 +57,6 @@ def version_now(slug="deploy-staging") -> int:
 
 
 @pytest.fixture
-def skill(dm_author):
-    return skill_create(name="deploy-staging", content=skill_md(), author=dm_author).skill
-
-
-@pytest.fixture
-def proposal(skill, group_author):
-    outcome = skill_patch(
-        name="deploy-staging",
-        old_string="make image",
-        new_string="make image-fast",
-        author=group_author,
-    )
-    assert outcome.code == "proposed"
-    return outcome.proposal
-
-
-@pytest.fixture
 def room_author(member, team_chat):
     """marco in the team's web room (shared: his skill changes wait for a reviewer)."""
     actor = actor_get_or_create(channel="web", user_id="marco", display_name="Marco R.")

@@ -20,23 +20,6 @@ pytestmark = pytest.mark.django_db
 Kind = SkillEvent.Kind
 
 
-@pytest.fixture
-def skill(dm_author):
-    return skill_create(name="deploy-staging", content=skill_md(), author=dm_author).skill
-
-
-@pytest.fixture
-def proposal(skill, group_author):
-    outcome = skill_patch(
-        name="deploy-staging",
-        old_string="make image",
-        new_string="make image-fast",
-        author=group_author,
-    )
-    assert outcome.code == "proposed"
-    return outcome.proposal
-
-
 def test_a_staff_reviewer_approves_and_the_proposal_becomes_the_next_version(
     proposal, staff_reviewer, group_author
 ):
