@@ -17,7 +17,6 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from telegram import Message as TgMessage
 
-from bots.models import OutboundMessage
 from bots.telegram_format import TELEGRAM_LIMIT, split_for_telegram
 from bots.updates import Command, Place
 from chats.keys import make_chat_key
@@ -80,20 +79,9 @@ def _existing_chat(place: Place) -> Chat | None:
     return Chat.objects.filter(chat_key=key).first()
 
 
-def _send(place: Place, message: TgMessage, text: str) -> OutboundMessage:
-    from bots.services import outbox_send
-
-    return outbox_send(
-        telegram_chat_id=place.telegram_chat_id,
-        thread_id=place.thread_id,
-        reply_to_message_id=None if place.is_private else message.message_id,
-        text=text,
-    )
-
-
 def registry_command_apply(place: Place, message: TgMessage, command: Command, actor: Actor | None):
     """Answer a registered command where it was asked (in the caller's transaction)."""
-    from bots.services import UpdateOutcome
+    from bots.services import UpdateOutcome, _notice  # answered where asked, as built-ins are
 
     registered = registry_command(command.name)
     if registered is None:
@@ -101,7 +89,7 @@ def registry_command_apply(place: Place, message: TgMessage, command: Command, a
     result = f"command:{registered.name}"
     if registered.private_only and not place.is_private:
         text = f"Ask me /{html.escape(registered.name)} in a private chat."
-        return UpdateOutcome(result, outbound=[_send(place, message, text)])
+        return UpdateOutcome(result, outbound=[_notice(place, message, text)])
     # The person as stored now: an unlinked or deactivated login counts as nobody.
     person = None
     if actor is not None and actor.person_id is not None:
@@ -120,6 +108,6 @@ def registry_command_apply(place: Place, message: TgMessage, command: Command, a
     except Exception:  # noqa: BLE001 - one broken command must not block the bot
         logger.exception("slash command /%s failed", registered.name)
         text = f"/{html.escape(registered.name)} failed; the error is in the hub's log."
-        return UpdateOutcome(f"{result}:failed", outbound=[_send(place, message, text)])
+        return UpdateOutcome(f"{result}:failed", outbound=[_notice(place, message, text)])
     parts = answer_parts(str(answer or "")) or ["(nothing to show)"]
-    return UpdateOutcome(result, outbound=[_send(place, message, part) for part in parts])
+    return UpdateOutcome(result, outbound=[_notice(place, message, part) for part in parts])
