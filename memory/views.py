@@ -78,13 +78,10 @@ def _other_sections() -> list:
 
 def _approvals_context(person, *, notice: str = "", entries=None) -> dict:
     entries = _reviewable(person) if entries is None else entries
-    elsewhere = sum(section.count(person) for section in _other_sections())
-    return {
-        "groups": _groups(entries),
-        "total": len(entries),
-        "notice": notice,
-        "elsewhere": elsewhere,  # decisions waiting in other sections: no empty state then
-    }
+    # Whether other sections wait too is the badge's count (`approvals_pending_count`, from the
+    # context processor, counted once a render): the template shows the empty state only when
+    # memory's list is empty and the badge is 0.
+    return {"groups": _groups(entries), "total": len(entries), "notice": notice}
 
 
 @login_required
