@@ -11,7 +11,6 @@ the private chat, never with its content.
 
 import html
 import logging
-import re
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
@@ -21,12 +20,18 @@ from bots.telegram_format import TELEGRAM_LIMIT, split_for_telegram
 from bots.updates import Command, Place
 from chats.keys import make_chat_key
 from chats.models import Actor, Channel, Chat
-from chats.slash_commands import CommandContext, SlashCommand, slash_command, slash_commands
+from chats.slash_commands import (
+    NAME_RE,
+    CommandContext,
+    SlashCommand,
+    slash_command,
+    slash_commands,
+)
 
 logger = logging.getLogger(__name__)
 
-# Telegram's rules for a command in the menu (setMyCommands): name and description lengths.
-MENU_NAME = re.compile(r"^[a-z0-9_]{1,32}$")
+# Telegram's rules for a command in the menu (setMyCommands): the name is NAME_RE, which
+# registration enforces too; the description's length and the number of commands.
 MENU_DESCRIPTION_CHARS = 256
 MENU_MAX = 100
 MAX_PARTS = 5  # messages of one answer at most; the rest is cut with a note
@@ -61,7 +66,7 @@ def command_menu() -> list[tuple[str, str]]:
     menu = []
     for name, text in command_list():
         description = " ".join(text.split())[:MENU_DESCRIPTION_CHARS]
-        if MENU_NAME.match(name) and description:
+        if NAME_RE.match(name) and description:
             menu.append((name, description))
     return menu[:MENU_MAX]
 
