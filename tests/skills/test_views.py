@@ -451,6 +451,7 @@ def test_only_reviewers_see_the_actions(deploy, dm_author, staff_reviewer, group
         assert 'name="shown_version" value="2"' in page
     page = login(member).get("/skills/deploy-staging/").content.decode()
     assert 'id="skill-actions"' not in page and "Roll back" not in page and "/pin" not in page
+    assert "same content as the current version" not in page  # version 1 differs
 
 
 # --- diffs ------------------------------------------------------------------------------------

@@ -255,13 +255,17 @@ def test_an_action_without_the_csrf_token_is_refused(deploy, staff_reviewer):
     assert Skill.objects.get().pinned
 
 
-def test_a_version_with_the_current_content_offers_no_rollback(deploy, staff_reviewer):
+def test_a_version_with_the_current_content_offers_no_rollback(deploy, staff_reviewer, member):
     client = login(staff_reviewer)
     assert client.post(ROLLBACK, {"to_version": 1, "shown_version": 3}).status_code == 302
     page = client.get(PAGE).content.decode()
     assert "Roll back to version 1" not in page  # version 4 has its content
     assert "Roll back to version 2" in page and "Roll back to version 3" in page
     assert "same content as the current version" in page
+    # Everyone reads which version it is, and only that one: 2 and 3 differ.
+    seen = login(member).get(PAGE).content.decode()
+    assert seen.count("same content as the current version") == 1
+    assert seen.index('id="version-1"') < seen.index("same content as the current version")
     old = client.get(PAGE + "?version=1").content.decode()
     assert "which has the same content" in old and "Roll back to version 1" not in old
     before = state()
