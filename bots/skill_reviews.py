@@ -34,6 +34,7 @@ from hermes_site.scanning import reveal_hidden
 logger = logging.getLogger(__name__)
 
 CALLBACK_RE = re.compile(r"^skl:(\d{1,18}):(\d{1,9}):([ar])$")
+TAG = re.compile(r"<[^<>]*>")
 ACTION_LABELS = {
     "create": "create a new skill",
     "edit": "rewrite",
@@ -73,9 +74,14 @@ def _text(value: str, limit: int | None = None) -> str:
     return html.escape(value, quote=False)
 
 
+def _plain(markup: str) -> str:
+    """The text Telegram shows of our own HTML (simple tags, escaped text)."""
+    return html.unescape(TAG.sub("", markup))
+
+
 def _visible_len(markup: str) -> int:
-    """What Telegram counts of our own HTML (simple tags, escaped text): the visible text."""
-    return utf16_len(html.unescape(re.sub(r"<[^<>]*>", "", markup)))
+    """What Telegram counts of our own HTML: the visible text, in UTF-16 code units."""
+    return utf16_len(_plain(markup))
 
 
 def _author_name(proposal) -> str:
@@ -90,12 +96,6 @@ def _base_version(proposal):
     if proposal.base_number is None or proposal.skill_id is None:
         return None
     return proposal.skill.versions.filter(number=proposal.base_number).first()
-
-
-def _review_origin(proposal) -> str:
-    """ "proposed by the review after turn N" (a background review), "proposed by the
-    curator" (a system merge), else ""."""
-    return proposal.origin_label
 
 
 def _headline(proposal) -> str:
@@ -151,7 +151,7 @@ def prompt_text(proposal, *, reviewer, diff: str | None = None) -> str:
     chat = proposal.source_chat
     if chat is not None and chat.title and chats_readable_by(reviewer).filter(pk=chat.pk).exists():
         by += f" in “{_text(chat.title, TITLE_CHARS)}”"
-    origin = _review_origin(proposal)
+    origin = proposal.origin_label
     if proposal.author_actor_id or proposal.author_person_id or not origin:
         lines.append(by)  # nobody to name for the curator's own merges
     if origin:
@@ -352,7 +352,7 @@ def callback_query_apply(query: CallbackQuery, identity: BotIdentity):
             line = _already_decided_line(current)
             superseded = current.status == SkillProposal.Status.SUPERSEDED
             result = "skills:stale" if superseded else "skills:conflict"
-        outbound = [callback_answer(query, html.unescape(re.sub(r"<[^<>]*>", "", line))[:190])]
+        outbound = [callback_answer(query, _plain(line)[:190])]
         edit = f"{_headline(current)}\n{line}"
         return UpdateOutcome(result, outbound=outbound + callback_edit(query, edit))
     line = _outcome_line(proposal, decision, display_name(presser))
