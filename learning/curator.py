@@ -35,7 +35,7 @@ from rapidfuzz import fuzz, utils
 
 from skills.format import SkillFormatError, split_front_matter
 from skills.models import Skill, SkillEvent, SkillProposal, SkillUsage, Via
-from skills.services import MAX_AUDIT_TEXT, Author, Kind, _event, _lock, skill_propose
+from skills.services import Author, Kind, _cut, _event, _lock, skill_propose
 
 logger = logging.getLogger(__name__)
 
@@ -414,7 +414,7 @@ def _propose_merge(
             kind=Kind.BLOCKED,
             via=Via.SYSTEM,
             version=current,
-            after=content if len(content) <= MAX_AUDIT_TEXT else content[:MAX_AUDIT_TEXT] + "…",
+            after=_cut(content),  # as the blocked event stored it
         ).exists():
             return  # the scanner refused this very merge before; a change of either retries
         edit = skill_propose(

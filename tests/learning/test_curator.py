@@ -520,6 +520,30 @@ def test_a_hostile_body_is_blocked_by_the_scanner_and_not_proposed(twins, settin
     assert SkillEvent.objects.filter(kind=Kind.BLOCKED).count() == 1
 
 
+def test_a_blocked_merge_longer_than_the_audit_text_is_not_tried_again(twins, settings):
+    """The blocked event keeps the merged text cut to MAX_AUDIT_TEXT; the curator still
+    recognises it the next night."""
+    from skills.services import MAX_AUDIT_TEXT
+
+    settings.LEARNING_CURATOR_MERGES = True
+    checks = "".join(f"- check {n}: the pods, the page, the version\n" for n in range(250))
+    for slug, description, body in (
+        ("deploy-staging", "How to deploy the web app to staging and check it.", DEPLOY),
+        ("staging-deploy", "How to deploy the web app to staging and check it works.", DEPLOY_TOO),
+    ):
+        hostile = f"\n{HOSTILE}\n" if slug == "staging-deploy" else ""
+        SkillVersion.objects.filter(skill__slug=slug).update(
+            skill_md=render_skill_md(
+                name=slug, description=description, body=body + checks + hostile
+            )
+        )
+    assert curator_run().merges_blocked == [("deploy-staging", "staging-deploy")]
+    blocked = SkillEvent.objects.get(kind=Kind.BLOCKED)
+    assert len(blocked.after) == MAX_AUDIT_TEXT + 1 and blocked.after.endswith("…")
+    assert curator_run().merges_blocked == []
+    assert SkillEvent.objects.filter(kind=Kind.BLOCKED).count() == 1
+
+
 def test_a_hostile_body_in_the_kept_skill_blocks_too(twins, settings):
     settings.LEARNING_CURATOR_MERGES = True
     settings.LEARNING_CURATOR_MERGE_SIMILARITY = 80  # the extra line makes the bodies 84% alike
