@@ -83,18 +83,6 @@ def staff_with(make_person, username, *codenames, **extra):
 VIEW_ALL = tuple(f"view_{model}" for model in MODELS)
 
 
-@pytest.fixture
-def skill(dm_author):
-    return create(dm_author)
-
-
-@pytest.fixture
-def proposal(skill, group_author):
-    outcome = patch(group_author, "make image", "make image-fast")
-    assert outcome.code == "proposed"
-    return outcome.proposal
-
-
 def act(client, model, action, objects, **extra):
     data = {"action": action, "_selected_action": [obj.pk for obj in objects], **extra}
     return client.post(changelist(model), data, follow=True)
