@@ -20,6 +20,30 @@ pytestmark = pytest.mark.django_db(transaction=True)
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
 
+def run_interactive(fake_llm, profile: str, typed: str) -> subprocess.CompletedProcess:
+    """`manage.py chat --profile <profile>` in a real process, `typed` on its stdin, against
+    the fake model (which echoes "you said: ..."); the session must end cleanly."""
+    fake_llm.default = fake_openai.echo("you said: ")
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url_for_subprocesses(),
+        "LLM_PROVIDER": "openai",
+        "LLM_BASE_URL": fake_llm.base_url,
+        "LLM_MODEL": "fake-model",
+    }
+    result = subprocess.run(
+        [sys.executable, "manage.py", "chat", "--profile", profile],
+        input=typed,
+        capture_output=True,
+        text=True,
+        cwd=BASE_DIR,
+        env=env,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    return result
+
+
 def test_one_shot_message_prints_the_streamed_reply(fake_llm):
     fake_llm.script(fake_openai.text("Hello from the agent."))
     out = io.StringIO()
@@ -69,24 +93,9 @@ def test_an_interrupt_stops_a_slow_reply_and_keeps_the_partial_text(fake_llm):
 
 
 def test_interactive_session_new_keeps_history_but_starts_fresh_context(fake_llm):
-    fake_llm.default = fake_openai.echo("you said: ")
-    env = {
-        **os.environ,
-        "DATABASE_URL": database_url_for_subprocesses(),
-        "LLM_PROVIDER": "openai",
-        "LLM_BASE_URL": fake_llm.base_url,
-        "LLM_MODEL": "fake-model",
-    }
-    result = subprocess.run(
-        [sys.executable, "manage.py", "chat", "--profile", "repl"],
-        input="first question\n/new\nsecond question\n/stop\n/quit\n",
-        capture_output=True,
-        text=True,
-        cwd=BASE_DIR,
-        env=env,
-        timeout=60,
+    result = run_interactive(
+        fake_llm, "repl", "first question\n/new\nsecond question\n/stop\n/quit\n"
     )
-    assert result.returncode == 0, result.stderr
     assert "you said: first question" in result.stdout
     assert "Fresh context" in result.stdout and "Nothing is running." in result.stdout
     chat = Chat.objects.get(chat_key="cli:repl")
@@ -131,24 +140,9 @@ def test_one_shot_slash_command_prints_the_answer_and_starts_no_turn(fake_llm):
 
 def test_interactive_session_answers_help_and_registered_commands(fake_llm):
     _skills()
-    fake_llm.default = fake_openai.echo("you said: ")
-    env = {
-        **os.environ,
-        "DATABASE_URL": database_url_for_subprocesses(),
-        "LLM_PROVIDER": "openai",
-        "LLM_BASE_URL": fake_llm.base_url,
-        "LLM_MODEL": "fake-model",
-    }
-    result = subprocess.run(
-        [sys.executable, "manage.py", "chat", "--profile", "cmds"],
-        input="/help\n/skills deploy\n/unknown-thing please\n/quit\n",
-        capture_output=True,
-        text=True,
-        cwd=BASE_DIR,
-        env=env,
-        timeout=60,
+    result = run_interactive(
+        fake_llm, "cmds", "/help\n/skills deploy\n/unknown-thing please\n/quit\n"
     )
-    assert result.returncode == 0, result.stderr
     banner = result.stdout.splitlines()[1]
     assert banner == "Also: /skills"
     assert "/skills – The skills I know (/skills word to filter)" in result.stdout
