@@ -3,7 +3,13 @@
 import pytest
 
 from chats.approvals import approval_sections, approvals_pending_count
-from chats.slash_commands import CommandContext, slash_command, slash_commands
+from chats.slash_commands import (
+    CommandContext,
+    SlashCommand,
+    register_slash_command,
+    slash_command,
+    slash_commands,
+)
 
 
 def test_memory_and_skills_register_their_approval_sections_in_page_order():
@@ -55,10 +61,12 @@ def dm_author_factory(member):
 
 @pytest.mark.parametrize("name", ["", "Skills", "skills-list", "a" * 33, "sk ills", "/skills"])
 def test_a_slash_command_name_telegram_would_refuse_is_refused_at_registration(name):
-    from chats.slash_commands import SlashCommand, register_slash_command
-
     with pytest.raises(ValueError, match="name"):
         register_slash_command(SlashCommand(name=name, help="x", handler=lambda context: ""))
+    assert slash_command(name) is None
+
+
+def test_a_slash_command_without_help_is_refused_at_registration():
     with pytest.raises(ValueError, match="help"):
         register_slash_command(SlashCommand(name="fine", help=" ", handler=lambda context: ""))
     assert slash_command("fine") is None
