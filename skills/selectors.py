@@ -30,6 +30,9 @@ from skills import policy
 from skills.models import Skill, SkillEvent, SkillProposal, SkillUsage, SkillVersion
 
 INDEX_STATUSES = (Skill.Status.ACTIVE, Skill.Status.STALE)
+# A version's content: a listing that needs its number, author or hash leaves these unread.
+VERSION_CONTENT = ("skill_md", "front_matter", "files")
+LINKED_VERSION_CONTENT = tuple(f"version__{name}" for name in VERSION_CONTENT)
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,7 @@ def skill_usage(skill: Skill, *, limit: int = 50) -> list[dict]:
     rows = (
         SkillUsage.objects.filter(skill=skill)
         .select_related("turn", "chat", "version")
+        .defer(*LINKED_VERSION_CONTENT)
         .annotate(tool_failed=Exists(tool_failed))
         .order_by("-created_at", "-id")[:limit]
     )
@@ -335,7 +339,9 @@ class UsageRow:
 def skill_version_rows(skill: Skill, *, person, limit: int = 100) -> list[VersionRow]:
     """The newest `limit` versions of `skill` for `person`: a source chat they may not read
     is never named (only that there was one)."""
-    versions = list(skill_versions(skill).select_related("source_chat")[:limit])
+    versions = list(
+        skill_versions(skill).select_related("source_chat").defer(*VERSION_CONTENT)[:limit]
+    )
     readable = _readable_chat_ids(person, (v.source_chat_id for v in versions))
     current_hash = skill.current_version.content_hash if skill.current_version else None
     rows = []
@@ -363,9 +369,10 @@ def skill_event_rows(skill: Skill, *, person, limit: int = 100) -> list[EventRow
     skill reviewers, to the person who wrote it and to readers of its chat; others see that
     the event happened, not its text or findings."""
     events = list(
-        skill.events.select_related("person", "actor", "version", "chat").order_by(
-            "-created_at", "-id"
-        )[:limit]
+        skill_events(skill)
+        .select_related("chat")
+        .defer(*LINKED_VERSION_CONTENT)
+        .order_by("-created_at", "-id")[:limit]
     )
     readable = _readable_chat_ids(person, (event.chat_id for event in events))
     reviewer = policy.may_review(person)
