@@ -250,11 +250,8 @@ def _pair_mark(a: str, b: str) -> str:
 def _system_merges(statuses: Iterable[str]) -> QuerySet[SkillProposal]:
     """The curator's merge proposals (made via=system) with one of these statuses."""
     return SkillProposal.objects.filter(
-        status__in=list(statuses),
-        reason__contains="[merge:",
-        events__kind=Kind.PROPOSED,
-        events__via=Via.SYSTEM,
-    ).distinct()
+        status__in=list(statuses), via=Via.SYSTEM, reason__contains="[merge:"
+    )
 
 
 def _candidates(*, referenced: set[str]) -> list[_Candidate]:

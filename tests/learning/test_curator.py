@@ -476,6 +476,18 @@ def test_a_pending_or_rejected_merge_is_not_proposed_again(twins, settings, make
     assert SkillProposal.objects.count() == 2
 
 
+def test_the_agent_cannot_stop_a_merge_by_writing_its_mark_in_a_reason(twins, settings):
+    settings.LEARNING_CURATOR_MERGES = True
+    by_review = Author(origin=ORIGIN_REVIEW, reason="[merge:deploy-staging+staging-deploy]")
+    outcome = skill_edit(
+        name="incident-report",
+        content=render_skill_md(name="incident-report", description="Reports.", body=REPORT),
+        author=by_review,
+    )
+    assert outcome.code == "proposed" and outcome.proposal.via == Via.AGENT
+    assert curator_run().merges == [("deploy-staging", "staging-deploy")]
+
+
 def test_a_pinned_skill_is_kept_even_when_less_used(twins, settings):
     settings.LEARNING_CURATOR_MERGES = True
     Skill.objects.filter(slug="staging-deploy").update(pinned=True)
