@@ -492,6 +492,28 @@ def _with_files(current: SkillVersion, files: dict, *, path: str, before: str, a
     )
 
 
+def _folder(slug: str, text: str, files: dict, current: SkillVersion | None) -> Draft:
+    """A whole SKILL.md with all its (checked) files: the supporting files that are new or
+    changed since `current` are scanned too."""
+    draft = _whole(slug, text, files, before=current.skill_md if current else "")
+    draft.scan += [
+        (path, content)
+        for path, content in files.items()
+        if current is None or current.files.get(path) != content
+    ]
+    return draft
+
+
+def _archived(skill: Skill, current: SkillVersion) -> Draft:
+    """The current content, archived (a delete)."""
+    return Draft(
+        skill_md=current.skill_md,
+        files=current.files,
+        front_matter=current.front_matter,
+        archive=True,
+    )
+
+
 # --- The agent's changes -----------------------------------------------------------------
 
 
@@ -597,17 +619,8 @@ def skill_file_remove(
 
 def skill_delete(*, name: str, author: Author, base_version: int | None = None) -> Outcome:
     """Archive `name` (recoverable: a skill reviewer restores it; versions are kept)."""
-
-    def build(skill: Skill, current: SkillVersion) -> Draft:
-        return Draft(
-            skill_md=current.skill_md,
-            files=current.files,
-            front_matter=current.front_matter,
-            archive=True,
-        )
-
     return _change(
-        slug=name, action="delete", author=author, base_version=base_version, build=build
+        slug=name, action="delete", author=author, base_version=base_version, build=_archived
     )
 
 
@@ -619,17 +632,13 @@ def skill_import(*, name: str, content: str, files: dict, category: str, author:
     except SkillFormatError as exc:
         return Outcome("invalid", f"Error: {exc}")
 
-    def build(skill: Skill | None, current: SkillVersion | None) -> Draft:
-        draft = _whole(name, content, checked, before=current.skill_md if current else "")
-        draft.scan += [
-            (path, text)
-            for path, text in checked.items()
-            if current is None or current.files.get(path) != text
-        ]
-        return draft
-
     return _change(
-        slug=name, action="import", author=author, category=category, build=build, apply_now=True
+        slug=name,
+        action="import",
+        author=author,
+        category=category,
+        build=lambda skill, current: _folder(name, content, checked, current),
+        apply_now=True,
     )
 
 
@@ -651,18 +660,10 @@ def skill_propose(
 
     def build(skill: Skill, current: SkillVersion) -> Draft:
         if action == "delete":
-            return Draft(
-                skill_md=current.skill_md,
-                files=current.files,
-                front_matter=current.front_matter,
-                archive=True,
-            )
-        checked = check_files(current.files if files is None else files)
-        draft = _whole(name, content, checked, before=current.skill_md)
-        draft.scan += [
-            (path, text) for path, text in checked.items() if current.files.get(path) != text
-        ]
-        return draft
+            return _archived(skill, current)
+        return _folder(
+            name, content, check_files(current.files if files is None else files), current
+        )
 
     return _change(
         slug=name,
