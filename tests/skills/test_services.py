@@ -365,13 +365,11 @@ def test_text_stored_before_a_scanner_rule_does_not_block_changes_elsewhere(dm_a
 def test_the_same_proposal_twice_is_stored_once_and_other_changes_may_wait_beside_it(
     group_author,
 ):
-    from skills.services import skill_create as create
-
-    first = create(name="triage", content=skill_md(name="triage"), author=group_author)
-    again = create(name="triage", content=skill_md(name="triage"), author=group_author)
+    first = skill_create(name="triage", content=skill_md(name="triage"), author=group_author)
+    again = skill_create(name="triage", content=skill_md(name="triage"), author=group_author)
     assert (first.code, again.code) == ("proposed", "proposed")
     assert again.proposal == first.proposal and "Already proposed" in again.message
-    other = create(
+    other = skill_create(
         name="triage", content=skill_md(name="triage", description="Other."), author=group_author
     )
     assert other.code == "proposed" and other.proposal != first.proposal
@@ -382,14 +380,13 @@ def test_a_review_proposes_nothing_while_a_change_of_that_skill_waits(group_auth
     from dataclasses import replace
 
     from chats.agent.registry import ORIGIN_REVIEW
-    from skills.services import skill_create as create
 
-    create(name="triage", content=skill_md(name="triage"), author=group_author)
+    skill_create(name="triage", content=skill_md(name="triage"), author=group_author)
     by_review = replace(group_author, origin=ORIGIN_REVIEW)
-    outcome = create(
+    outcome = skill_create(
         name="triage", content=skill_md(name="triage", description="Better."), author=by_review
     )
     assert outcome.code == "conflict" and "already waits for a skill reviewer" in outcome.message
     assert SkillProposal.objects.count() == 1
-    fresh = create(name="other-skill", content=skill_md(name="other-skill"), author=by_review)
+    fresh = skill_create(name="other-skill", content=skill_md(name="other-skill"), author=by_review)
     assert fresh.code == "proposed"
