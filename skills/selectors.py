@@ -54,17 +54,24 @@ def skills_index_rows() -> list[IndexRow]:
     return [IndexRow(*row) for row in rows]
 
 
-def skills_listing(*, category: str = "", query: str = "", include_archived: bool = False):
-    """Skills with their category, status and description, filtered by category and a
-    case-insensitive search in name and description."""
+def _skills_matching(*, category: str, query: str) -> QuerySet[Skill]:
+    """Skills with content in `category` (any for "") whose name or description contains
+    `query` (case-insensitive), pinned first, then by category and name."""
     skills = Skill.objects.filter(current_version__isnull=False)
-    if not include_archived:
-        skills = skills.exclude(status=Skill.Status.ARCHIVED)
     if category:
         skills = skills.filter(category=category)
     if query:
         skills = skills.filter(Q(slug__icontains=query) | Q(description__icontains=query))
-    return skills.select_related("current_version").order_by("-pinned", "category", "slug")
+    return skills.order_by("-pinned", "category", "slug")
+
+
+def skills_listing(*, category: str = "", query: str = "", include_archived: bool = False):
+    """Skills with their category, status and description, filtered by category and a
+    case-insensitive search in name and description."""
+    skills = _skills_matching(category=category, query=query)
+    if not include_archived:
+        skills = skills.exclude(status=Skill.Status.ARCHIVED)
+    return skills.select_related("current_version")
 
 
 def skill_get(name: str, *, include_archived: bool = False) -> Skill | None:
@@ -176,14 +183,12 @@ def skills_library(*, query: str = "", category: str = "", status: str = "") -> 
     """Skills for the library page (`status` a key of LIBRARY_STATUSES), pinned first, each
     with its current version number, usage count, last use and last change annotated by
     subqueries: one query for a page, however many skills there are. Bodies are not read."""
-    skills = Skill.objects.filter(current_version__isnull=False)
+    skills = _skills_matching(category=category, query=query).only(
+        "slug", "category", "status", "pinned", "description", "updated_at"
+    )
     statuses = LIBRARY_STATUSES[status]
     if statuses is not None:
         skills = skills.filter(status__in=statuses)
-    if category:
-        skills = skills.filter(category=category)
-    if query:
-        skills = skills.filter(Q(slug__icontains=query) | Q(description__icontains=query))
     usages = SkillUsage.objects.filter(skill=OuterRef("pk"))
     changes = (
         SkillEvent.objects.filter(skill=OuterRef("pk"))
@@ -191,16 +196,12 @@ def skills_library(*, query: str = "", category: str = "", status: str = "") -> 
         .order_by("-created_at", "-id")
     )
     usage_count = usages.order_by().values("skill").annotate(n=Count("id")).values("n")
-    return (
-        skills.only("slug", "category", "status", "pinned", "description", "updated_at")
-        .annotate(
-            current_number=F("current_version__number"),
-            usage_count=Coalesce(Subquery(usage_count), 0),
-            last_used=Subquery(usages.order_by("-created_at").values("created_at")[:1]),
-            last_change_at=Subquery(changes.values("created_at")[:1]),
-            last_change_kind=Subquery(changes.values("kind")[:1]),
-        )
-        .order_by("-pinned", "category", "slug")
+    return skills.annotate(
+        current_number=F("current_version__number"),
+        usage_count=Coalesce(Subquery(usage_count), 0),
+        last_used=Subquery(usages.order_by("-created_at").values("created_at")[:1]),
+        last_change_at=Subquery(changes.values("created_at")[:1]),
+        last_change_kind=Subquery(changes.values("kind")[:1]),
     )
 
 
