@@ -70,12 +70,10 @@ def _settings_context(request: HttpRequest, chat: Chat, form=None) -> dict:
 
 def _skill_url(slug: str) -> str:
     """/skills/<slug>/ when the skill pages are mounted, else "" (no link)."""
-    for args, kwargs in (((), {"slug": slug}), ((slug,), {})):
-        try:
-            return reverse("skill_page", args=args, kwargs=kwargs)
-        except NoReverseMatch:
-            continue
-    return ""
+    try:
+        return reverse("skill_page", args=[slug])
+    except NoReverseMatch:
+        return ""
 
 
 def _arguments(raw) -> str:

@@ -11,12 +11,10 @@ from django.contrib.auth.models import AnonymousUser
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
-from django.urls import path
 
 from chats.agent.registry import ORIGIN_REVIEW
 from chats.models import ChatMember
 from chats.services import chat_get_or_create, chat_member_ensure
-from hermes_site.urls import urlpatterns as site_urlpatterns
 from learning import views as learning_views
 from learning.models import ChatLearning, Review
 from learning.services import (
@@ -359,14 +357,11 @@ def test_rejected_and_expired_proposals_show_their_status_and_no_text(group):
     assert '<span class="label label-expired">expired undecided</span>' in page
 
 
-def test_skill_proposals_show_action_name_status_and_link_only_existing_skills(
-    owner, topic, settings
-):
+def test_skill_proposals_show_action_name_status_and_link_only_existing_skills(owner, topic):
     review = make_review(topic, focus=Review.Focus.SKILLS)
     skill = Skill.objects.create(slug="flask-k8s-deploy")
     skill_proposal(review, "flask-k8s-deploy", action="patch", skill=skill)
     skill_proposal(review, "brand-new", status="rejected")
-    settings.ROOT_URLCONF = __name__  # the skill pages, as the skills app mounts them
     page = login(owner).get(learning_url(topic)).content.decode()
     assert "Skill patch" in page and "Skill create" in page
     assert 'href="/skills/flask-k8s-deploy/" class="skill-link">flask-k8s-deploy</a>' in page
@@ -515,12 +510,3 @@ def test_the_service_refuses_everyone_but_owners_admins_and_active_staff(
         review_notice=False,
     )
     assert learning.memory_interval == 2 and LogEntry.objects.get().user == staff_elsewhere
-
-
-def _skill_page(request, slug):  # pragma: no cover - only reversed
-    raise AssertionError
-
-
-# The site's URLs plus a stand-in for the skill page another app mounts at /skills/<slug>/.
-urlpatterns = [path("skills/<slug:slug>/", _skill_page, name="skill_page")]
-urlpatterns += site_urlpatterns
