@@ -60,10 +60,10 @@ class DiffForm(forms.Form):
 
 
 class RollbackForm(forms.Form):
+    # The reply shows the current version (the new one, or the one that made this stale),
+    # so, unlike pin and archive, a rollback needs no `view`.
     to_version = version_number()
     shown_version = version_number(widget=forms.HiddenInput)
-    # The version the page was showing (may be older than the current one); for the reply.
-    view = version_number(required=False, widget=forms.HiddenInput)
 
 
 class PinForm(forms.Form):
