@@ -114,9 +114,22 @@ def _refused(request: HttpRequest, skill: Skill, notice: str) -> HttpResponse:
     return render(request, "skills/skill.html", context, status=409)
 
 
-def _switch(request: HttpRequest, slug: str, form_class, field: str, change, words):
-    """Pin / unpin or archive / restore: the form's `field` is the wanted state,
-    `change(skill, value)` calls the service, `words(value)` says what happened."""
+# What a pin or a status change did, by the state asked for.
+PINNED = {
+    True: "Pinned: listed first in every chat's skills index.",
+    False: "Unpinned: listed with the others again.",
+}
+ARCHIVED = {
+    True: "Archived: out of every chat's skills index; restore it to bring it back.",
+    False: "Restored: back in every chat's skills index.",
+}
+
+
+def _switch(
+    request: HttpRequest, slug: str, form_class, field: str, service, done: dict[bool, str]
+):
+    """Pin / unpin or archive / restore: the form's `field` is the wanted state, passed to
+    `service` under the same name; `done[value]` says what happened."""
     skill = skill_or_404(slug)
     if not policy.may_review(request.user):
         return _forbidden()
@@ -126,17 +139,16 @@ def _switch(request: HttpRequest, slug: str, form_class, field: str, change, wor
     value = form.cleaned_data[field]
     view = form.cleaned_data.get("view")
     try:
-        change(skill, value)
+        service(name=skill.slug, person=request.user, via=Via.DASHBOARD, **{field: value})
     except SkillNotAllowed:
         return _forbidden()
     except SkillConflict as exc:  # the skill is gone
         return HttpResponse(f"{exc}.", status=409, content_type="text/plain; charset=utf-8")
     skill = _fresh(slug)
-    done = words(value)
     if not request.htmx:
-        messages.success(request, done)
+        messages.success(request, done[value])
         return redirect(_page_url(skill, view))
-    context = skill_context(request, skill, shown=_shown(skill, view), notice=done)
+    context = skill_context(request, skill, shown=_shown(skill, view), notice=done[value])
     return render(request, "skills/skill.html#head_and_events", context)
 
 
@@ -144,29 +156,11 @@ def _switch(request: HttpRequest, slug: str, form_class, field: str, change, wor
 @require_POST
 def skill_pin_view(request: HttpRequest, slug: str) -> HttpResponse:
     """Pin a skill (listed first in every chat's skills index) or unpin it."""
-
-    def change(skill, pinned):
-        skill_pin(name=skill.slug, pinned=pinned, person=request.user, via=Via.DASHBOARD)
-
-    def words(pinned):
-        if pinned:
-            return "Pinned: listed first in every chat's skills index."
-        return "Unpinned: listed with the others again."
-
-    return _switch(request, slug, PinForm, "pinned", change, words)
+    return _switch(request, slug, PinForm, "pinned", skill_pin, PINNED)
 
 
 @login_required
 @require_POST
 def skill_status_view(request: HttpRequest, slug: str) -> HttpResponse:
     """Archive a skill (out of every chat's index, versions kept) or restore it."""
-
-    def change(skill, archived):
-        skill_set_status(name=skill.slug, archived=archived, person=request.user, via=Via.DASHBOARD)
-
-    def words(archived):
-        if archived:
-            return "Archived: out of every chat's skills index; restore it to bring it back."
-        return "Restored: back in every chat's skills index."
-
-    return _switch(request, slug, StatusForm, "archived", change, words)
+    return _switch(request, slug, StatusForm, "archived", skill_set_status, ARCHIVED)
