@@ -175,16 +175,21 @@ def shown_version(skill: Skill, number: int | None) -> SkillVersion:
     return version
 
 
+def _version_asked(request: HttpRequest, skill: Skill) -> SkillVersion:
+    """The version `?version=N` names (the current one without it), or 404."""
+    form = VersionForm(request.GET)
+    if not form.is_valid():
+        raise Http404("Unknown version.")
+    return shown_version(skill, form.cleaned_data["version"])
+
+
 @login_required
 @require_GET
 def skill_page(request: HttpRequest, slug: str) -> HttpResponse:
     """One skill as any logged-in person may read it: the current version (or `?version=N`)
     rendered, its files, versions, audit trail and usage; reviewers also get the actions."""
     skill = skill_or_404(slug)
-    form = VersionForm(request.GET)
-    if not form.is_valid():
-        raise Http404("Unknown version.")
-    shown = shown_version(skill, form.cleaned_data["version"])
+    shown = _version_asked(request, skill)
     return render(request, "skills/skill.html", skill_context(request, skill, shown=shown))
 
 
@@ -194,10 +199,7 @@ def skill_raw(request: HttpRequest, slug: str) -> HttpResponse:
     """SKILL.md or one file (`?path=`) of a version (`?version=`, default current) as plain
     text, exactly as stored."""
     skill = skill_or_404(slug)
-    form = VersionForm(request.GET)
-    if not form.is_valid():
-        raise Http404("Unknown version.")
-    version = shown_version(skill, form.cleaned_data["version"])
+    version = _version_asked(request, skill)
     path = request.GET.get("path") or SKILL_FILE
     if path == SKILL_FILE:
         text = version.skill_md
