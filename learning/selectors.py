@@ -16,20 +16,21 @@ from chats.selectors import chats_readable_by
 from learning.models import ChatLearning, Review
 
 
+def _readable_reviews(chat: Chat, person) -> QuerySet[Review]:
+    """The reviews of `chat`, newest first, with their turn; empty unless `person` may read
+    the chat."""
+    if not chats_readable_by(person).filter(pk=chat.pk).exists():
+        return Review.objects.none()
+    return Review.objects.filter(chat=chat).select_related("turn").order_by("-created_at", "-id")
+
+
 def reviews_for_chat(chat: Chat, person) -> QuerySet[Review]:
     """The reviews of `chat`, newest first, with their turn and how many memory and skill
     proposals each made (`memory_proposal_count`, `skill_proposal_count`); empty unless
     `person` may read the chat."""
-    if not chats_readable_by(person).filter(pk=chat.pk).exists():
-        return Review.objects.none()
-    return (
-        Review.objects.filter(chat=chat)
-        .select_related("turn")
-        .annotate(
-            memory_proposal_count=Count("memory_entries", distinct=True),
-            skill_proposal_count=Count("skill_proposals", distinct=True),
-        )
-        .order_by("-created_at", "-id")
+    return _readable_reviews(chat, person).annotate(
+        memory_proposal_count=Count("memory_entries", distinct=True),
+        skill_proposal_count=Count("skill_proposals", distinct=True),
     )
 
 
@@ -84,9 +85,10 @@ def chat_learning_may_change(person, chat: Chat) -> bool:
 
 
 def reviews_with_proposals_for_chat(chat: Chat, person) -> QuerySet[Review]:
-    """`reviews_for_chat` with each review's memory entries (book and subject) and skill
-    proposals (skill) prefetched: a page of reviews costs the same queries at any length.
-    The entries' text is for `memory_proposals_shown` to give out, not for the caller."""
+    """The reviews of `chat` (as `reviews_for_chat`, without the counts: the lists are here)
+    with each review's memory entries (book and subject) and skill proposals (skill)
+    prefetched: a page of reviews costs the same queries at any length. The entries' text is
+    for `memory_proposals_shown` to give out, not for the caller."""
     from memory.models import MemoryEntry
     from skills.models import SkillProposal
 
@@ -94,7 +96,7 @@ def reviews_with_proposals_for_chat(chat: Chat, person) -> QuerySet[Review]:
         "book__chat", "book__person", "book__actor"
     ).order_by("id")
     proposals = SkillProposal.objects.select_related("skill").order_by("id")
-    return reviews_for_chat(chat, person).prefetch_related(
+    return _readable_reviews(chat, person).prefetch_related(
         Prefetch("memory_entries", queryset=entries),
         Prefetch("skill_proposals", queryset=proposals),
     )
