@@ -45,14 +45,10 @@ class FileDiff:
         return self.status != "unchanged"
 
 
-def _lines(text: str) -> list[str]:
-    return text.splitlines()
-
-
 def side_by_side(before: str, after: str, *, context: int = 3) -> tuple[list[Row], int, int]:
     """Rows of the diff from `before` to `after` with `context` unchanged lines around each
     change (a negative context keeps every line), and the counts of added and removed lines."""
-    left, right = _lines(before), _lines(after)
+    left, right = before.splitlines(), after.splitlines()
     matcher = difflib.SequenceMatcher(a=left, b=right, autojunk=False)
     groups = [matcher.get_opcodes()] if context < 0 else list(matcher.get_grouped_opcodes(context))
     rows: list[Row] = []
@@ -80,13 +76,8 @@ def side_by_side(before: str, after: str, *, context: int = 3) -> tuple[list[Row
             for offset in range(max(i2 - i1, j2 - j1)):
                 i, j = i1 + offset, j1 + offset
                 has_left, has_right = i < i2, j < j2
-                kind = (
-                    tag
-                    if tag != "replace"
-                    else (
-                        "replace" if has_left and has_right else "delete" if has_left else "insert"
-                    )
-                )
+                # A replacement of unequal length ends in lines deleted or inserted alone.
+                kind = "replace" if has_left and has_right else "delete" if has_left else "insert"
                 rows.append(
                     Row(
                         kind,

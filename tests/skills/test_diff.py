@@ -27,6 +27,15 @@ def test_a_replacement_of_unequal_length_shows_the_extra_lines_as_inserted_or_de
     rows, added, removed = side_by_side("a\nb\nc\nd", "a\nX\nd", context=-1)
     assert [row.kind for row in rows] == ["equal", "replace", "delete", "equal"]
     assert (added, removed) == (1, 2)
+    # Lines only removed or only added are deleted or inserted, never replaced.
+    rows, added, removed = side_by_side("a\nb\nc", "a\nc\nd", context=-1)
+    assert [row.kind for row in rows] == ["equal", "delete", "equal", "insert"]
+    assert (rows[1].left, rows[1].right_no, rows[3].right, rows[3].left_no) == (
+        "b",
+        None,
+        "d",
+        None,
+    )
 
 
 def test_a_new_skill_is_all_added_and_files_are_listed_by_path_after_skill_md():
