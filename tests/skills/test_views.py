@@ -43,6 +43,14 @@ def make_skill(name, author, *, category="", description=None, body=None, **fron
     return outcome.skill
 
 
+def make_it_faster(author):
+    """Version 2 of deploy-staging: `make image` patched to `make image-fast`, applied."""
+    outcome = skill_patch(
+        name="deploy-staging", old_string="make image", new_string="make image-fast", author=author
+    )
+    assert outcome.code == "applied", outcome.message
+
+
 def bulk_skills(count, *, prefix="bulk"):
     """`count` skills written straight to the tables (one version, one use, one event each),
     for pages and query counts without running the scanner `count` times."""
@@ -333,12 +341,7 @@ def test_the_raw_view_returns_the_stored_text_exactly(deploy, dm_author, member)
 
 
 def test_an_older_version_is_shown_the_same_way_and_bad_versions_are_404(deploy, dm_author, member):
-    skill_patch(
-        name="deploy-staging",
-        old_string="make image",
-        new_string="make image-fast",
-        author=dm_author,
-    )
+    make_it_faster(dm_author)
     client = login(member)
     current = client.get("/skills/deploy-staging/").content.decode()
     assert "make image-fast" in body_of(current) and "Version 2, the current one" in current
@@ -355,10 +358,7 @@ def test_versions_and_the_audit_trail_name_a_chat_only_to_its_readers(
     deploy, staff_reviewer, owner, member, outsider, other_group_member, team_chat
 ):
     in_room = Author(person=staff_reviewer, chat=team_chat, via=Via.DASHBOARD, reason="faster")
-    outcome = skill_patch(
-        name="deploy-staging", old_string="make image", new_string="make image-fast", author=in_room
-    )
-    assert outcome.code == "applied"
+    make_it_faster(in_room)
     page = login(member).get("/skills/deploy-staging/").content.decode()
     versions = page[page.index('id="skill-versions"') : page.index('id="skill-events"')]
     row = versions[versions.index('id="version-2"') :]
@@ -439,12 +439,7 @@ def test_an_archived_skill_is_shown_with_a_banner(deploy, staff_reviewer, member
 
 
 def test_only_reviewers_see_the_actions(deploy, dm_author, staff_reviewer, group_reviewer, member):
-    skill_patch(
-        name="deploy-staging",
-        old_string="make image",
-        new_string="make image-fast",
-        author=dm_author,
-    )
+    make_it_faster(dm_author)
     for person in (staff_reviewer, group_reviewer):
         page = login(person).get("/skills/deploy-staging/").content.decode()
         assert 'id="skill-actions"' in page and "Roll back to version 1" in page
@@ -460,12 +455,7 @@ def test_only_reviewers_see_the_actions(deploy, dm_author, staff_reviewer, group
 def test_the_diff_shows_the_changed_lines_side_by_side_previous_against_current_by_default(
     deploy, dm_author, member
 ):
-    skill_patch(
-        name="deploy-staging",
-        old_string="make image",
-        new_string="make image-fast",
-        author=dm_author,
-    )
+    make_it_faster(dm_author)
     skill_file_write(
         name="deploy-staging",
         file_path="references/hosts.md",
