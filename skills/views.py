@@ -3,7 +3,7 @@
 Skills are team-wide, so every logged-in person reads them; a chat is named only to people
 who may read it (the selectors' rows). One template per page with named partials: htmx
 requests from the library's filters get `"skills/library.html#list"`; the reviewer actions
-(`skills.views_actions`) answer with `"skills/skill.html#page"` or `#head`. Every text that
+(`skills.views_actions`) answer with `"skills/skill.html#page"` or `#head_and_events`. Every text
 a skill holds is shown escaped with hidden code points revealed; the body is rendered by
 `chats.markdown` (sanitised).
 """
