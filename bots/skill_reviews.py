@@ -18,7 +18,6 @@ import re
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.db.models import Q
 from telegram import CallbackQuery
 from telegram.constants import ChatType
 
@@ -178,22 +177,9 @@ def prompt_text(proposal, *, reviewer, diff: str | None = None) -> str:
 
 def _recipients() -> list[Actor]:
     """Telegram accounts linked to an active person who may review skills."""
-    from django.conf import settings
+    from skills.policy import skill_reviewer_actors
 
-    from skills.policy import may_review
-
-    entitled = Q(person__is_staff=True) | Q(person__is_superuser=True)
-    group = settings.SKILLS_REVIEWERS_GROUP
-    if group:
-        entitled |= Q(person__groups__name=group)
-    actors = (
-        Actor.objects.filter(entitled, channel=Channel.TELEGRAM, namespace="")
-        .filter(person__is_active=True)
-        .select_related("person")
-        .distinct()
-        .order_by("id")
-    )
-    return [actor for actor in actors if may_review(actor.person)]
+    return skill_reviewer_actors(channel=Channel.TELEGRAM)
 
 
 def skill_proposal_notify(*, proposal) -> list[OutboundMessage]:

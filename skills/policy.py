@@ -7,6 +7,7 @@ change from a group, a topic, a web room or a background job waits for a skill r
 """
 
 from django.conf import settings
+from django.db.models import Q
 
 from chats.models import Actor, Chat, ChatKind, ChatMember
 
@@ -43,6 +44,22 @@ def applies_at_once(*, chat: Chat | None, person=None, actor: Actor | None = Non
     if policy == "review":
         return False
     return is_own_private_chat(chat, person=person, actor=actor)
+
+
+def reviewers_filter(prefix: str = "") -> Q:
+    """The `may_review` rule as a query on people; `prefix` reaches them from another model
+    ("person__" from an Actor)."""
+    entitled = Q(**{f"{prefix}is_staff": True}) | Q(**{f"{prefix}is_superuser": True})
+    group = settings.SKILLS_REVIEWERS_GROUP
+    if group:
+        entitled |= Q(**{f"{prefix}groups__name": group})
+    return entitled & Q(**{f"{prefix}is_active": True})
+
+
+def skill_reviewer_actors(*, channel: str) -> list[Actor]:
+    """Accounts on `channel` linked to a skill reviewer (who get review messages there)."""
+    actors = Actor.objects.filter(reviewers_filter("person__"), channel=channel, namespace="")
+    return list(actors.select_related("person").distinct().order_by("id"))
 
 
 def may_review(person) -> bool:
