@@ -6,12 +6,26 @@ from dataclasses import dataclass
 
 import pytest
 
+from bots.updates import BotIdentity
 from tests.bots.live_bot import BotProcess
 from tests.fakes.telegram_server import FakeTelegram
 
 ALLOWED_USERS = [1001, 1002, 1003, *range(2001, 2013)]
 GROUP_ID = -1001000000001
 FORUM_ID = -1001000000002
+BOT = BotIdentity(7654321, "hermes_test_bot")  # the bot the in-process tests speak to
+
+
+def process(update):
+    """Run one update through the bridge's processing service, as the bot would."""
+    from bots.services import telegram_update_process
+
+    return telegram_update_process(update, identity=BOT)
+
+
+@pytest.fixture
+def tg():
+    return FakeTelegram()  # not started: only its update builders are used
 
 
 @pytest.fixture

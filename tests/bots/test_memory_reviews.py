@@ -4,17 +4,15 @@ press decides only when the presser is entitled (the review service checks it)."
 import pytest
 
 from bots.models import OutboundMessage
-from bots.services import telegram_update_process
-from bots.updates import BotIdentity
 from chats.models import Channel
 from chats.services import actor_get_or_create, actor_link
 from memory.models import MemoryEntry
 from memory.services import Author, memory_book, memory_propose
+from tests.bots.conftest import process
 from tests.fakes.telegram_server import BotMessage, FakeTelegram, tg_user
 
 pytestmark = [pytest.mark.storage, pytest.mark.django_db(transaction=True)]
 
-BOT = BotIdentity(7654321, "hermes_test_bot")
 ALICE = tg_user(1001, "Alice")
 BOB = tg_user(1002, "Bob")
 
@@ -48,7 +46,7 @@ BUILDER = FakeTelegram()  # not started: it builds updates with fresh update ids
 
 
 def press(user, row, data):
-    return telegram_update_process(BUILDER.press(user, prompt_of(row), data), identity=BOT)
+    return process(BUILDER.press(user, prompt_of(row), data))
 
 
 def test_a_proposal_about_a_telegram_user_asks_them_and_only_their_press_counts():

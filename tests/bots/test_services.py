@@ -12,27 +12,19 @@ from bots.services import (
     pairing_decide,
     polling_offset,
     polling_offset_save,
-    telegram_update_process,
 )
-from bots.updates import BadUpdate, BotIdentity
+from bots.updates import BadUpdate
 from chats.models import Actor, Chat, Message, MessageEdit, Turn
-from tests.fakes.telegram_server import FakeTelegram, group_chat, private_chat, tg_user
+from tests.bots.conftest import BOT, FORUM_ID, GROUP_ID, process
+from tests.fakes.telegram_server import group_chat, private_chat, tg_user
 
 pytestmark = [pytest.mark.storage, pytest.mark.django_db]
 
-BOT = BotIdentity(7654321, "hermes_test_bot")
-GROUP_ID = -1001000000001
-FORUM_ID = -1001000000002
 
 ALICE = tg_user(1001, "Alice", username="alice")
 BOB = tg_user(1002, "Bob", last_name="Builder")
 CARA = tg_user(1003, "Cara")
 STRANGER = tg_user(6666, "Mallory", username="mallory")
-
-
-@pytest.fixture
-def tg():
-    return FakeTelegram()  # not started: only its update builders are used here
 
 
 @pytest.fixture(autouse=True)
@@ -41,10 +33,6 @@ def access(settings):
     settings.TELEGRAM_ALLOWED_USERS = ["1001", "1002", "1003"]
     settings.TELEGRAM_ALLOWED_CHATS = [str(GROUP_ID), str(FORUM_ID)]
     settings.TELEGRAM_GROUP_TRIGGER = "mention"
-
-
-def process(update):
-    return telegram_update_process(update, identity=BOT)
 
 
 def test_private_group_and_forum_topics_map_to_their_chats_with_authors(tg):

@@ -6,14 +6,13 @@ import pytest
 from django.contrib.auth.models import Group
 
 from bots.models import OutboundMessage
-from bots.services import telegram_update_process
 from bots.skill_reviews import CUT_NOTE, prompt_text
-from bots.updates import BotIdentity
 from chats.models import ChatKind
 from chats.services import actor_get_or_create, chat_get_or_create, chat_member_ensure
 from skills.format import parse_skill_md
 from skills.models import Skill, SkillEvent, SkillProposal
 from skills.services import Author, skill_create, skill_delete, skill_edit, skill_patch
+from tests.bots.conftest import GROUP_ID, process
 from tests.fakes.telegram_server import (
     BotMessage,
     FakeTelegram,
@@ -26,8 +25,6 @@ from tests.skills.helpers import BODY, skill_md
 
 pytestmark = [pytest.mark.storage, pytest.mark.django_db]
 
-BOT = BotIdentity(7654321, "hermes_test_bot")
-GROUP_ID = -1001000000001
 STELLA = tg_user(1001, "Stella")  # staff, linked
 GRETA = tg_user(1002, "Greta")  # in the skill reviewers group, linked
 MARCO = tg_user(1003, "Marco")  # linked, no reviewer: the author
@@ -115,8 +112,7 @@ def data_of(row: OutboundMessage, button: int = 0) -> str:
 
 
 def press(user, row, data, chat=None):
-    update = BUILDER.press(user, bot_message(row, chat), data)
-    return telegram_update_process(update, identity=BOT)
+    return process(BUILDER.press(user, bot_message(row, chat), data))
 
 
 def visible(text: str) -> str:

@@ -4,8 +4,6 @@ and groups behind the same gates as messages, escaped and split, never stored as
 import pytest
 
 from bots.commands import command_menu
-from bots.services import telegram_update_process
-from bots.updates import BotIdentity
 from chats import slash_commands
 from chats.models import ChatKind, Message, Turn
 from chats.services import actor_get_or_create, chat_get_or_create
@@ -13,8 +11,8 @@ from chats.slash_commands import SlashCommand
 from skills.models import Skill
 from skills.reviews import skill_set_status
 from skills.services import Author, skill_create
+from tests.bots.conftest import GROUP_ID, process
 from tests.fakes.telegram_server import (
-    FakeTelegram,
     check_html,
     group_chat,
     private_chat,
@@ -25,16 +23,9 @@ from tests.skills.helpers import skill_md
 
 pytestmark = [pytest.mark.storage, pytest.mark.django_db]
 
-BOT = BotIdentity(7654321, "hermes_test_bot")
-GROUP_ID = -1001000000001
 ALICE = tg_user(1001, "Alice", username="alice")
 BOB = tg_user(1002, "Bob")
 STRANGER = tg_user(6666, "Mallory", username="mallory")
-
-
-@pytest.fixture
-def tg():
-    return FakeTelegram()  # not started: only its update builders are used here
 
 
 @pytest.fixture(autouse=True)
@@ -43,10 +34,6 @@ def access(settings):
     settings.TELEGRAM_ALLOWED_USERS = ["1001", "1002"]
     settings.TELEGRAM_ALLOWED_CHATS = [str(GROUP_ID)]
     settings.TELEGRAM_GROUP_TRIGGER = "mention"
-
-
-def process(update):
-    return telegram_update_process(update, identity=BOT)
 
 
 def texts(outcome) -> list[str]:
