@@ -123,7 +123,7 @@ def memory_proposals_shown(entries, *, chat: Chat, person) -> list[ShownMemoryPr
     rejected, expired and removed entries never. At most three queries for any number."""
     from memory.audience import chat_audience, entry_shown
     from memory.models import MemoryEntry
-    from memory.selectors import memory_entries_about, memory_reviewable
+    from memory.selectors import memory_entry_ids_about, memory_reviewable
 
     entries = list(entries)
     if not entries:
@@ -131,7 +131,7 @@ def memory_proposals_shown(entries, *, chat: Chat, person) -> list[ShownMemoryPr
     Status = MemoryEntry.Status
     ids = [entry.pk for entry in entries]
     decidable = set(memory_reviewable(person).filter(pk__in=ids).values_list("pk", flat=True))
-    about_them = {entry.pk for entry in memory_entries_about(person=person)}
+    about_them = memory_entry_ids_about(person=person, ids=ids)
     audience = chat_audience(chat, person=person)
     now = timezone.now()
     shown: list[ShownMemoryProposal] = []

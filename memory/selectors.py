@@ -33,6 +33,13 @@ def memory_entries_about(*, person=None, actor: Actor | None = None) -> list[Mem
     )
 
 
+def memory_entry_ids_about(*, person, ids) -> set[int]:
+    """Which of the entries `ids` are approved or pending entries about `person` (one query,
+    by the same rule as `memory_entries_about`)."""
+    entries = MemoryEntry.objects.filter(_about_q(person=person), status__in=LIVE, pk__in=ids)
+    return set(entries.values_list("pk", flat=True))
+
+
 def memory_reviewable(person) -> QuerySet[MemoryEntry]:
     """Entries with a change waiting that `person` may decide, not yet expired, oldest first."""
     if person is None or not person.is_authenticated or not person.is_active:
