@@ -120,7 +120,7 @@ def skill_usage(skill: Skill, *, limit: int = 50) -> list[dict]:
     rows = (
         SkillUsage.objects.filter(skill=skill)
         .select_related("turn", "chat", "version")
-        .defer(*LINKED_VERSION_CONTENT)
+        .defer(*LINKED_VERSION_CONTENT, "turn__prompt_report")  # a status is enough
         .annotate(tool_failed=Exists(tool_failed))
         .order_by("-created_at", "-id")[:limit]
     )

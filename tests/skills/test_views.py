@@ -536,10 +536,12 @@ def test_the_skill_page_needs_the_same_queries_for_one_change_as_for_fifteen(
     for n in range(1, 15):
         change_and_use(n)
     assert queries() == one
-    # Content is read for the shown version only, not for every listed version, event or use.
+    # Content is read for the shown version only, not for every listed version, event or use,
+    # and a use's turn is read without its prompt report.
     with CaptureQueriesContext(connection) as captured:
         client.get("/skills/deploy-staging/")
     assert sum('"skill_md"' in query["sql"] for query in captured) == 1
+    assert not any('"prompt_report"' in query["sql"] for query in captured)
     assert login(member).get("/skills/deploy-staging/").content.decode().count("Team room") == 45
 
 
