@@ -29,12 +29,10 @@ from django.utils.html import format_html
 from chats.admin import NoWrites, ReadOnlyAdmin, admin_link
 from hermes_site.scanning import reveal_hidden
 from skills.admin_common import (
-    BIG_FIELDS,
     HEAD_CHARS,
     PENDING,
     ROWS_SHOWN,
     SHORT_TEXT,
-    SLIM_VERSION,
     ReviewerActions,
     _changelist,
     _files,
@@ -51,7 +49,7 @@ from skills.diff import content_diff
 from skills.format import SKILL_FILE
 from skills.models import Skill, SkillEvent, SkillUsage, SkillVersion, Via
 from skills.reviews import skill_pin, skill_rollback, skill_set_status
-from skills.selectors import skill_events, skill_versions
+from skills.selectors import LINKED_VERSION_CONTENT, VERSION_CONTENT, skill_events, skill_versions
 from skills.services import SkillConflict, SkillInvalid, SkillNotAllowed
 
 # --- skills -------------------------------------------------------------------------------
@@ -163,8 +161,8 @@ class SkillAdmin(ReviewerActions, NoWrites, admin.ModelAdmin):
 
     def _page(self, skill: Skill) -> dict:
         current = skill.current_version
-        versions = skill_versions(skill).defer(*BIG_FIELDS)
-        events = skill_events(skill).select_related("chat", "turn").defer(*SLIM_VERSION)
+        versions = skill_versions(skill).defer(*VERSION_CONTENT)
+        events = skill_events(skill).select_related("chat", "turn").defer(*LINKED_VERSION_CONTENT)
         event_count = events.count()
         shown_events = list(events[max(0, event_count - ROWS_SHOWN) :])
         return {
@@ -185,7 +183,7 @@ class SkillAdmin(ReviewerActions, NoWrites, admin.ModelAdmin):
             "versions_url": _changelist(SkillVersion, skill__id__exact=skill.pk),
             "pending": [
                 admin_link(proposal)
-                for proposal in skill.proposals.filter(status=PENDING).defer(*BIG_FIELDS)
+                for proposal in skill.proposals.filter(status=PENDING).defer(*VERSION_CONTENT)
             ],
             "events": [_event_row(event) for event in shown_events],
             "event_count": event_count,
@@ -279,7 +277,7 @@ class SkillVersionAdmin(ReviewerActions, ReadOnlyAdmin):
     def get_queryset(self, request):
         queryset = super().get_queryset(request)
         if request.resolver_match and request.resolver_match.url_name.endswith("_changelist"):
-            queryset = queryset.defer(*BIG_FIELDS)  # a list never shows the content
+            queryset = queryset.defer(*VERSION_CONTENT)  # a list never shows the content
         return queryset
 
     @admin.display(description="author")
@@ -433,7 +431,7 @@ class SkillEventAdmin(ReadOnlyAdmin):
     readonly_fields = fields
 
     def get_queryset(self, request):
-        queryset = super().get_queryset(request).defer(*SLIM_VERSION)
+        queryset = super().get_queryset(request).defer(*LINKED_VERSION_CONTENT)
         if request.resolver_match and request.resolver_match.url_name.endswith("_changelist"):
             # A list shows the start of before/after; each may hold 20,000 characters.
             queryset = queryset.defer("before", "after").annotate(
@@ -495,7 +493,7 @@ class SkillUsageAdmin(ReadOnlyAdmin):
     readonly_fields = fields
 
     def get_queryset(self, request):
-        return super().get_queryset(request).defer(*SLIM_VERSION)
+        return super().get_queryset(request).defer(*LINKED_VERSION_CONTENT)
 
     @admin.display(description="version")
     def version_label(self, usage: SkillUsage) -> str:

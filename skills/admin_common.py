@@ -17,8 +17,6 @@ SHORT_TEXT = 80
 HEAD_CHARS = 200  # what a list reads of an audit row's before/after
 MAX_LISTED = 20  # skills or failures named in one action report
 ROWS_SHOWN = 200  # versions and events on a skill's page; the rest via the filtered lists
-BIG_FIELDS = ("skill_md", "files", "front_matter")
-SLIM_VERSION = tuple(f"version__{name}" for name in BIG_FIELDS)  # its number is enough
 PENDING = SkillProposal.Status.PENDING
 
 

@@ -13,7 +13,6 @@ from django.utils.html import format_html
 from chats.admin import ReadOnlyAdmin, admin_link
 from hermes_site.scanning import reveal_hidden
 from skills.admin_common import (
-    BIG_FIELDS,
     PENDING,
     ReviewerActions,
     _files,
@@ -26,6 +25,7 @@ from skills.admin_common import (
 from skills.diff import content_diff
 from skills.models import SkillProposal, Via
 from skills.reviews import skill_proposal_decide
+from skills.selectors import VERSION_CONTENT
 from skills.services import SkillConflict, SkillInvalid, SkillNotAllowed, SkillStale
 
 # --- proposals ----------------------------------------------------------------------------
@@ -102,7 +102,7 @@ class SkillProposalAdmin(ReviewerActions, ReadOnlyAdmin):
             pending_first=Case(When(status=PENDING, then=Value(0)), default=Value(1)),
         )
         if request.resolver_match and request.resolver_match.url_name.endswith("_changelist"):
-            queryset = queryset.defer(*BIG_FIELDS)
+            queryset = queryset.defer(*VERSION_CONTENT)
         return queryset.order_by(*self.get_ordering(request))
 
     def get_ordering(self, request):
