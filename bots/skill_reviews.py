@@ -83,14 +83,6 @@ def _visible_len(markup: str) -> int:
     return utf16_len(_plain(markup))
 
 
-def _author_name(proposal) -> str:
-    if proposal.author_actor is not None:
-        return proposal.author_actor.display_name
-    if proposal.author_person is not None:
-        return proposal.author_person.get_username()
-    return "the agent"
-
-
 def _base_version(proposal):
     if proposal.base_number is None or proposal.skill_id is None:
         return None
@@ -146,7 +138,7 @@ def prompt_text(proposal, *, reviewer, diff: str | None = None) -> str:
     lines = [_headline(proposal)]
     if proposal.category:
         lines.append(f"Category: {_text(proposal.category, NAME_CHARS)}")
-    by = f"Proposed by {_text(_author_name(proposal), NAME_CHARS)}"
+    by = f"Proposed by {_text(proposal.author_label, NAME_CHARS)}"
     chat = proposal.source_chat
     if chat is not None and chat.title and chats_readable_by(reviewer).filter(pk=chat.pk).exists():
         by += f" in “{_text(chat.title, TITLE_CHARS)}”"

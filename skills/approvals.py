@@ -77,15 +77,6 @@ class ProposalItem:
     def action_label(self) -> str:
         return ACTION_LABELS.get(self.proposal.action, self.proposal.action.replace("_", " "))
 
-    @property
-    def author_name(self) -> str:
-        proposal = self.proposal
-        if proposal.author_actor is not None and proposal.author_actor.display_name:
-            return proposal.author_actor.display_name
-        if proposal.author_person is not None:
-            return proposal.author_person.get_username()
-        return "the agent"
-
 
 def pending_count(person) -> int:
     """Skill proposals waiting for `person` (0 unless they are a skill reviewer)."""

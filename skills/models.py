@@ -163,6 +163,16 @@ class SkillProposal(models.Model):
         return f"skill proposal #{self.pk} ({self.action} {self.slug})"
 
     @property
+    def author_label(self) -> str:
+        """Who proposed it, as pages and messages name them: the actor's display name, else the
+        person's username, else "the agent"."""
+        if self.author_actor is not None and self.author_actor.display_name:
+            return self.author_actor.display_name
+        if self.author_person is not None:
+            return self.author_person.get_username()
+        return "the agent"
+
+    @property
     def origin_label(self) -> str:
         """How pages name who proposed it when no person did: "proposed by the review after
         turn N", "proposed by the curator", or "" (select_related("review") to show many)."""

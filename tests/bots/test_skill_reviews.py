@@ -403,3 +403,16 @@ def test_a_curator_proposal_says_the_curator_made_it(
         )
     text = visible(sent()[1001].payload["text"])
     assert "Proposed by the curator" in text and "the agent" not in text
+
+
+def test_an_author_without_a_display_name_is_named_by_their_login(
+    skill, people, django_capture_on_commit_callbacks
+):
+    source = author(people["marco"])
+    source.actor.display_name = ""
+    source.actor.save(update_fields=["display_name"])
+    with django_capture_on_commit_callbacks(execute=True):
+        skill_patch(
+            name="deploy-staging", old_string="make image", new_string="make img", author=source
+        )
+    assert "Proposed by marco" in visible(sent()[1001].payload["text"])
