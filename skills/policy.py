@@ -70,4 +70,13 @@ def may_review(person) -> bool:
     if person.is_staff or person.is_superuser:
         return True
     group = settings.SKILLS_REVIEWERS_GROUP
-    return bool(group) and person.groups.filter(name=group).exists()
+    if not group:
+        return False
+    # A page asks several times (its context, the audit rows, the badge): the person object
+    # lives for one request, so its membership is read once per request, not per question.
+    known = getattr(person, "_skill_reviewers_group", None)
+    if known is not None and known[0] == group:
+        return known[1]
+    member = person.groups.filter(name=group).exists()
+    person._skill_reviewers_group = (group, member)
+    return member

@@ -33,3 +33,21 @@ def test_the_query_finds_exactly_the_people_may_review_accepts(make_person, sett
     linked = skill_reviewer_actors(channel="telegram")
     assert [actor.person.username for actor in linked] == ["staff", "root", "greta"]
     assert skill_reviewer_actors(channel="web") == []
+
+
+def test_a_group_members_answer_is_read_once_per_person_object(
+    make_person, settings, django_assert_num_queries
+):
+    greta = make_person("greta")
+    settings.SKILLS_REVIEWERS_GROUP = "skill reviewers"
+    greta.groups.add(Group.objects.create(name="skill reviewers"))
+    with django_assert_num_queries(1):
+        assert may_review(greta) and may_review(greta) and may_review(greta)
+    settings.SKILLS_REVIEWERS_GROUP = "another group"
+    with django_assert_num_queries(1):
+        assert not may_review(greta)
+    settings.SKILLS_REVIEWERS_GROUP = "skill reviewers"
+    greta.groups.clear()
+    fresh = get_user_model().objects.get(pk=greta.pk)  # the next request's object
+    with django_assert_num_queries(1):
+        assert not may_review(fresh)
