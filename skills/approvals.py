@@ -14,11 +14,10 @@ from django.db.models import Q
 
 from chats.approvals import ApprovalSection
 from chats.models import Chat
-from chats.selectors import chats_readable_by
 from skills import policy
 from skills.diff import FileDiff, content_diff
 from skills.models import Skill, SkillEvent, SkillProposal, SkillVersion
-from skills.selectors import skill_proposals_reviewable
+from skills.selectors import readable_chat_ids, skill_proposals_reviewable
 
 SHOWN_LIMIT = 20  # proposals shown at once, oldest first: each one carries a whole diff
 COLLAPSED_ROWS = 40  # a change whose diff has more rows starts collapsed
@@ -104,12 +103,7 @@ def _items(person, proposals: list[SkillProposal]) -> list[ProposalItem]:
             "skill_id", "number", "skill_md", "files"
         )
     }
-    chat_ids = {proposal.source_chat_id for proposal in proposals if proposal.source_chat_id}
-    readable = set(
-        chats_readable_by(person).filter(pk__in=chat_ids).values_list("pk", flat=True)
-        if chat_ids
-        else ()
-    )
+    readable = readable_chat_ids(person, [proposal.source_chat_id for proposal in proposals])
     items = []
     for proposal in proposals:
         skill_pk, number = skills.get(proposal.slug, (None, None))

@@ -235,7 +235,8 @@ def skills_existing(names) -> set[str]:
     )
 
 
-def _readable_chat_ids(person, chat_ids) -> set[int]:
+def readable_chat_ids(person, chat_ids) -> set[int]:
+    """Which of `chat_ids` (None ignored) `person` may read: one query, none for no ids."""
     ids = {chat_id for chat_id in chat_ids if chat_id is not None}
     if not ids:
         return set()
@@ -343,7 +344,7 @@ def skill_version_rows(skill: Skill, *, person, limit: int = 100) -> list[Versio
     versions = list(
         skill_versions(skill).select_related("source_chat").defer(*VERSION_CONTENT)[:limit]
     )
-    readable = _readable_chat_ids(person, (v.source_chat_id for v in versions))
+    readable = readable_chat_ids(person, (v.source_chat_id for v in versions))
     current_hash = skill.current_version.content_hash if skill.current_version else None
     rows = []
     for version in versions:
@@ -375,7 +376,7 @@ def skill_event_rows(skill: Skill, *, person, limit: int = 100) -> list[EventRow
         .defer(*LINKED_VERSION_CONTENT)
         .order_by("-created_at", "-id")[:limit]
     )
-    readable = _readable_chat_ids(person, (event.chat_id for event in events))
+    readable = readable_chat_ids(person, (event.chat_id for event in events))
     reviewer = policy.may_review(person)
     person_id = getattr(person, "pk", None)
     rows = []
@@ -417,7 +418,7 @@ def skill_usage_rows(skill: Skill, *, person, limit: int = 50) -> list[UsageRow]
     """The newest `limit` loads of `skill` with their turns' outcomes, for `person`: a chat
     they may not read is never named (the row stays: counts include it)."""
     usage = skill_usage(skill, limit=limit)
-    readable = _readable_chat_ids(person, (row["chat"].pk for row in usage if row["chat"]))
+    readable = readable_chat_ids(person, (row["chat"].pk for row in usage if row["chat"]))
     rows = []
     for row in usage:
         chat, hidden = _shown_chat(row["chat"], readable)
