@@ -185,9 +185,9 @@ def test_each_review_shows_when_focus_status_model_tokens_cost_duration_and_outc
         refused_calls=1,
         steps=[
             {
-                "tool": "memory",
-                "arguments": {"action": "add", "content": "Standup at nine."},
-                "result": "Proposed (waiting for approval).",
+                "tool": "skill_view",
+                "arguments": {"name": "standup"},
+                "result": "Standup at nine.",
                 "is_error": False,
                 "refused": False,
             },
@@ -214,9 +214,11 @@ def test_each_review_shows_when_focus_status_model_tokens_cost_duration_and_outc
     assert "Failed: The model is unreachable." in page
     assert '<span class="label label-queued">queued</span>' in page
     assert "<summary>Tool calls (2)</summary>" in page  # collapsed
-    assert "&quot;content&quot;: &quot;Standup at nine.&quot;" in page
-    assert "Proposed (waiting for approval)." in page
+    assert "&quot;name&quot;: &quot;standup&quot;" in page  # a read of skills: all shown
+    assert "Standup at nine." in page
     assert '<li class="step is-refused">' in page and "label-refused" in page
+    # A refused call proposed nothing: its tool is named, its arguments are not shown.
+    assert "&quot;command&quot;" not in page and "the call was refused" in page
 
 
 def test_hostile_outcomes_and_tool_arguments_are_escaped_with_hidden_characters_marked(
@@ -229,13 +231,14 @@ def test_hostile_outcomes_and_tool_arguments_are_escaped_with_hidden_characters_
         error="",
         steps=[
             {
-                "tool": "memory<img src=x>",
+                "tool": "skill_view",
                 "arguments": {"content": hostile},
                 "result": hostile,
                 "is_error": False,
                 "refused": False,
             },
-            {"tool": "memory", "arguments": hostile, "result": "", "refused": False},
+            {"tool": "skills_list", "arguments": hostile, "result": "", "refused": False},
+            {"tool": "memory<img src=x>", "arguments": hostile, "result": "", "refused": True},
         ],
     )
     page = login(member).get(learning_url(topic)).content.decode()
