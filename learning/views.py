@@ -35,7 +35,11 @@ from learning.selectors import (
     reviews_with_proposals_for_chat,
     skill_proposals_decidable_by,
 )
-from learning.services import ChatLearningNotAllowed, chat_learning_settings_update
+from learning.services import (
+    ChatLearningNotAllowed,
+    IntervalTooShort,
+    chat_learning_settings_update,
+)
 
 PAGE_SIZE = 25
 # Arguments are stored whole; the page shows their start (results are already cut).
@@ -186,6 +190,8 @@ def chat_learning_settings(request: HttpRequest, chat_key: str) -> HttpResponse:
             raise PermissionDenied(
                 "Only the chat's owners and admins change its learning."
             ) from None
+        except IntervalTooShort as refusal:
+            form.add_error(refusal.field, str(refusal))
         except ValueError as refusal:
             form.add_error(None, str(refusal))
     if form.is_valid():

@@ -424,12 +424,12 @@ def test_without_javascript_the_form_posts_and_redirects_back(make_person, topic
     admin = make_person("ada")
     chat_member_ensure(chat=topic, person=admin, role=ChatMember.Role.ADMIN)
     client = login(admin)
-    response = post_settings(client, topic, memory="", skill="3")
+    response = post_settings(client, topic, memory="", skill="6")
     assert response.status_code == 302 and response["Location"] == learning_url(topic)
     page = client.get(response["Location"]).content.decode()
     assert "Saved the learning settings." in page
-    assert "every 3 tool-loop iterations (this chat)" in page and "site default (10)" in page
-    assert ChatLearning.objects.get(chat=topic).skill_interval == 3
+    assert "every 6 tool-loop iterations (this chat)" in page and "site default (10)" in page
+    assert ChatLearning.objects.get(chat=topic).skill_interval == 6
 
 
 def test_active_staff_in_the_chat_may_change_it_too(make_person, topic):
