@@ -256,8 +256,16 @@ def test_thirty_reviews_page_by_twenty_five_with_constant_queries(
     def fill(count, start):
         for number in range(start, start + count):
             review = make_review(topic, turn_number=number, outcome=f"Outcome {number}.")
-            review_propose(review, memory_book(scope="chat", chat=topic), f"Fact number {number}.")
-            skill_proposal(review, f"skill-{number}")
+            entry = review_propose(
+                review, memory_book(scope="chat", chat=topic), f"Fact number {number}."
+            )
+            proposal = skill_proposal(review, f"skill-{number}")
+            step = {"tool": "memory", "arguments": {"content": f"Fact number {number}."}}
+            review.steps = [
+                step | {"memory_entries": [entry.pk], "skill_proposals": []},
+                step | {"tool": "skill_manage", "skill_proposals": [proposal.pk]},
+            ]
+            review.save(update_fields=["steps"])
 
     fill(3, 1)
     with CaptureQueriesContext(connection) as few:
@@ -267,6 +275,7 @@ def test_thirty_reviews_page_by_twenty_five_with_constant_queries(
         page = client.get(learning_url(topic)).content.decode()
     assert turns(page) == list(range(30, 5, -1))  # the newest 25
     assert "Fact number 30." in page  # olivia owns the chat: its pending facts are hers to decide
+    assert "&quot;content&quot;: &quot;Fact number 30." in page  # and so the steps that made them
     assert "Page 1 of 2" in page and 'href="?page=2"' in page
 
     second = client.get(learning_url(topic) + "?page=2", headers=HTMX | {"HX-Target": "reviews"})
