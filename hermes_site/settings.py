@@ -353,6 +353,9 @@ SKILLS_INDEX_TOKENS = env_int("SKILLS_INDEX_TOKENS", 1200, minimum=100)
 # chat may override both in the admin.
 LEARNING_MEMORY_REVIEW_INTERVAL = env_int("LEARNING_MEMORY_REVIEW_INTERVAL", 10, minimum=0)
 LEARNING_SKILL_REVIEW_INTERVAL = env_int("LEARNING_SKILL_REVIEW_INTERVAL", 10, minimum=0)
+# The smallest interval a chat's owner or admin may set (0, off, always allowed); staff may
+# set a smaller one for a chat. Reviews share one queue: this keeps one room from flooding it.
+LEARNING_MIN_INTERVAL = env_int("LEARNING_MIN_INTERVAL", 5, minimum=1)
 # Model calls one review may make, and the tokens of history it reads.
 LEARNING_REVIEW_MAX_ITERATIONS = env_int("LEARNING_REVIEW_MAX_ITERATIONS", 8, minimum=1)
 LEARNING_SNAPSHOT_TOKENS = env_int("LEARNING_SNAPSHOT_TOKENS", 6000, minimum=200)

@@ -10,6 +10,11 @@ class LearningConfig(AppConfig):
 
         turn_finished.connect(_count_turn, dispatch_uid="learning-count-turn")
 
+        from learning.curator import skill_stale_note
+        from skills.views import register_skill_page_note
+
+        register_skill_page_note("curator", skill_stale_note)
+
 
 def _count_turn(sender, turn, status, **kwargs) -> None:
     from learning.services import learning_turn_finished

@@ -4,9 +4,11 @@ to a reviewer for merging. Run periodically by `learning.tasks.run_curator`.
 Status: a skill unused for LEARNING_CURATOR_STALE_DAYS becomes `stale` (still listed), for
 LEARNING_CURATOR_ARCHIVE_DAYS `archived` (out of the index; a reviewer restores it). Its
 age counts from the latest of: its last use by a turn (a SkillUsage; a background review's
-view is none), its current version (an import, edit or rollback makes it fresh), and a
-reviewer's restore. Pinned skills and skills something references (see
-`referenced_skills_register`) are never marked, and a stale one of them is active again.
+view is none), its current version (an import, edit or rollback makes it fresh), a
+reviewer's restore, and the curator's own first run on this hub (`CuratorState`), so a hub
+that switches the curator on gives every skill the full grace period. Pinned skills and
+skills something references (see `referenced_skills_register`) are never marked, and a stale
+one of them is active again.
 Each change runs under the skill's row lock with one SkillEvent (via=system) in the same
 transaction, and is decided again under the lock, so a second or concurrent run changes
 nothing more. Nothing is deleted: versions and usages are never touched.
@@ -28,11 +30,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Count, F, OuterRef, QuerySet, Subquery
 from django.utils import timezone
 from rapidfuzz import fuzz, utils
 
+from learning.models import CuratorState
 from skills.format import SkillFormatError, split_front_matter
 from skills.models import Skill, SkillEvent, SkillProposal, SkillUsage, Via
 from skills.services import Author, Kind, _cut, _event, _lock, skill_propose
@@ -130,25 +133,53 @@ def _with_activity(skills: QuerySet[Skill]) -> QuerySet[Skill]:
     )
 
 
-def _decide(skill: Skill, *, referenced: set[str], now: datetime) -> tuple[str, dict]:
-    """The status `skill` should have, and the audit details that explain it."""
-    stale_days = settings.LEARNING_CURATOR_STALE_DAYS
-    archive_days = settings.LEARNING_CURATOR_ARCHIVE_DAYS
+def curator_first_run(*, now: datetime) -> datetime:
+    """When the curator first ran on this hub: recorded as `now` by the first run that asks
+    (once, even when two runs race), read back by every later one."""
+    state = CuratorState.objects.filter(pk=1).first()
+    if state is None:
+        try:
+            with transaction.atomic():
+                state = CuratorState.objects.create(pk=1, first_run_at=now)
+        except IntegrityError:
+            state = CuratorState.objects.get(pk=1)
+    return state.first_run_at
+
+
+def curator_started_at() -> datetime | None:
+    """When the curator first ran on this hub, or None before its first run."""
+    return CuratorState.objects.filter(pk=1).values_list("first_run_at", flat=True).first()
+
+
+def _idle_since(skill: Skill, first_run: datetime) -> tuple[str, datetime]:
+    """(what, when) the skill's idle time counts from: the latest of its last use, its
+    current version, a person's restore, and the curator's first run."""
     since = {
         "use": skill.last_used,
         "change": skill.last_change,
         "restore": skill.last_restore,
+        "curator": first_run,
     }
-    counted_from, reference = max(
+    return max(
         ((name, moment) for name, moment in since.items() if moment is not None),
         key=lambda item: item[1],
     )
+
+
+def _decide(
+    skill: Skill, *, referenced: set[str], now: datetime, first_run: datetime
+) -> tuple[str, dict]:
+    """The status `skill` should have, and the audit details that explain it."""
+    stale_days = settings.LEARNING_CURATOR_STALE_DAYS
+    archive_days = settings.LEARNING_CURATOR_ARCHIVE_DAYS
+    counted_from, reference = _idle_since(skill, first_run)
     unused = max(now - reference, timedelta(0))
     detail = {
         "days_unused": unused.days,
         "counted_from": counted_from,
         "last_used": skill.last_used.isoformat() if skill.last_used else None,
         "last_change": skill.last_change.isoformat(),
+        "curator_first_run": first_run.isoformat(),
         "stale_days": stale_days,
         "archive_days": archive_days,
     }
@@ -174,7 +205,9 @@ EVENT_OF_STATUS = {
 }
 
 
-def _curate_one(slug: str, *, referenced: set[str], now: datetime) -> str | None:
+def _curate_one(
+    slug: str, *, referenced: set[str], now: datetime, first_run: datetime
+) -> str | None:
     """Bring one skill to the status it should have, under its row lock; the new status, or
     None when it already had it (or left the curator's reach meanwhile)."""
     with transaction.atomic():
@@ -183,7 +216,7 @@ def _curate_one(slug: str, *, referenced: set[str], now: datetime) -> str | None
             return None
         # Read after the lock: a use committed by a turn meanwhile is seen here.
         skill = _with_activity(Skill.objects.filter(pk=skill.pk)).get()
-        wanted, detail = _decide(skill, referenced=referenced, now=now)
+        wanted, detail = _decide(skill, referenced=referenced, now=now, first_run=first_run)
         if wanted == skill.status:
             return None
         detail.update({"from": skill.status, "to": wanted})
@@ -200,7 +233,9 @@ def _curate_one(slug: str, *, referenced: set[str], now: datetime) -> str | None
         return wanted
 
 
-def _curate_statuses(report: CuratorReport, *, referenced: set[str], now: datetime) -> None:
+def _curate_statuses(
+    report: CuratorReport, *, referenced: set[str], now: datetime, first_run: datetime
+) -> None:
     skills = _with_activity(
         Skill.objects.filter(
             status__in=(Status.ACTIVE, Status.STALE), current_version__isnull=False
@@ -208,10 +243,10 @@ def _curate_statuses(report: CuratorReport, *, referenced: set[str], now: dateti
     )
     for skill in skills:
         report.checked += 1
-        wanted, _ = _decide(skill, referenced=referenced, now=now)
+        wanted, _ = _decide(skill, referenced=referenced, now=now, first_run=first_run)
         if wanted == skill.status:
             continue  # decided again under the lock only when something may change
-        changed = _curate_one(skill.slug, referenced=referenced, now=now)
+        changed = _curate_one(skill.slug, referenced=referenced, now=now, first_run=first_run)
         if changed == Status.STALE:
             report.stale.append(skill.slug)
         elif changed == Status.ARCHIVED:
@@ -449,7 +484,8 @@ def _curate_merges(report: CuratorReport, *, referenced: set[str]) -> None:
 
 def curator_run(*, now: datetime | None = None) -> CuratorReport:
     """One pass over the skills: mark stale, archive, reactivate (each change once, under the
-    skill's row lock, with a via=system event) and, when LEARNING_CURATOR_MERGES is on,
+    skill's row lock, with a via=system event; idle time counts from the curator's first run
+    at the earliest, recorded by the first run) and, when LEARNING_CURATOR_MERGES is on,
     propose merges that wait for a skill reviewer. Idempotent; deletes nothing."""
     now = now or timezone.now()
     report = CuratorReport()
@@ -459,9 +495,61 @@ def curator_run(*, now: datetime | None = None) -> CuratorReport:
         logger.exception("curator: a referenced-skills provider failed; nothing was changed")
         report.error = f"a referenced-skills provider failed: {exc}"
         return report
-    _curate_statuses(report, referenced=referenced, now=now)
+    first_run = curator_first_run(now=now)
+    _curate_statuses(report, referenced=referenced, now=now, first_run=first_run)
+    CuratorState.objects.filter(pk=1).update(last_run_at=now)
     if settings.LEARNING_CURATOR_MERGES:
         _curate_merges(report, referenced=referenced)
     if report.changed:
         logger.info("curator: %s", report.summary())
     return report
+
+
+# --- When a skill will fade (the skill page) ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class StaleForecast:
+    """What the curator will do to a skill nobody uses, and from when: `becomes` is "stale"
+    (an active skill) or "archived" (a stale one)."""
+
+    becomes: str
+    on: datetime
+
+
+def skill_stale_forecast(skill: Skill, *, now: datetime | None = None) -> StaleForecast | None:
+    """When the curator will mark `skill` stale (a stale one: archive it) unless a turn uses
+    it, by the rule the curator applies (`_idle_since`; before the curator's first run, its
+    count can start no earlier than now). None for pinned, referenced and archived skills, a
+    skill without content, or with the curator off."""
+    if settings.LEARNING_CURATOR_INTERVAL_HOURS <= 0:
+        return None
+    if skill.pinned or skill.status == Status.ARCHIVED or skill.current_version_id is None:
+        return None
+    try:
+        if skill.slug in referenced_skill_slugs():
+            return None
+    except Exception:  # noqa: BLE001 - the curator changes nothing then; nothing to forecast
+        return None
+    now = now or timezone.now()
+    annotated = _with_activity(Skill.objects.filter(pk=skill.pk)).first()
+    if annotated is None:
+        return None
+    _, since = _idle_since(annotated, curator_started_at() or now)
+    if skill.status == Status.STALE:
+        return StaleForecast(
+            "archived", since + timedelta(days=settings.LEARNING_CURATOR_ARCHIVE_DAYS)
+        )
+    return StaleForecast("stale", since + timedelta(days=settings.LEARNING_CURATOR_STALE_DAYS))
+
+
+def skill_stale_note(skill: Skill) -> str:
+    """The skill page's line on it: "Becomes stale on 2027-01-05 unless used." (archived, for
+    a stale skill), "" when nothing will happen to it (see `skill_stale_forecast`)."""
+    forecast = skill_stale_forecast(skill)
+    if forecast is None:
+        return ""
+    verb = "Becomes stale" if forecast.becomes == "stale" else "Archived"
+    if forecast.on <= timezone.now():
+        return f"{verb} at the curator's next run unless used before."
+    return f"{verb} on {timezone.localtime(forecast.on):%Y-%m-%d} unless used."

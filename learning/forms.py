@@ -36,11 +36,15 @@ class ChatLearningSettingsForm(forms.Form):
         super().__init__(*args, **kwargs)
         memory_default = settings.LEARNING_MEMORY_REVIEW_INTERVAL
         skill_default = settings.LEARNING_SKILL_REVIEW_INTERVAL
+        minimum = settings.LEARNING_MIN_INTERVAL
         self.fields[
             "memory_interval"
-        ].help_text = f"user turns; empty: the site default ({memory_default}); 0: off"
-        self.fields[
-            "skill_interval"
-        ].help_text = f"tool-loop iterations; empty: the site default ({skill_default}); 0: off"
+        ].help_text = (
+            f"user turns, at least {minimum}; empty: the site default ({memory_default}); 0: off"
+        )
+        self.fields["skill_interval"].help_text = (
+            f"tool-loop iterations, at least {minimum}; empty: the site default "
+            f"({skill_default}); 0: off"
+        )
         self.fields["memory_interval"].widget.attrs["placeholder"] = f"default ({memory_default})"
         self.fields["skill_interval"].widget.attrs["placeholder"] = f"default ({skill_default})"

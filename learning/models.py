@@ -5,6 +5,7 @@ of the nudge engine: user turns since the last memory review, tool-loop iteratio
 the last skill review, with optional per-chat intervals and the quiet-notice switch.
 **Review** is one background review run: what triggered it, what it cost, what it
 concluded, and (through `MemoryEntry.review` and `SkillProposal.review`) what it proposed.
+**CuratorState** (one row) remembers when the skills curator first ran.
 Writes go through `learning.services` and `learning.review`, reads through
 `learning.selectors`.
 """
@@ -135,3 +136,19 @@ class Review(models.Model):
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
+
+
+class CuratorState(models.Model):
+    """What the skills curator remembers between runs (one row, pk 1): when it first ran on
+    this hub. A skill's idle time counts from then at the earliest, so switching the curator
+    on (or upgrading to it) never archives months-old skills at once."""
+
+    first_run_at = models.DateTimeField()
+    last_run_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "curator state"
+        verbose_name_plural = "curator state"
+
+    def __str__(self) -> str:
+        return f"curator, first run {self.first_run_at:%Y-%m-%d %H:%M}"

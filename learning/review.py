@@ -266,10 +266,15 @@ class ReviewRunner:
                 )
                 is_error = True
                 self.review.refused_calls += 1
-            else:
+            made = {"memory_entries": [], "skill_proposals": []}
+            if not refused:
+                before = _proposals_made(self.review.pk)
                 result = execute_tool_call(tool_map, call.name, call.arguments, context)
                 content, is_error = result.content, result.is_error
+                made = _made_since(before, _proposals_made(self.review.pk))
             self.review.tool_calls += 1
+            # Each step names the proposals it made: the learning page shows a step's
+            # arguments and result only to who may read those proposals.
             self.review.steps.append(
                 {
                     "tool": call.name,
@@ -278,9 +283,29 @@ class ReviewRunner:
                     "is_error": is_error,
                     "refused": refused,
                 }
+                | made
             )
             sent.append({"role": "tool", "tool_call_id": call.id, "content": content})
         return sent
+
+
+def _proposals_made(review_id: int) -> tuple[set[tuple[int, int]], set[int]]:
+    """The memory entries (with their revision, bumped by every proposal on them) and skill
+    proposals this review is linked to now."""
+    from memory.models import MemoryEntry
+    from skills.models import SkillProposal
+
+    entries = set(MemoryEntry.objects.filter(review_id=review_id).values_list("pk", "revision"))
+    proposals = set(SkillProposal.objects.filter(review_id=review_id).values_list("pk", flat=True))
+    return entries, proposals
+
+
+def _made_since(before, after) -> dict[str, list[int]]:
+    """What one tool call proposed: entries new or changed, skill proposals new."""
+    return {
+        "memory_entries": sorted({pk for pk, _ in after[0] - before[0]}),
+        "skill_proposals": sorted(after[1] - before[1]),
+    }
 
 
 def _arguments(raw: str):

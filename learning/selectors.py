@@ -181,3 +181,160 @@ def skill_proposals_decidable_by(person) -> bool:
     from skills.policy import may_review
 
     return may_review(person)
+
+
+# --- a review's tool calls and outcome, through the rules of what they proposed -------------
+
+# Tools that only read skills (every person may read them): their steps propose nothing.
+READ_ONLY_TOOLS = ("skills_list", "skill_view")
+
+
+@dataclass(frozen=True)
+class ShownStep:
+    """One tool call of a review as one reader may see it: `shown` False leaves out its
+    arguments and result (they may hold a proposal's text this person may not read)."""
+
+    tool: str
+    arguments: object
+    result: str
+    is_error: bool
+    refused: bool
+    shown: bool
+
+
+@dataclass(frozen=True)
+class ShownReview:
+    """A review's steps and whether its outcome (which may quote what it proposed) is shown."""
+
+    steps: list[ShownStep]
+    outcome_shown: bool
+
+
+def _memory_readable(item: ShownMemoryProposal) -> bool:
+    """May the reader see all a memory proposal carries (a waiting replacement's new text
+    too)? Decided by `memory_proposals_shown`, memory's own rule."""
+    if item.text is None:
+        return False
+    waiting_text = item.waiting and item.entry.pending_change == "replace"
+    return not waiting_text or item.proposed_text is not None
+
+
+def _step_links(step: dict, review: Review) -> tuple[list[int], list[int]]:
+    """(memory entry ids, skill proposal ids) a step made. A step recorded before steps named
+    them is linked to everything its review proposed."""
+    if "memory_entries" in step or "skill_proposals" in step:
+
+        def ids(key):
+            value = step.get(key)
+            return [pk for pk in value if isinstance(pk, int)] if isinstance(value, list) else []
+
+        return ids("memory_entries"), ids("skill_proposals")
+    return (
+        [entry.pk for entry in review.memory_entries.all()],
+        [proposal.pk for proposal in review.skill_proposals.all()],
+    )
+
+
+def review_steps_shown(
+    reviews, *, chat: Chat, person, memory: list[ShownMemoryProposal]
+) -> dict[int, ShownReview]:
+    """Per review of `chat` (from `reviews_with_proposals_for_chat`): its tool calls, each
+    with arguments and result only where `person` may read every proposal that call made —
+    memory's rule for a fact (`memory_proposals_shown`, whose output for the reviews' own
+    entries is `memory`), skills' rule for a skill change (`unreviewed_text_readable`; an
+    approved one became a version everyone reads). A call that proposed nothing (refused,
+    blocked, an error: its text may be what was refused) shows its tool only; a call that
+    only read skills shows all. The outcome, which may quote the proposals, only where every
+    proposal the review made is readable.
+    A page of reviews costs the same few queries at any length."""
+    from memory.models import MemoryEntry
+    from skills.models import SkillProposal
+    from skills.policy import may_review
+    from skills.selectors import readable_chat_ids, unreviewed_text_readable
+
+    reviews = list(reviews)
+    steps_of = {
+        review.pk: [
+            (step, _step_links(step, review))
+            for step in (review.steps if isinstance(review.steps, list) else [])
+            if isinstance(step, dict)
+        ]
+        for review in reviews
+    }
+    memory_shown = {item.entry.pk: item for item in memory}
+    entry_ids, proposal_ids = set(), set()
+    for review in reviews:
+        entry_ids.update(entry.pk for entry in review.memory_entries.all())
+        proposal_ids.update(proposal.pk for proposal in review.skill_proposals.all())
+        for _, (entries, proposals) in steps_of[review.pk]:
+            entry_ids.update(entries)
+            proposal_ids.update(proposals)
+    missing = entry_ids - set(memory_shown)
+    if missing:  # entries a step made that a later review has since taken over
+        extra = MemoryEntry.objects.select_related("book__chat", "book__person", "book__actor")
+        for item in memory_proposals_shown(
+            extra.filter(pk__in=missing).order_by("id"), chat=chat, person=person
+        ):
+            memory_shown[item.entry.pk] = item
+    skill_rows = {}
+    if proposal_ids:
+        skill_rows = {
+            row[0]: row
+            for row in SkillProposal.objects.filter(pk__in=proposal_ids).values_list(
+                "pk", "status", "author_person_id", "source_chat_id"
+            )
+        }
+    readable = readable_chat_ids(person, (row[3] for row in skill_rows.values()))
+    reviewer = bool(skill_rows) and may_review(person)
+    person_id = getattr(person, "pk", None)
+
+    def memory_ok(pk: int) -> bool:
+        item = memory_shown.get(pk)
+        return item is not None and _memory_readable(item)
+
+    def skill_ok(pk: int) -> bool:
+        row = skill_rows.get(pk)
+        if row is None:
+            return False
+        if row[1] == SkillProposal.Status.APPROVED:
+            return True
+        return unreviewed_text_readable(
+            reviewer=reviewer,
+            person_id=person_id,
+            writer_id=row[2],
+            chat_id=row[3],
+            readable=readable,
+        )
+
+    shown: dict[int, ShownReview] = {}
+    for review in reviews:
+        steps = []
+        for step, (entries, proposals) in steps_of[review.pk]:
+            tool = str(step.get("tool") or "?")
+            refused = bool(step.get("refused"))
+            if tool in READ_ONLY_TOOLS and not refused:
+                visible = True
+            else:
+                visible = bool(entries or proposals) and (
+                    all(memory_ok(pk) for pk in entries) and all(skill_ok(pk) for pk in proposals)
+                )
+            steps.append(
+                ShownStep(
+                    tool=tool,
+                    arguments=step.get("arguments", "") if visible else None,
+                    result=str(step.get("result") or "") if visible else "",
+                    is_error=bool(step.get("is_error")),
+                    refused=refused,
+                    shown=visible,
+                )
+            )
+        entries_made = {entry.pk for entry in review.memory_entries.all()}
+        proposals_made = {proposal.pk for proposal in review.skill_proposals.all()}
+        for _, (entries, proposals) in steps_of[review.pk]:
+            entries_made.update(entries)
+            proposals_made.update(proposals)
+        outcome_shown = all(memory_ok(pk) for pk in entries_made) and all(
+            skill_ok(pk) for pk in proposals_made
+        )
+        shown[review.pk] = ShownReview(steps=steps, outcome_shown=outcome_shown)
+    return shown

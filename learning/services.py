@@ -13,6 +13,7 @@ queue; a turn never waits for one.
 import logging
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
@@ -82,7 +83,9 @@ def learning_turn_finished(*, turn: Turn, status: str) -> Review | None:
     turn's tool-loop iterations. A turn that called `memory` resets the memory counter, one
     that called `skill_manage` the skill counter. A counter that reaches its interval (> 0)
     is reset and one review is queued after commit, with the focus memory, skills, or
-    combined when both crossed. Returns that review, or None."""
+    combined when both crossed; an area that already has a queued review in this chat joins
+    it instead (it now reads on to this turn), so a chat never has two queued reviews of one
+    area. Returns the review queued or joined, or None."""
     if status != Turn.Status.COMPLETED:
         return None
     activity = turn_activity(turn)
@@ -112,21 +115,59 @@ def learning_turn_finished(*, turn: Turn, status: str) -> Review | None:
         )
         if not (memory_due or skills_due):
             return None
-        if memory_due and skills_due:
-            focus = Review.Focus.COMBINED
-        else:
-            focus = Review.Focus.MEMORY if memory_due else Review.Focus.SKILLS
+        due = [
+            area
+            for area, crossed in (
+                (Review.Focus.MEMORY, memory_due),
+                (Review.Focus.SKILLS, skills_due),
+            )
+            if crossed
+        ]
+        turn_number = Turn.objects.filter(chat_id=turn.chat_id, id__lte=turn.pk).count()
+        covers_to = turn.reply_id or _last_message_id(turn.chat_id)
+        # At most one queued review per chat and area: a crossing while one waits extends
+        # that one to this turn (it has read nothing yet, so it reads these turns too), and
+        # the reviews' queue holds at most one entry per chat and area, served in order.
+        waiting = list(
+            Review.objects.filter(chat_id=turn.chat_id, status=Review.Status.QUEUED).order_by("id")
+        )
+        joined: Review | None = None
+        extended: set[int] = set()
+        remaining = []
+        for area in due:
+            target = next((r for r in waiting if area in FOCUS_AREAS[r.focus]), None)
+            if target is not None and (
+                target.pk in extended or _extend(target, turn, turn_number, covers_to)
+            ):
+                extended.add(target.pk)
+                joined = joined or target
+            else:
+                remaining.append(area)
+        if not remaining:
+            return joined
+        focus = Review.Focus.COMBINED if len(remaining) == 2 else remaining[0]
         review = Review.objects.create(
             chat_id=turn.chat_id,
             turn=turn,
-            turn_number=Turn.objects.filter(chat_id=turn.chat_id, id__lte=turn.pk).count(),
+            turn_number=turn_number,
             focus=focus,
             trigger=trigger,
             covers_after_id=_previous_end(turn.chat_id, focus),
-            covers_to_id=turn.reply_id or _last_message_id(turn.chat_id),
+            covers_to_id=covers_to,
         )
         transaction.on_commit(lambda: _enqueue(review.pk))
     return review
+
+
+def _extend(review: Review, turn: Turn, turn_number: int, covers_to: int | None) -> bool:
+    """Let a still-queued review read on to `turn` (it will run after it) instead of queueing
+    a second one; False when a worker claimed it meanwhile (it read what it had)."""
+    trigger = dict(review.trigger or {})
+    trigger["coalesced"] = int(trigger.get("coalesced") or 0) + 1
+    fields = {"turn": turn, "turn_number": turn_number, "trigger": trigger}
+    if covers_to is not None:
+        fields["covers_to_id"] = covers_to
+    return bool(Review.objects.filter(pk=review.pk, status=Review.Status.QUEUED).update(**fields))
 
 
 FOCUS_AREAS = {
@@ -202,6 +243,27 @@ class ChatLearningNotAllowed(PermissionError):
     """The person may not change this chat's learning settings; nothing was written."""
 
 
+class IntervalTooShort(ValueError):
+    """An interval under LEARNING_MIN_INTERVAL from someone who is not staff; `field` names
+    it. Nothing was written."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+
+
+def _check_minimum(field: str, value: int | None, current: int | None) -> None:
+    """Refuse an interval from 1 to under the minimum (0, off, is fine), unless it is the one
+    the chat already has (staff set it: saving the form again keeps it)."""
+    minimum = settings.LEARNING_MIN_INTERVAL
+    if value is not None and 0 < value < minimum and value != current:
+        raise IntervalTooShort(
+            field,
+            f"Enter {minimum} or more (0 turns these reviews off): reviews share one queue, "
+            "so only staff set a shorter interval for a chat.",
+        )
+
+
 def chat_learning_settings_update(
     *,
     chat: Chat,
@@ -212,8 +274,10 @@ def chat_learning_settings_update(
 ) -> ChatLearning:
     """`chat_learning_update` for a person: only the chat's owners and admins and active staff
     (anyone else: ChatLearningNotAllowed, nothing written); intervals 0 to MAX_INTERVAL or
-    None. Written under the row lock, the counters kept, and what changed is recorded in the
-    row's admin history (who, before → after) in the same transaction."""
+    None, and from LEARNING_MIN_INTERVAL up unless the person is staff or keeps the chat's
+    current value (IntervalTooShort, nothing written). Written under the row lock, the
+    counters kept, and what changed is recorded in the row's admin history (who, before →
+    after) in the same transaction."""
     from django.contrib.admin.models import CHANGE, LogEntry
 
     from learning.selectors import chat_learning_may_change
@@ -225,6 +289,9 @@ def chat_learning_settings_update(
             raise ValueError(f"an interval is at most {MAX_INTERVAL}")
     with transaction.atomic():
         before = _locked_learning(chat.pk)
+        if not (person.is_staff or person.is_superuser):
+            _check_minimum("memory_interval", memory_interval, before.memory_interval)
+            _check_minimum("skill_interval", skill_interval, before.skill_interval)
         old = _settings_words(before)
         learning = chat_learning_update(
             chat=chat,

@@ -4,7 +4,9 @@ background reviews that ran in it, with what each proposed.
 Readers of the chat see the page; anyone else gets the 404 of a missing chat. Its owners and
 admins and active staff also get the settings form (`#settings` partial for htmx, a redirect
 without JavaScript). A proposal's text is shown only through memory's rules
-(`learning.selectors.memory_proposals_shown`), never because a review made it.
+(`learning.selectors.memory_proposals_shown`), never because a review made it; a tool call's
+arguments and result, and the outcome, only to who may read what they proposed
+(`learning.selectors.review_steps_shown`).
 """
 
 import json
@@ -25,13 +27,19 @@ from chats.selectors import chat_for_person
 from learning.forms import ChatLearningSettingsForm
 from learning.models import ChatLearning, Review
 from learning.selectors import (
+    ShownReview,
     chat_learning_for_person,
     chat_learning_may_change,
     memory_proposals_shown,
+    review_steps_shown,
     reviews_with_proposals_for_chat,
     skill_proposals_decidable_by,
 )
-from learning.services import ChatLearningNotAllowed, chat_learning_settings_update
+from learning.services import (
+    ChatLearningNotAllowed,
+    IntervalTooShort,
+    chat_learning_settings_update,
+)
 
 PAGE_SIZE = 25
 # Arguments are stored whole; the page shows their start (results are already cut).
@@ -81,18 +89,17 @@ def _arguments(raw) -> str:
     return text if len(text) <= ARGUMENTS_CHARS else text[:ARGUMENTS_CHARS] + "…"
 
 
-def _steps(review: Review) -> list[dict]:
-    steps = review.steps if isinstance(review.steps, list) else []
+def _steps(shown: ShownReview | None) -> list[dict]:
     return [
         {
-            "tool": str(step.get("tool") or "?"),
-            "arguments": _arguments(step.get("arguments", "")),
-            "result": str(step.get("result") or ""),
-            "is_error": bool(step.get("is_error")),
-            "refused": bool(step.get("refused")),
+            "tool": step.tool,
+            "arguments": _arguments(step.arguments) if step.shown else "",
+            "result": step.result,
+            "is_error": step.is_error,
+            "refused": step.refused,
+            "shown": step.shown,
         }
-        for step in steps
-        if isinstance(step, dict)
+        for step in (shown.steps if shown else [])
     ]
 
 
@@ -111,6 +118,7 @@ def _rows(request: HttpRequest, chat: Chat, reviews: list[Review]) -> list[dict]
     """Each review with its tool calls and proposals as this person may see them."""
     entries = [entry for review in reviews for entry in review.memory_entries.all()]
     shown = memory_proposals_shown(entries, chat=chat, person=request.user)
+    steps = review_steps_shown(reviews, chat=chat, person=request.user, memory=shown)
     memory_of: dict[int, list] = {}
     for item in shown:
         memory_of.setdefault(item.entry.review_id, []).append(item)
@@ -132,7 +140,8 @@ def _rows(request: HttpRequest, chat: Chat, reviews: list[Review]) -> list[dict]
         rows.append(
             {
                 "review": review,
-                "steps": _steps(review),
+                "steps": _steps(steps.get(review.pk)),
+                "outcome_shown": steps[review.pk].outcome_shown if review.pk in steps else True,
                 "duration": _duration(review.duration_ms),
                 "memory": memory_of.get(review.pk, []),
                 "skills": skills,
@@ -181,6 +190,8 @@ def chat_learning_settings(request: HttpRequest, chat_key: str) -> HttpResponse:
             raise PermissionDenied(
                 "Only the chat's owners and admins change its learning."
             ) from None
+        except IntervalTooShort as refusal:
+            form.add_error(refusal.field, str(refusal))
         except ValueError as refusal:
             form.add_error(None, str(refusal))
     if form.is_valid():

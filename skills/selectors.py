@@ -364,6 +364,19 @@ def skill_version_rows(skill: Skill, *, person, limit: int = 100) -> list[Versio
     return rows
 
 
+def unreviewed_text_readable(
+    *, reviewer: bool, person_id, writer_id, chat_id, readable: set[int]
+) -> bool:
+    """The rule for text that never became a version (a proposal, a blocked or rejected
+    write): may the viewer read it? Skill reviewers, the person who wrote it and the readers
+    of the chat it came from (`readable`: `readable_chat_ids` of the viewer) may."""
+    return (
+        reviewer
+        or (person_id is not None and writer_id == person_id)
+        or (chat_id is not None and chat_id in readable)
+    )
+
+
 def skill_event_rows(skill: Skill, *, person, limit: int = 100) -> list[EventRow]:
     """The newest `limit` events of `skill`'s audit trail, newest first, for `person`: a chat
     they may not read is never named. Text that never became a version (a proposal, a write
@@ -382,10 +395,12 @@ def skill_event_rows(skill: Skill, *, person, limit: int = 100) -> list[EventRow
     rows = []
     for event in events:
         chat, hidden = _shown_chat(event.chat, readable)
-        text_hidden = event.kind in UNREVIEWED_TEXT and not (
-            reviewer
-            or (person_id is not None and event.person_id == person_id)
-            or (event.chat_id is not None and event.chat_id in readable)
+        text_hidden = event.kind in UNREVIEWED_TEXT and not unreviewed_text_readable(
+            reviewer=reviewer,
+            person_id=person_id,
+            writer_id=event.person_id,
+            chat_id=event.chat_id,
+            readable=readable,
         )
         detail = event.detail or {}
         if text_hidden:

@@ -10,6 +10,7 @@ a skill holds is shown escaped with hidden code points revealed; the body is ren
 
 import json
 import posixpath
+from collections.abc import Callable
 
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
@@ -128,6 +129,16 @@ def _files(version: SkillVersion) -> list[dict]:
     ]
 
 
+# Lines other apps add under a skill's head (the learning curator: when the skill becomes
+# stale). A registry, so that skills never imports the apps that build on it.
+_page_notes: dict[str, Callable[[Skill], str]] = {}
+
+
+def register_skill_page_note(name: str, provider: Callable[[Skill], str]) -> None:
+    """Add (or replace, by name) a provider of one line ("" for none) on a skill's page."""
+    _page_notes[name] = provider
+
+
 def skill_context(
     request: HttpRequest,
     skill: Skill,
@@ -160,6 +171,7 @@ def skill_context(
         "usage_total": counts["count"],
         "usage_last": counts["last"],
         "may_review": policy.may_review(person),
+        "page_notes": [note for name in sorted(_page_notes) if (note := _page_notes[name](skill))],
         "notice": notice,
         "failed": failed,
     }

@@ -23,6 +23,7 @@ from learning.curator import (
     referenced_skills_register,
     referenced_skills_unregister,
 )
+from learning.models import CuratorState
 from learning.tasks import CURATOR_TASK, review_queue, route_review, run_curator
 from skills.format import render_skill_md
 from skills.models import Skill, SkillEvent, SkillProposal, SkillUsage, SkillVersion, Via
@@ -108,6 +109,13 @@ def snapshot():
         sorted(SkillVersion.objects.values_list("id", "skill_id", "number", "content_hash")),
         sorted(SkillUsage.objects.values_list("id", "skill_id", "version_id", "created_at")),
     )
+
+
+@pytest.fixture(autouse=True)
+def curator_running_for_years():
+    """These tests are about a hub whose curator has run for years: its first run (from which
+    idle time counts at the earliest, see test_curator_first_run.py) is long past."""
+    CuratorState.objects.create(pk=1, first_run_at=ago(3650))
 
 
 @pytest.fixture

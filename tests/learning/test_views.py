@@ -185,9 +185,9 @@ def test_each_review_shows_when_focus_status_model_tokens_cost_duration_and_outc
         refused_calls=1,
         steps=[
             {
-                "tool": "memory",
-                "arguments": {"action": "add", "content": "Standup at nine."},
-                "result": "Proposed (waiting for approval).",
+                "tool": "skill_view",
+                "arguments": {"name": "standup"},
+                "result": "Standup at nine.",
                 "is_error": False,
                 "refused": False,
             },
@@ -214,9 +214,11 @@ def test_each_review_shows_when_focus_status_model_tokens_cost_duration_and_outc
     assert "Failed: The model is unreachable." in page
     assert '<span class="label label-queued">queued</span>' in page
     assert "<summary>Tool calls (2)</summary>" in page  # collapsed
-    assert "&quot;content&quot;: &quot;Standup at nine.&quot;" in page
-    assert "Proposed (waiting for approval)." in page
+    assert "&quot;name&quot;: &quot;standup&quot;" in page  # a read of skills: all shown
+    assert "Standup at nine." in page
     assert '<li class="step is-refused">' in page and "label-refused" in page
+    # A refused call proposed nothing: its tool is named, its arguments are not shown.
+    assert "&quot;command&quot;" not in page and "the call was refused" in page
 
 
 def test_hostile_outcomes_and_tool_arguments_are_escaped_with_hidden_characters_marked(
@@ -229,13 +231,14 @@ def test_hostile_outcomes_and_tool_arguments_are_escaped_with_hidden_characters_
         error="",
         steps=[
             {
-                "tool": "memory<img src=x>",
+                "tool": "skill_view",
                 "arguments": {"content": hostile},
                 "result": hostile,
                 "is_error": False,
                 "refused": False,
             },
-            {"tool": "memory", "arguments": hostile, "result": "", "refused": False},
+            {"tool": "skills_list", "arguments": hostile, "result": "", "refused": False},
+            {"tool": "memory<img src=x>", "arguments": hostile, "result": "", "refused": True},
         ],
     )
     page = login(member).get(learning_url(topic)).content.decode()
@@ -253,8 +256,16 @@ def test_thirty_reviews_page_by_twenty_five_with_constant_queries(
     def fill(count, start):
         for number in range(start, start + count):
             review = make_review(topic, turn_number=number, outcome=f"Outcome {number}.")
-            review_propose(review, memory_book(scope="chat", chat=topic), f"Fact number {number}.")
-            skill_proposal(review, f"skill-{number}")
+            entry = review_propose(
+                review, memory_book(scope="chat", chat=topic), f"Fact number {number}."
+            )
+            proposal = skill_proposal(review, f"skill-{number}")
+            step = {"tool": "memory", "arguments": {"content": f"Fact number {number}."}}
+            review.steps = [
+                step | {"memory_entries": [entry.pk], "skill_proposals": []},
+                step | {"tool": "skill_manage", "skill_proposals": [proposal.pk]},
+            ]
+            review.save(update_fields=["steps"])
 
     fill(3, 1)
     with CaptureQueriesContext(connection) as few:
@@ -264,6 +275,7 @@ def test_thirty_reviews_page_by_twenty_five_with_constant_queries(
         page = client.get(learning_url(topic)).content.decode()
     assert turns(page) == list(range(30, 5, -1))  # the newest 25
     assert "Fact number 30." in page  # olivia owns the chat: its pending facts are hers to decide
+    assert "&quot;content&quot;: &quot;Fact number 30." in page  # and so the steps that made them
     assert "Page 1 of 2" in page and 'href="?page=2"' in page
 
     second = client.get(learning_url(topic) + "?page=2", headers=HTMX | {"HX-Target": "reviews"})
@@ -421,12 +433,12 @@ def test_without_javascript_the_form_posts_and_redirects_back(make_person, topic
     admin = make_person("ada")
     chat_member_ensure(chat=topic, person=admin, role=ChatMember.Role.ADMIN)
     client = login(admin)
-    response = post_settings(client, topic, memory="", skill="3")
+    response = post_settings(client, topic, memory="", skill="6")
     assert response.status_code == 302 and response["Location"] == learning_url(topic)
     page = client.get(response["Location"]).content.decode()
     assert "Saved the learning settings." in page
-    assert "every 3 tool-loop iterations (this chat)" in page and "site default (10)" in page
-    assert ChatLearning.objects.get(chat=topic).skill_interval == 3
+    assert "every 6 tool-loop iterations (this chat)" in page and "site default (10)" in page
+    assert ChatLearning.objects.get(chat=topic).skill_interval == 6
 
 
 def test_active_staff_in_the_chat_may_change_it_too(make_person, topic):
