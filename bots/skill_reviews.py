@@ -250,6 +250,8 @@ def _already_decided_line(proposal) -> str:
         current = proposal.skill.current_version if proposal.skill_id else None
         now = f" (it is at version {current.number} now)" if current else ""
         return f"⏭ Out of date: {name} changed since this was proposed{now}. Nothing was applied."
+    if proposal.status == SkillProposal.Status.EXPIRED:
+        return f"⌛ Expired: nobody decided this change of {name} in time. Nothing was applied."
     decided_by = proposal.decided_by.get_username() if proposal.decided_by else "someone"
     label = proposal.get_status_display().lower()
     return f"Already decided: {label} by {html.escape(decided_by, quote=False)}."

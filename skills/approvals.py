@@ -178,7 +178,7 @@ SHOWN_ANOTHER_VERSION = (
 
 @dataclass(frozen=True)
 class Outcome:
-    kind: str  # approved, rejected, superseded, blocked, decided (a CSS label too)
+    kind: str  # approved, rejected, superseded, blocked, decided, expired (a CSS label too)
     text: str  # after the skill's name
     refused: bool = False
 
@@ -224,6 +224,8 @@ def outcome_already(proposal: SkillProposal) -> Outcome:
     """Someone (or something) decided the proposal before this decision."""
     if proposal.status == SkillProposal.Status.SUPERSEDED:
         return outcome_superseded(proposal.slug)
+    if proposal.status == SkillProposal.Status.EXPIRED:
+        return Outcome("expired", "expired before your decision: nothing was changed.", True)
     by = f" by {proposal.decided_by.get_username()}" if proposal.decided_by else ""
     status = proposal.get_status_display().lower()
     return Outcome("decided", f"was {status}{by} before your decision.", refused=True)
