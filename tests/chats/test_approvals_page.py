@@ -5,6 +5,7 @@ version the page showed; whoever may not decide an item changes nothing with it.
 import re
 
 import pytest
+from django.contrib.auth.models import Group
 
 from chats.models import ChatKind
 from chats.services import actor_get_or_create, chat_get_or_create
@@ -202,8 +203,12 @@ def test_a_skill_change_shown_against_another_version_decides_nothing(stella, pa
     assert f'id="skill-proposal-{patch.pk}"' in response.text  # still offered
 
 
-def test_people_who_may_not_decide_change_nothing_in_bulk(member, outsider, fact, patch):
-    for person in (member, outsider):
+def test_people_who_may_not_decide_change_nothing_in_bulk(
+    member, outsider, make_person, fact, patch
+):
+    other_group = make_person("otto")  # in another reviewers group than the skills one
+    other_group.groups.add(Group.objects.create(name="memory reviewers"))
+    for person in (member, outsider, other_group):
         response = login(person).post(
             BULK,
             {"decision": "approve", "entry": [ticked_entry(fact)], "skill": [ticked_skill(patch)]},
