@@ -10,6 +10,11 @@ class BotsConfig(AppConfig):
     verbose_name = "Telegram bridge"
 
     def ready(self) -> None:
+        from bots.notices import on_notice_posted
+        from chats.signals import notice_posted
+
+        # Notices in a Telegram chat's history (an expired proposal, say) reach Telegram too.
+        notice_posted.connect(on_notice_posted, dispatch_uid="bots-telegram-notices")
         # Memory and skills are optional neighbours: each one present gets review buttons.
         try:
             from memory.signals import proposal_created as memory_proposal_created

@@ -7,7 +7,8 @@ press calls the same review service as the dashboard with the presser as the rev
 service decides who is entitled) and the revision the message showed, then the message
 shows the outcome. Callback data is `mem:<entry id>:<revision>:a|r` (at most 35 bytes of
 Telegram's 64); it names a decision and a version, never a reviewer. A button of an older
-version decides nothing.
+version decides nothing, and neither does a press outside the presser's own private chat (the
+rule of skill buttons too).
 """
 
 import html
@@ -17,7 +18,7 @@ import re
 from django.db import transaction
 from telegram import CallbackQuery
 
-from bots.callbacks import callback_answer, callback_edit
+from bots.callbacks import callback_answer, callback_edit, in_own_private_chat
 from bots.models import OutboundMessage
 from bots.updates import BotIdentity, display_name
 from chats.models import Channel
@@ -113,6 +114,9 @@ def callback_query_apply(query: CallbackQuery, identity: BotIdentity):
         return UpdateOutcome(
             "callback:unknown", outbound=[callback_answer(query, "This button is old.")]
         )
+    if not in_own_private_chat(query):
+        text = "Memory proposals are decided in your private chat with me."
+        return UpdateOutcome("memory:not private", outbound=[callback_answer(query, text)])
     try:
         from memory.models import MemoryEvent
         from memory.reviews import memory_review

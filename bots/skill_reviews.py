@@ -19,9 +19,8 @@ import re
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from telegram import CallbackQuery
-from telegram.constants import ChatType
 
-from bots.callbacks import callback_answer, callback_edit
+from bots.callbacks import callback_answer, callback_edit, in_own_private_chat
 from bots.models import OutboundMessage
 from bots.telegram_format import TELEGRAM_LIMIT, utf16_len
 from bots.updates import BotIdentity, display_name
@@ -228,15 +227,6 @@ def on_proposal_created(sender=None, proposal=None, **kwargs) -> None:
 # --- a press ------------------------------------------------------------------------------
 
 
-def _in_own_private_chat(query: CallbackQuery) -> bool:
-    message = query.message
-    return (
-        message is not None
-        and message.chat.type == ChatType.PRIVATE
-        and message.chat.id == query.from_user.id
-    )
-
-
 def _outcome_line(proposal, decision: str, presser_name: str) -> str:
     name = _text(proposal.slug)
     who = html.escape(presser_name, quote=False)
@@ -260,6 +250,8 @@ def _already_decided_line(proposal) -> str:
         current = proposal.skill.current_version if proposal.skill_id else None
         now = f" (it is at version {current.number} now)" if current else ""
         return f"⏭ Out of date: {name} changed since this was proposed{now}. Nothing was applied."
+    if proposal.status == SkillProposal.Status.EXPIRED:
+        return f"⌛ Expired: nobody decided this change of {name} in time. Nothing was applied."
     decided_by = proposal.decided_by.get_username() if proposal.decided_by else "someone"
     label = proposal.get_status_display().lower()
     return f"Already decided: {label} by {html.escape(decided_by, quote=False)}."
@@ -275,7 +267,7 @@ def callback_query_apply(query: CallbackQuery, identity: BotIdentity):
         return UpdateOutcome(
             "callback:unknown", outbound=[callback_answer(query, "This button is old.")]
         )
-    if not _in_own_private_chat(query):
+    if not in_own_private_chat(query):
         text = "Skill changes are decided in your private chat with me."
         return UpdateOutcome("skills:not private", outbound=[callback_answer(query, text)])
     try:

@@ -13,3 +13,9 @@ actor_linked = Signal()
 # people already saw the outcome: keep them cheap; a failing one is logged and never affects
 # the turn. A turn whose lease was lost (stored nothing) sends nothing.
 turn_finished = Signal()
+
+# Sent when the hub posts a notice into a chat (`chats.notices.chat_notice_post`), inside the
+# transaction that stores it: `chat` and `message` (a system message, metadata["notice"] set).
+# The Telegram bridge listens to deliver it to a Telegram chat; a receiver's failure is logged
+# and never loses the notice.
+notice_posted = Signal()

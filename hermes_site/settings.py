@@ -333,7 +333,8 @@ MEMORY_BUDGET_USER = env_int("MEMORY_BUDGET_USER", 1375, minimum=100)
 MEMORY_APPROVAL_USER = env_str("MEMORY_APPROVAL_USER", "subject")
 MEMORY_APPROVAL_TEAM = env_str("MEMORY_APPROVAL_TEAM", "staff")
 MEMORY_APPROVAL_CHAT = env_str("MEMORY_APPROVAL_CHAT", "chat_admin")
-# Days a proposal waits for a decision before it expires.
+# Days a proposal waits for a decision before it expires (beat's hourly task, and before
+# every decision and every Approvals page).
 MEMORY_PROPOSAL_TTL_DAYS = env_float("MEMORY_PROPOSAL_TTL_DAYS", 14, minimum=0.001)
 
 # --- Skills -----------------------------------------------------------------------------
@@ -346,6 +347,9 @@ SKILLS_REVIEWERS_GROUP = env_str("SKILLS_REVIEWERS_GROUP", "skill reviewers")
 # Token budget of the skills index in the system prompt; past it, the index says how many
 # more skills there are and how to list them.
 SKILLS_INDEX_TOKENS = env_int("SKILLS_INDEX_TOKENS", 1200, minimum=100)
+# Days a skill proposal waits for a reviewer before beat's hourly task expires it (proposals
+# on a skill archived meanwhile expire at the next run).
+SKILLS_PROPOSAL_TTL_DAYS = env_float("SKILLS_PROPOSAL_TTL_DAYS", 14, minimum=0.001)
 
 # --- Learning loop (nudges and background reviews, docs/LEARNING.md) ---------------------
 # A review starts after this many completed user turns (memory focus) or tool-loop

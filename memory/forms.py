@@ -36,10 +36,14 @@ class EntryIdsField(forms.Field):
         return picked
 
     def validate(self, value) -> None:
-        if not value:
-            raise forms.ValidationError("Select at least one proposal first.")
+        if not value and self.required:
+            raise forms.ValidationError(NOTHING_SELECTED)
+
+
+NOTHING_SELECTED = "Select at least one proposal first."
 
 
 class BulkDecisionForm(forms.Form):
     decision = forms.ChoiceField(choices=[("approve", "Approve"), ("reject", "Reject")])
-    entry = EntryIdsField()
+    # The page's other sections (skill changes) tick boxes of their own: none here is fine.
+    entry = EntryIdsField(required=False)

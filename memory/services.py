@@ -19,6 +19,7 @@ from chats.models import Actor, Chat, Message
 from hermes_site.scanning import scan_book, scan_text
 from memory import policy
 from memory.audience import Audience, chat_audience, entry_shown, proposal_shown, readers_may_see
+from memory.expiry import expired_tell_chats
 from memory.models import MemoryBook, MemoryEntry, MemoryEvent, Scope, Visibility
 from memory.signals import proposal_created
 
@@ -29,6 +30,7 @@ Change = MemoryEntry.Change
 Kind = MemoryEvent.Kind
 LIVE = (Status.ACTIVE, Status.PENDING)
 MAX_AUDIT_TEXT = 4000
+EXPIRE_BATCH = 500  # proposals one expiry run handles at most; the rest, the next run
 
 
 class ReviewNotAllowed(PermissionError):
@@ -736,8 +738,10 @@ def memory_forget(
 def memory_expire_proposals(
     *, entry_ids: list[int] | None = None, book: MemoryBook | None = None, now=None
 ) -> int:
-    """Expire every proposal past its time (only those in `entry_ids` or `book`, if given):
-    an addition becomes expired, a replacement or removal is dropped. Returns how many."""
+    """Expire every proposal past its time (only those in `entry_ids` or `book`, if given; at
+    most EXPIRE_BATCH a call, the oldest first): an addition becomes expired, a replacement or
+    removal is dropped, each audited; then the chat each was made in gets one notice that
+    names none of them (memory.expiry). Returns how many expired."""
     now = now or timezone.now()
     due = MemoryEntry.objects.exclude(pending_change="").filter(proposal_expires_at__lte=now)
     if entry_ids is not None:
@@ -745,7 +749,9 @@ def memory_expire_proposals(
     if book is not None:
         due = due.filter(book=book)
     count = 0
-    for entry_id in due.values_list("pk", flat=True):
+    told: dict[int, list[int]] = {}  # chat the proposal was made in → entries expired there
+    ids = due.order_by("proposal_expires_at", "id").values_list("pk", flat=True)[:EXPIRE_BATCH]
+    for entry_id in list(ids):
         with transaction.atomic():
             entry = (
                 MemoryEntry.objects.select_for_update()
@@ -766,9 +772,12 @@ def memory_expire_proposals(
             )
             if change == Change.ADD:
                 entry.status = Status.EXPIRED
+            if entry.proposal_chat_id is not None:
+                told.setdefault(entry.proposal_chat_id, []).append(entry.pk)
             _clear_proposal(entry, now)
             entry.save()
             count += 1
+    expired_tell_chats(told)
     return count
 
 

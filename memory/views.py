@@ -2,7 +2,8 @@
 
 The Approvals page shows memory's proposals, then every other section registered in
 `chats.approvals` (skills) with that section's own template and context; each section
-decides who sees what. One template per page with named partials: htmx requests get the
+decides who sees what. One count of what waits (the badge's) and one pair of bulk buttons for
+every section's ticked items. One template per page with named partials: htmx requests get the
 item they changed (`"memory/approvals.html#proposal"`, `#outcome`, `#list`;
 `"memory/mine.html#entry"`) and the navigation badge out of band; without JavaScript the
 forms post and redirect back. Every decision goes through memory.services, which checks who
@@ -17,10 +18,10 @@ from django.template.loader import render_to_string
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_POST
 
-from chats.approvals import approval_sections
+from chats.approvals import BulkInvalid, approval_sections, bulk_sections
 from chats.models import Chat
 from chats.selectors import chats_readable_by
-from memory.forms import BulkDecisionForm, DecisionForm
+from memory.forms import NOTHING_SELECTED, BulkDecisionForm, DecisionForm
 from memory.models import MemoryBook, MemoryEntry
 from memory.reviews import memory_review
 from memory.selectors import memory_conflict_reason, memory_entries_about, memory_reviewable
@@ -71,17 +72,26 @@ def _groups(entries: list[MemoryEntry]) -> list[tuple[MemoryBook, list[MemoryEnt
     return list(groups.values())
 
 
-def _other_sections() -> list:
-    """The registered sections this page renders after memory's list (those with a template)."""
-    return [section for section in approval_sections() if section.template]
+def _other_sections(request) -> list[str]:
+    """The registered sections this page renders after memory's list (those with a template),
+    each rendered by its own template with its own context for this person."""
+    return [
+        render_to_string(
+            section.template,
+            section.context(request.user) if section.context else {},
+            request=request,
+        )
+        for section in approval_sections()
+        if section.template
+    ]
 
 
-def _approvals_context(person, *, notice: str = "", entries=None) -> dict:
-    entries = _reviewable(person) if entries is None else entries
-    # Whether other sections wait too is the badge's count (`approvals_pending_count`, from the
-    # context processor, counted once a render): the template shows the empty state only when
-    # memory's list is empty and the badge is 0.
-    return {"groups": _groups(entries), "total": len(entries), "notice": notice}
+def _approvals_context(request, *, notice: str = "", entries=None) -> dict:
+    entries = _reviewable(request.user) if entries is None else entries
+    # What waits in all (the "N waiting" above the bulk buttons, and whether to show the empty
+    # state) is the badge's count (`approvals_pending_count`, from the context processor,
+    # counted once a render), so the page and the badge never disagree.
+    return {"groups": _groups(entries), "notice": notice, "sections": _other_sections(request)}
 
 
 @login_required
@@ -91,23 +101,9 @@ def approvals_page(request: HttpRequest) -> HttpResponse:
     ones are expired first so they are never offered), then each other registered section
     (skill changes), each showing only what this person may decide."""
     memory_expire_proposals()
-    response = _page(request, _approvals_context(request.user))
+    response = render(request, "memory/approvals.html", _approvals_context(request))
     patch_vary_headers(response, ["HX-Request"])
     return response
-
-
-def _page(request, context: dict, *, status: int = 200) -> HttpResponse:
-    """The whole Approvals page: memory's list from `context`, then each other section
-    rendered by its own template with its own context for this person."""
-    context["sections"] = [
-        render_to_string(
-            section.template,
-            section.context(request.user) if section.context else {},
-            request=request,
-        )
-        for section in _other_sections()
-    ]
-    return render(request, "memory/approvals.html", context, status=status)
 
 
 def _decide_one(request, entry_id: int, decision: str, text: str | None, revision: int):
@@ -199,36 +195,54 @@ def _edit_refused(request, entry_id: int, error: str, text: str) -> HttpResponse
             return render(request, "memory/approvals.html#outcome", context, status=409)
         context = {"entry": entry, "badge": True}
         return render(request, "memory/approvals.html#proposal", context, status=400)
-    return _page(request, _approvals_context(request.user, entries=entries), status=400)
+    context = _approvals_context(request, entries=entries)
+    return render(request, "memory/approvals.html", context, status=400)
 
 
 @login_required
 @require_POST
 def proposals_decide(request: HttpRequest) -> HttpResponse:
-    """Approve or reject every ticked proposal as shown (each with its revision), one
-    decision each; what could not be decided is reported and the rest still happens."""
-    form = BulkDecisionForm(request.POST)
-    if not form.is_valid():
-        notice = form.errors.get("entry", ["Choose approve or reject."])[0]
-        done, failures = 0, [notice]
-    else:
-        decision = form.cleaned_data["decision"]
-        done, failures = 0, []
-        for entry_id, revision in form.cleaned_data["entry"]:
-            entry, message, error = _decide_one(request, entry_id, decision, None, revision)
-            if error:
-                failures.append(f"#{entry_id}: {message}")
-            else:
-                done += 1
-        if done:
-            failures.insert(0, f"{DONE[decision]} {done} proposal{'s' if done != 1 else ''}.")
-    notice = " ".join(failures)
+    """Approve or reject every ticked item of every section as shown (a memory proposal by
+    its revision, a skill change by its version), one decision each; what could not be
+    decided is reported and the rest still happens. Unreadable input decides nothing."""
+    notice = _decide_selected(request)
     if not request.htmx:
         messages.add_message(request, messages.INFO, notice)
         return redirect("memory_approvals")
-    return render(
-        request, "memory/approvals.html#list", _approvals_context(request.user, notice=notice)
-    )
+    return render(request, "memory/approvals.html#list", _approvals_context(request, notice=notice))
+
+
+def _decide_selected(request) -> str:
+    """The bulk decision of `request`, reported in one line."""
+    form = BulkDecisionForm(request.POST)
+    if not form.is_valid():
+        return form.errors.get("entry", ["Choose approve or reject."])[0]
+    picked = []
+    try:  # every section's values are read before anything is decided
+        for section in bulk_sections():
+            values = request.POST.getlist(section.bulk_field)
+            if values:
+                picked.append((section, section.bulk_parse(values)))
+    except BulkInvalid as exc:
+        return str(exc)
+    entries = form.cleaned_data["entry"]
+    if not entries and not picked:
+        return NOTHING_SELECTED
+    decision = form.cleaned_data["decision"]
+    done, failures = 0, []
+    for entry_id, revision in entries:
+        entry, message, error = _decide_one(request, entry_id, decision, None, revision)
+        if error:
+            failures.append(f"#{entry_id}: {message}")
+        else:
+            done += 1
+    for section, items in picked:
+        outcome = section.bulk_decide(request.user, decision, items)
+        done += outcome.done
+        failures += outcome.failures
+    if done:
+        failures.insert(0, f"{DONE[decision]} {done} proposal{'s' if done != 1 else ''}.")
+    return " ".join(failures)
 
 
 # --- what the agent holds about me --------------------------------------------------------

@@ -5,22 +5,26 @@ Each proposal is shown as the reviewer will decide it: the diff against the vers
 based on (everything added for a new skill), whether the skill moved on since (then it can
 no longer be approved: any decision marks it superseded), where it was asked for (a chat is
 named only to people who may read it) and which background review made it. The queries of
-the section do not grow with the number of proposals.
+the section do not grow with the number of proposals. Each item has a box for the page's
+bulk decisions (`bulk_parse`, `bulk_decide`), bound to the version shown like its own form.
 """
 
 from dataclasses import dataclass, field
 
 from django.db.models import Q
 
-from chats.approvals import ApprovalSection
+from chats.approvals import ApprovalSection, BulkInvalid, BulkOutcome
 from chats.models import Chat
 from skills import policy
 from skills.diff import FileDiff, content_diff
-from skills.models import Skill, SkillEvent, SkillProposal, SkillVersion
+from skills.models import Skill, SkillEvent, SkillProposal, SkillVersion, Via
+from skills.reviews import skill_proposal_decide
 from skills.selectors import readable_chat_ids, skill_proposals_reviewable
+from skills.services import SkillConflict, SkillInvalid, SkillNotAllowed, SkillStale
 
 SHOWN_LIMIT = 20  # proposals shown at once, oldest first: each one carries a whole diff
 COLLAPSED_ROWS = 40  # a change whose diff has more rows starts collapsed
+MAX_ID = 2_000_000_000
 
 ACTION_LABELS = {
     "create": "create",
@@ -165,6 +169,136 @@ def proposal_decided(person, proposal_id: int) -> SkillProposal | None:
     )
 
 
+# --- what a decision did, as the page words it ---------------------------------------------
+
+SHOWN_ANOTHER_VERSION = (
+    "Nothing was decided: this proposal was shown against another version. Review it again."
+)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    kind: str  # approved, rejected, superseded, blocked, decided, expired (a CSS label too)
+    text: str  # after the skill's name
+    refused: bool = False
+
+    @property
+    def label(self) -> str:
+        return "already decided" if self.kind == "decided" else self.kind
+
+    def line(self, slug: str) -> str:
+        """One sentence for a message or a bulk decision's report."""
+        return f"{self.label.capitalize()}: {slug} {self.text}"
+
+
+def outcome_approved(proposal: SkillProposal) -> Outcome:
+    """What an approval did to the skill."""
+    if proposal.action == "delete":
+        return Outcome("approved", "is archived (a skill reviewer can restore it).")
+    number = proposal.result_version.number if proposal.result_version else None
+    if proposal.action == "create":
+        return Outcome("approved", f"is created (version {number}).")
+    return Outcome("approved", f"is now at version {number}.")
+
+
+def outcome_rejected(proposal: SkillProposal) -> Outcome:
+    """What a rejection left as it was."""
+    if proposal.action == "create":
+        return Outcome("rejected", "was not created.")
+    return Outcome("rejected", "stays as it was.")
+
+
+def outcome_superseded(slug: str) -> Outcome:
+    """The skill moved on since the proposal: nothing applied, the proposal is superseded."""
+    number = skill_version_now(slug)
+    now = f" (it is at version {number} now)" if number is not None else ""
+    return Outcome(
+        "superseded",
+        f"changed since this proposal was made{now}: nothing was applied, the proposal is "
+        "superseded.",
+        refused=True,
+    )
+
+
+def outcome_already(proposal: SkillProposal) -> Outcome:
+    """Someone (or something) decided the proposal before this decision."""
+    if proposal.status == SkillProposal.Status.SUPERSEDED:
+        return outcome_superseded(proposal.slug)
+    if proposal.status == SkillProposal.Status.EXPIRED:
+        return Outcome("expired", "expired before your decision: nothing was changed.", True)
+    by = f" by {proposal.decided_by.get_username()}" if proposal.decided_by else ""
+    status = proposal.get_status_display().lower()
+    return Outcome("decided", f"was {status}{by} before your decision.", refused=True)
+
+
+def outcome_blocked(proposal_id: int) -> Outcome:
+    """The scanner blocked the approval: the proposal is rejected, with what it found."""
+    findings = proposal_block_findings(proposal_id)
+    found = "; ".join(f"{item.get('path', '')}: {item.get('summary', '')}" for item in findings)
+    return Outcome(
+        "blocked",
+        f"was not changed: the scanner blocked this proposal ({found or 'see the audit trail'})"
+        ". It is rejected.",
+        refused=True,
+    )
+
+
+# --- the page's bulk decisions --------------------------------------------------------------
+
+
+def bulk_parse(values: list[str]) -> list[tuple[int, int | None]]:
+    """The ticked skill changes (`<proposal id>:<shown version>`, the version empty for a new
+    skill) as (id, shown version) pairs, deduplicated, in order; at most SHOWN_LIMIT, as many
+    as the page shows (each approval scans a whole skill). Raises BulkInvalid otherwise."""
+    picked: dict[int, int | None] = {}
+    for raw in values:
+        number, sep, shown = str(raw).partition(":")
+        if not (sep and number.isdecimal() and (shown == "" or shown.isdecimal())):
+            raise BulkInvalid("Unknown proposal.")
+        proposal_id = int(number)
+        version = int(shown) if shown else None
+        if not 0 < proposal_id <= MAX_ID or (version is not None and not 0 < version <= MAX_ID):
+            raise BulkInvalid("Unknown proposal.")
+        picked.setdefault(proposal_id, version)
+    if len(picked) > SHOWN_LIMIT:
+        raise BulkInvalid(f"Select at most {SHOWN_LIMIT} skill changes at once.")
+    return list(picked.items())
+
+
+def bulk_decide(person, decision: str, picked: list[tuple[int, int | None]]) -> BulkOutcome:
+    """Decide each picked skill change as the skill reviewer `person`, bound to the version
+    the page showed, one audited decision each (via="dashboard"); what could not be decided
+    is reported (a change `person` may not decide by its number only) and the rest happens."""
+    outcome = BulkOutcome()
+    for proposal_id, shown in picked:
+        try:
+            skill_proposal_decide(
+                proposal_id=proposal_id,
+                decision=decision,
+                shown_version=shown,
+                person=person,
+                via=Via.DASHBOARD,
+            )
+        except (SkillNotAllowed, SkillConflict, SkillInvalid) as exc:
+            outcome.failures.append(_refusal(person, proposal_id, exc))
+        else:
+            outcome.done += 1
+    return outcome
+
+
+def _refusal(person, proposal_id: int, exc: Exception) -> str:
+    proposal = None if isinstance(exc, SkillNotAllowed) else proposal_decided(person, proposal_id)
+    if proposal is None:
+        return f"skill change #{proposal_id}: not found."
+    if isinstance(exc, SkillInvalid):
+        return outcome_blocked(proposal_id).line(proposal.slug)
+    if isinstance(exc, SkillStale) and proposal.status == SkillProposal.Status.PENDING:
+        return f"{proposal.slug}: {SHOWN_ANOTHER_VERSION}"
+    if isinstance(exc, SkillStale):
+        return outcome_superseded(proposal.slug).line(proposal.slug)
+    return outcome_already(proposal).line(proposal.slug)
+
+
 def skill_version_now(slug: str) -> int | None:
     """The current version number of the skill called `slug`, or None."""
     row = Skill.objects.filter(slug=slug).values_list("current_version__number", flat=True)
@@ -188,4 +322,7 @@ approval_section = ApprovalSection(
     template="skills/approvals.html#section",
     context=section_context,
     order=20,
+    bulk_field="skill",
+    bulk_parse=bulk_parse,
+    bulk_decide=bulk_decide,
 )

@@ -1,7 +1,7 @@
 """`/skills` on every conversational channel: the skills the agent knows, as its prompt
-index lists them (active and stale, pinned first). Skills are team-wide and already in
-every chat's prompt, so anyone who may talk to the agent may list them; proposals and
-archived skills are never listed here."""
+index lists them (active and stale, pinned first; a stale one is marked "(stale)", as the
+dashboard labels it). Skills are team-wide and already in every chat's prompt, so anyone who
+may talk to the agent may list them; proposals and archived skills are never listed here."""
 
 from chats.slash_commands import CommandContext, SlashCommand
 from skills.selectors import skills_index_rows
@@ -16,7 +16,8 @@ def _line(row) -> str:
         description = description[: DESCRIPTION_CHARS - 1].rstrip() + "…"
     category = f" [{row.category}]" if row.category else ""
     pin = " (pinned)" if row.pinned else ""
-    return f"• {row.slug}{category}{pin}: {description}"
+    stale = " (stale)" if row.stale else ""  # as the dashboard's library labels it
+    return f"• {row.slug}{category}{pin}{stale}: {description}"
 
 
 def skills_command(context: CommandContext) -> str:

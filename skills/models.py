@@ -101,6 +101,8 @@ class SkillProposal(models.Model):
         APPROVED = "approved", "Approved"
         REJECTED = "rejected", "Rejected"
         SUPERSEDED = "superseded", "Superseded by another change"
+        # Nobody decided it within SKILLS_PROPOSAL_TTL_DAYS, or its skill was archived.
+        EXPIRED = "expired", "Expired"
 
     skill = models.ForeignKey(
         Skill, null=True, blank=True, on_delete=models.CASCADE, related_name="proposals"
@@ -205,6 +207,7 @@ class SkillEvent(models.Model):
         # The curator (learning.curator, via=system): unused too long, or loaded again.
         STALE = "stale", "Marked stale"
         REACTIVATE = "reactivate", "Reactivated"
+        EXPIRED = "expired", "Proposal expired"  # skills.expiry, via=system
 
     skill = models.ForeignKey(
         Skill, null=True, blank=True, on_delete=models.CASCADE, related_name="events"

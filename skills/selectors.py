@@ -41,17 +41,21 @@ class IndexRow:
     category: str
     description: str
     pinned: bool
+    stale: bool = False  # listed, but unused long enough for the curator to mark it
 
 
 def skills_index_rows() -> list[IndexRow]:
     """Active (and stale) skills for the prompt index: pinned first, then by category and
-    name. Only the three short columns are read, never a body."""
+    name. Only the short columns are read, never a body."""
     rows = (
         Skill.objects.filter(status__in=INDEX_STATUSES, current_version__isnull=False)
         .order_by("-pinned", "category", "slug")
-        .values_list("slug", "category", "description", "pinned")
+        .values_list("slug", "category", "description", "pinned", "status")
     )
-    return [IndexRow(*row) for row in rows]
+    return [
+        IndexRow(slug, category, description, pinned, status == Skill.Status.STALE)
+        for slug, category, description, pinned, status in rows
+    ]
 
 
 def _skills_matching(*, category: str, query: str) -> QuerySet[Skill]:

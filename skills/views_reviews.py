@@ -8,8 +8,6 @@ posts and redirects back to the Approvals page with a message. Only skill review
 for anyone else a proposal answers 404 whether or not it exists, and nothing changes.
 """
 
-from dataclasses import dataclass
-
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -19,10 +17,15 @@ from django.views.decorators.http import require_POST
 
 from skills import policy
 from skills.approvals import (
-    proposal_block_findings,
+    SHOWN_ANOTHER_VERSION,
+    Outcome,
+    outcome_already,
+    outcome_approved,
+    outcome_blocked,
+    outcome_rejected,
+    outcome_superseded,
     proposal_decided,
     proposal_item,
-    skill_version_now,
 )
 from skills.models import SkillProposal, Via
 from skills.reviews import skill_proposal_decide
@@ -36,62 +39,6 @@ class SkillDecisionForm(forms.Form):
     decision = forms.ChoiceField(choices=[("approve", "Approve"), ("reject", "Reject")])
     # The base version the page showed; empty for a new skill.
     shown_version = forms.IntegerField(required=False, min_value=1, max_value=MAX_VERSION)
-
-
-@dataclass(frozen=True)
-class Outcome:
-    kind: str  # approved, rejected, superseded, blocked, decided (a CSS label too)
-    text: str  # after the skill's name
-    refused: bool = False
-
-    @property
-    def label(self) -> str:
-        return "already decided" if self.kind == "decided" else self.kind
-
-
-def _approved(proposal: SkillProposal) -> Outcome:
-    if proposal.action == "delete":
-        return Outcome("approved", "is archived (a skill reviewer can restore it).")
-    number = proposal.result_version.number if proposal.result_version else None
-    if proposal.action == "create":
-        return Outcome("approved", f"is created (version {number}).")
-    return Outcome("approved", f"is now at version {number}.")
-
-
-def _rejected(proposal: SkillProposal) -> Outcome:
-    if proposal.action == "create":
-        return Outcome("rejected", "was not created.")
-    return Outcome("rejected", "stays as it was.")
-
-
-def _superseded(slug: str) -> Outcome:
-    number = skill_version_now(slug)
-    now = f" (it is at version {number} now)" if number is not None else ""
-    return Outcome(
-        "superseded",
-        f"changed since this proposal was made{now}: nothing was applied, the proposal is "
-        "superseded.",
-        refused=True,
-    )
-
-
-def _already(proposal: SkillProposal) -> Outcome:
-    if proposal.status == Status.SUPERSEDED:
-        return _superseded(proposal.slug)
-    by = f" by {proposal.decided_by.get_username()}" if proposal.decided_by else ""
-    status = proposal.get_status_display().lower()
-    return Outcome("decided", f"was {status}{by} before your decision.", refused=True)
-
-
-def _blocked(proposal_id: int) -> Outcome:
-    findings = proposal_block_findings(proposal_id)
-    found = "; ".join(f"{item.get('path', '')}: {item.get('summary', '')}" for item in findings)
-    return Outcome(
-        "blocked",
-        f"was not changed: the scanner blocked this proposal ({found or 'see the audit trail'})"
-        ". It is rejected.",
-        refused=True,
-    )
 
 
 @login_required
@@ -119,24 +66,23 @@ def proposal_decide(request: HttpRequest, proposal_id: int) -> HttpResponse:
         if proposal is None:
             raise Http404("No such proposal.") from None
         if isinstance(exc, SkillInvalid):
-            outcome = _blocked(proposal_id)
+            outcome = outcome_blocked(proposal_id)
         elif isinstance(exc, SkillStale) and proposal.status == Status.PENDING:
             return _shown_another_version(request, proposal)
         elif isinstance(exc, SkillStale):
-            outcome = _superseded(proposal.slug)
+            outcome = outcome_superseded(proposal.slug)
         else:
-            outcome = _already(proposal)
+            outcome = outcome_already(proposal)
     else:
-        outcome = _approved(proposal) if proposal.status == Status.APPROVED else _rejected(proposal)
+        approved = proposal.status == Status.APPROVED
+        outcome = outcome_approved(proposal) if approved else outcome_rejected(proposal)
     return _answer(request, proposal, outcome)
 
 
 def _answer(request, proposal: SkillProposal, outcome: Outcome) -> HttpResponse:
     if not request.htmx:
         level = messages.WARNING if outcome.refused else messages.SUCCESS
-        messages.add_message(
-            request, level, f"{outcome.label.capitalize()}: {proposal.slug} {outcome.text}"
-        )
+        messages.add_message(request, level, outcome.line(proposal.slug))
         return redirect("memory_approvals")
     context = {
         "proposal_id": proposal.pk,
@@ -151,14 +97,12 @@ def _answer(request, proposal: SkillProposal, outcome: Outcome) -> HttpResponse:
 def _shown_another_version(request, proposal: SkillProposal) -> HttpResponse:
     """The page showed another base than the proposal's: nothing was decided; the item
     again as it is, with the reason on top."""
-    notice = (
-        "Nothing was decided: this proposal was shown against another version. Review it again."
-    )
+    notice = SHOWN_ANOTHER_VERSION
     if not request.htmx:
         messages.warning(request, f"{proposal.slug}: {notice}")
         return redirect("memory_approvals")
     item = proposal_item(request.user, proposal.pk, notice=notice)
     if item is None:  # decided meanwhile
         proposal = proposal_decided(request.user, proposal.pk) or proposal
-        return _answer(request, proposal, _already(proposal))
+        return _answer(request, proposal, outcome_already(proposal))
     return render(request, "skills/approvals.html#item", {"item": item, "badge": True}, status=409)

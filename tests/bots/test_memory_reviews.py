@@ -6,10 +6,10 @@ import pytest
 from bots.models import OutboundMessage
 from chats.models import Channel
 from chats.services import actor_get_or_create, actor_link
-from memory.models import MemoryEntry
+from memory.models import MemoryEntry, MemoryEvent
 from memory.services import Author, memory_book, memory_propose
-from tests.bots.conftest import process
-from tests.fakes.telegram_server import BotMessage, FakeTelegram, tg_user
+from tests.bots.conftest import GROUP_ID, process
+from tests.fakes.telegram_server import BotMessage, FakeTelegram, group_chat, tg_user
 
 pytestmark = [pytest.mark.storage, pytest.mark.django_db(transaction=True)]
 
@@ -45,8 +45,12 @@ def prompt_of(row: OutboundMessage) -> BotMessage:
 BUILDER = FakeTelegram()  # not started: it builds updates with fresh update ids
 
 
-def press(user, row, data):
-    return process(BUILDER.press(user, prompt_of(row), data))
+def press(user, row, data, chat=None):
+    message = prompt_of(row)
+    if chat is not None:  # the button's message as seen in another chat (a group, say)
+        BUILDER._chats[chat["id"]] = chat
+        message.chat_id = chat["id"]
+    return process(BUILDER.press(user, message, data))
 
 
 def test_a_proposal_about_a_telegram_user_asks_them_and_only_their_press_counts():
@@ -66,8 +70,9 @@ def test_a_proposal_about_a_telegram_user_asks_them_and_only_their_press_counts(
         f"mem:{outcome.entry.pk}:1:r",
     ]
 
-    telegram_actor(BOB)
-    refused = press(BOB, row, buttons[0]["callback_data"])
+    telegram_actor(BOB)  # with the data of Alice's button, in his own private chat
+    bob_chat = {"id": BOB["id"], "type": "private", "first_name": "Bob"}
+    refused = press(BOB, row, buttons[0]["callback_data"], chat=bob_chat)
     assert refused.result == "memory:not allowed"
     assert MemoryEntry.objects.get(pk=outcome.entry.pk).status == "pending"
     assert [r.kind for r in refused.outbound] == ["answer"]  # the message stays as it is
@@ -79,6 +84,33 @@ def test_a_proposal_about_a_telegram_user_asks_them_and_only_their_press_counts(
     assert "Approved by Alice" in edit.payload["text"] and "reply_markup" not in edit.payload
     again = press(ALICE, row, buttons[1]["callback_data"])
     assert again.result == "memory:conflict"
+
+
+def test_a_press_in_a_group_decides_nothing_even_by_the_person_it_is_about():
+    """The rule of skill buttons: a press counts only in the presser's own private chat (a
+    forwarded message, or buttons posted in a group, decide nothing)."""
+    alice = telegram_actor(ALICE)
+    entry = memory_propose(
+        book=memory_book(scope="user", actor=alice),
+        change="add",
+        author=Author(actor=alice),
+        content="Alice prefers tea over coffee",
+    ).entry
+    row = OutboundMessage.objects.get(kind="send")
+    approve = row.payload["reply_markup"]["inline_keyboard"][0][0]["callback_data"]
+    events = MemoryEvent.objects.count()
+    group = group_chat(GROUP_ID, "Ops")
+    outcome = press(ALICE, row, approve, chat=group)
+    assert outcome.result == "memory:not private"
+    [answer] = outcome.outbound  # an answer to the presser; the message is not edited
+    assert answer.kind == "answer" and answer.telegram_chat_id == GROUP_ID
+    assert answer.payload["text"] == "Memory proposals are decided in your private chat with me."
+    assert MemoryEntry.objects.get(pk=entry.pk).status == "pending"
+    assert MemoryEvent.objects.count() == events
+    # In someone else's private chat neither (the chat is not the presser's).
+    bob_chat = {"id": BOB["id"], "type": "private", "first_name": "Bob"}
+    assert press(ALICE, row, approve, chat=bob_chat).result == "memory:not private"
+    assert press(ALICE, row, approve).result == "memory:approve"  # her own private chat
 
 
 def test_a_team_proposal_goes_to_staff_who_linked_telegram(make_person):
@@ -95,7 +127,8 @@ def test_a_team_proposal_goes_to_staff_who_linked_telegram(make_person):
     row = OutboundMessage.objects.get(kind="send")
     assert row.telegram_chat_id == 1002
     data = row.payload["reply_markup"]["inline_keyboard"][0][1]["callback_data"]
-    assert press(ALICE, row, data).result == "memory:not allowed"
+    alice_chat = {"id": ALICE["id"], "type": "private", "first_name": "Alice"}
+    assert press(ALICE, row, data, chat=alice_chat).result == "memory:not allowed"
     assert press(BOB, row, data).result == "memory:reject"
     assert MemoryEntry.objects.get(pk=outcome.entry.pk).status == "rejected"
 

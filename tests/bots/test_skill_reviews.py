@@ -2,6 +2,8 @@
 what it shows, and a press decides only as a linked, active skill reviewer in their own
 private chat, on the version the message showed."""
 
+from datetime import timedelta
+
 import pytest
 from django.contrib.auth.models import Group
 
@@ -243,6 +245,23 @@ def test_a_button_of_an_older_version_answers_so_and_edits_the_message(proposal,
         edit.payload["text"]
     )
     assert SkillProposal.objects.get().status == "superseded"
+    assert "make image-fast" not in Skill.objects.get().current_version.skill_md
+
+
+def test_a_button_of_an_expired_change_says_so_and_applies_nothing(proposal):
+    from skills.tasks import expire_proposals
+
+    SkillProposal.objects.filter(pk=proposal.pk).update(
+        created_at=proposal.created_at - timedelta(days=60)
+    )
+    assert expire_proposals() == 1
+    row = sent()[1001]
+    outcome = press(STELLA, row, data_of(row, 0))
+    edit = next(r for r in outcome.outbound if r.kind == "edit")
+    assert "⌛ Expired: nobody decided this change of deploy-staging in time." in visible(
+        edit.payload["text"]
+    )
+    assert SkillProposal.objects.get().status == "expired"
     assert "make image-fast" not in Skill.objects.get().current_version.skill_md
 
 

@@ -108,6 +108,15 @@ def test_skills_lists_active_and_stale_skills_and_nothing_else(tg, skills):
     assert not Message.objects.exists() and not Turn.objects.exists()
 
 
+def test_skills_marks_stale_skills_as_the_dashboard_does(tg, skills):
+    for chat in (private_chat(ALICE), group_chat(GROUP_ID, "Ops")):
+        text = "/skills" if chat["type"] == "private" else "/skills@hermes_test_bot"
+        [shown] = texts(process(tg.message(chat, ALICE, text)))
+        assert "• old-runbook (stale): The runbook before the move." in shown
+        assert "• rotate-keys [security]: Rotate the API keys." in shown  # active: no mark
+        assert shown.count("(stale)") == 1
+
+
 def test_skills_with_a_word_filters(tg, skills):
     [shown] = texts(process(tg.message(private_chat(ALICE), ALICE, "/skills keys")))
     assert shown.startswith("Skills I know (1):") and "rotate-keys" in shown

@@ -109,7 +109,7 @@ def test_interactive_session_new_keeps_history_but_starts_fresh_context(fake_llm
 
 
 def _skills():
-    """One active skill, one archived, one new skill waiting for a reviewer."""
+    """One active skill, one stale, one archived, one new skill waiting for a reviewer."""
     from skills.models import Skill, Via
     from skills.services import Author, skill_create, skill_import
     from tests.skills.helpers import skill_md
@@ -119,6 +119,9 @@ def _skills():
         content = skill_md(name=name, description=description)
         skill_import(name=name, content=content, files={}, category="ops", author=author)
     Skill.objects.filter(slug="old-tool").update(status=Skill.Status.ARCHIVED)
+    content = skill_md(name="old-runbook", description="Before the move.")
+    skill_import(name="old-runbook", content=content, files={}, category="ops", author=author)
+    Skill.objects.filter(slug="old-runbook").update(status=Skill.Status.STALE)
     waiting = skill_md(name="secret-plan", description="Not approved.")
     agent = Author()  # the agent, with no chat of its own: its change waits
     assert skill_create(name="secret-plan", content=waiting, author=agent).code == "proposed"
@@ -128,7 +131,8 @@ def test_one_shot_slash_command_prints_the_answer_and_starts_no_turn(fake_llm):
     _skills()
     out = io.StringIO()
     call_command("chat", "-m", "/skills", "--profile", "ops", stdout=out)
-    assert "Skills I know (1):\n• deploy-staging [ops]: Deploy to staging." in out.getvalue()
+    assert "Skills I know (2):\n• deploy-staging [ops]: Deploy to staging." in out.getvalue()
+    assert "• old-runbook [ops] (stale): Before the move." in out.getvalue()  # as the dashboard
     assert "old-tool" not in out.getvalue() and "secret-plan" not in out.getvalue()
     out = io.StringIO()
     call_command("chat", "-m", "/skills nothing-like-this", stdout=out)
@@ -148,6 +152,7 @@ def test_interactive_session_answers_help_and_registered_commands(fake_llm):
     assert "/skills – The skills I know (/skills word to filter)" in result.stdout
     assert "/new – Start a fresh context" in result.stdout
     assert "• deploy-staging [ops]: Deploy to staging." in result.stdout
+    assert "old-runbook" not in result.stdout  # filtered out by the word
     # A slash that names no command is a message like any other.
     assert "you said: /unknown-thing please" in result.stdout
     chat = Chat.objects.get(chat_key="cli:cmds")

@@ -20,6 +20,7 @@ from skills.services import (
     skill_create,
     skill_delete,
     skill_edit,
+    skill_file_remove,
     skill_file_write,
     skill_patch,
 )
@@ -125,6 +126,45 @@ def test_a_new_skill_shows_everything_added_with_its_category_and_no_link_yet(
     assert "filediff-added" in item and "diff-replace" not in item and "diff-delete" not in item
     assert item.count('class="diff-insert"') == len(proposal.skill_md.splitlines())
     assert '<input type="hidden" name="shown_version" value="">' in item
+
+
+def test_added_content_is_shown_as_plain_content_not_beside_an_empty_column(
+    skill, dm_author, group_author, staff_reviewer
+):
+    new = skill_create(name="triage", content=skill_md(name="triage"), author=group_author)
+    applied = skill_file_write(
+        name="deploy-staging",
+        file_path="references/old.md",
+        file_content="gone\n",
+        author=dm_author,
+    )
+    assert applied.code == "applied"
+    written = skill_file_write(
+        name="deploy-staging",
+        file_path="references/hosts.md",
+        file_content="staging-1\nstaging-2\n",
+        author=group_author,
+    ).proposal
+    patched = skill_patch(
+        name="deploy-staging", old_string="make image", new_string="make it", author=group_author
+    ).proposal
+    removed = skill_file_remove(
+        name="deploy-staging", file_path="references/old.md", author=group_author
+    )
+    page = login(staff_reviewer).get(APPROVALS).text
+    for proposal, lines in ((new.proposal, len(new.proposal.skill_md.splitlines())), (written, 2)):
+        item = item_of(page, proposal)
+        # One column of numbered lines: no left side, no second column of numbers.
+        assert 'class="diff-table diff-content"' in item and "diff-left" not in item
+        assert item.count('<td class="diff-no">') == lines
+        assert item.count('class="diff-insert"') == lines
+    assert 'is-added">staging-1</td>' in item_of(page, written)
+    item = item_of(page, removed.proposal)  # a file removed as a whole: its content, struck
+    assert 'class="diff-table diff-content"' in item and "diff-right" not in item
+    assert '<td class="diff-left is-removed">gone</td>' in item
+    # A change of an existing file stays side by side.
+    item = item_of(page, patched)
+    assert "diff-content" not in item and 'is-removed">    make image</td>' in item
 
 
 def test_files_archives_and_long_diffs(skill, group_author, staff_reviewer):
