@@ -16,6 +16,9 @@ With `context_window=N` every request's prompt is counted (`prompt_tokens`) and 
 whose prompt plus `max_tokens` exceeds N is refused with 400 `context_length_exceeded`, as
 OpenAI does, and recorded in `.violations`; such a request does not consume a scripted reply.
 
+With `tls=certificate.server_context()` (`tests.fakes.tls`) it speaks HTTPS; `.connections`
+counts the connections it accepted, so a test can see whether a client reuses one.
+
 Standalone, for benchmarks and manual runs (default replies forever):
 
     python -m tests.fakes.openai_server --port 8081 --tokens-per-second 50 --reply-tokens 200
