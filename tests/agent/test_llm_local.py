@@ -380,6 +380,16 @@ def test_typed_turn_markers_stay_plain_text(provider, prompt_format):
     assert tokens.count(im_end[0]) == (1 if prompt_format == CHATML else 0)
 
 
+def test_the_weights_stay_out_of_llama_cpps_extra_buffers(provider):
+    # On a CPU with Intel AMX (this project's machines among them) llama.cpp's AMX buffers
+    # crashed the process on the first prompt longer than one token.
+    llm = local._load_model(provider.context_tokens, provider.threads).llm
+
+    assert llm.model_params.use_extra_bufts is False
+    reply = provider.complete([{"role": "user", "content": "Name three colours."}], max_tokens=8)
+    assert reply
+
+
 def test_a_transcript_prompt_also_streams_a_reply(provider):
     forced = LocalProvider(prompt_format=TRANSCRIPT)
 
