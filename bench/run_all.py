@@ -22,6 +22,7 @@ RUNS = [
     ["memory_bench.py", "--runs", "200"],
     ["skills_bench.py", "--runs", "100"],
     ["learning_bench.py", "--runs", "5", "--turns", "40"],
+    ["keepalive_bench.py", "--calls", "50", "--runs", "5"],
 ]
 POSTGRES_RUNS = [
     ["ingest_bench.py", "--messages", "5000", "--runs", "5"],

@@ -27,20 +27,34 @@ BIN = Path(sys.executable).parent
 
 
 def prepare_environment() -> dict[str, str]:
-    """The environment every process gets: .env, then a generated SECRET_KEY if none is set."""
+    """The environment every process gets: .env, then the key in var/secret_key (generated
+    on the first run) if no SECRET_KEY is set."""
     load_dotenv(BASE_DIR / ".env", override=False)
     env = dict(os.environ)
     var_dir = Path(env.get("HERMES_VAR_DIR") or BASE_DIR / "var")
     var_dir.mkdir(parents=True, exist_ok=True)
     if not env.get("SECRET_KEY"):
-        key_file = var_dir / "secret_key"
-        if not key_file.exists():
-            key_file.write_text(secrets.token_urlsafe(50))
-            key_file.chmod(0o600)
-        env["SECRET_KEY"] = key_file.read_text().strip()
+        env["SECRET_KEY"] = ensure_secret_key(var_dir / "secret_key")
     env.setdefault("PORT", "8000")
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
+
+
+def ensure_secret_key(key_file: Path) -> str:
+    """The key in `key_file`, generated there first if it is missing or empty. The file is
+    created readable by its owner only; settings read it for every other entry point
+    (manage.py in a second terminal), which never generate one themselves."""
+    key = key_file.read_text().strip() if key_file.exists() else ""
+    if key:
+        return key
+    key = secrets.token_urlsafe(50)
+    partial = key_file.with_name(f".{key_file.name}.{os.getpid()}")
+    # Created 0600 from the start, so the key is never readable by others, not even briefly.
+    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as file:
+        file.write(key + "\n")
+    os.replace(partial, key_file)
+    return key
 
 
 def manage(env: dict[str, str], *args: str) -> str:

@@ -21,12 +21,21 @@ load_dotenv(BASE_DIR / ".env", override=False)
 VAR_DIR = Path(env_str("HERMES_VAR_DIR") or BASE_DIR / "var")
 
 DEBUG = env_bool("DEBUG", False)
+# The key `make run` generated (hermes_site/runner.py, the only place that makes one), so
+# that every entry point (manage.py in a second terminal, celery, daphne) signs with the
+# same key as the running hub. Read only here; never created here.
+SECRET_KEY_FILE = VAR_DIR / "secret_key"
 SECRET_KEY = env_str("SECRET_KEY")
+if not SECRET_KEY and SECRET_KEY_FILE.is_file():
+    try:
+        SECRET_KEY = SECRET_KEY_FILE.read_text().strip()
+    except OSError as exc:
+        raise ImproperlyConfigured(f"cannot read {SECRET_KEY_FILE}: {exc}") from exc
 if not SECRET_KEY:
     if not DEBUG:
         raise ImproperlyConfigured(
-            "SECRET_KEY is required when DEBUG is off. Set it in the environment or in .env "
-            "(`make run` generates one into var/secret_key)."
+            "SECRET_KEY is required when DEBUG is off. Set it in the environment or in .env, "
+            f"or run `make run` once, which generates one into {SECRET_KEY_FILE}."
         )
     SECRET_KEY = "insecure-development-key-only-used-with-DEBUG-on"
 

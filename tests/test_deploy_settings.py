@@ -37,6 +37,63 @@ def deploy_check(tmp_path, **env) -> subprocess.CompletedProcess:
     )
 
 
+def manage(var_dir, *args, **env) -> subprocess.CompletedProcess:
+    """`manage.py ARGS` as a second terminal runs it: DEBUG off, no SECRET_KEY in the
+    environment, the var/ directory at `var_dir`."""
+    clean = {k: v for k, v in os.environ.items() if k not in {"SECRET_KEY", "DEBUG"}}
+    clean.update({"DEBUG": "false", "HERMES_VAR_DIR": str(var_dir), **env})
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=BASE_DIR,
+        env=clean,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+PRINT_KEY = (
+    "shell",
+    "--no-imports",
+    "-c",
+    "from django.conf import settings; print(settings.SECRET_KEY)",
+)
+
+
+def test_manage_py_uses_the_key_make_run_generated(tmp_path):
+    key = secrets.token_urlsafe(50)
+    (tmp_path / "secret_key").write_text(key + "\n")
+
+    checked = manage(tmp_path, "check")
+    assert checked.returncode == 0, checked.stderr
+    printed = manage(tmp_path, *PRINT_KEY)
+    assert printed.returncode == 0, printed.stderr
+    assert printed.stdout.strip() == key
+
+
+def test_a_key_set_in_the_environment_wins_over_the_file(tmp_path):
+    (tmp_path / "secret_key").write_text(secrets.token_urlsafe(50))
+
+    printed = manage(tmp_path, *PRINT_KEY, SECRET_KEY="from-the-environment")
+    assert printed.stdout.strip() == "from-the-environment", printed.stderr
+
+
+def test_without_any_key_production_refuses_and_manage_py_makes_none(tmp_path):
+    result = manage(tmp_path, "check")
+
+    assert result.returncode != 0
+    assert "SECRET_KEY is required when DEBUG is off" in result.stderr
+    assert not (tmp_path / "secret_key").exists()
+
+
+def test_an_empty_key_file_counts_as_no_key(tmp_path):
+    (tmp_path / "secret_key").write_text("\n")
+
+    result = manage(tmp_path, "check")
+    assert result.returncode != 0
+    assert "SECRET_KEY is required when DEBUG is off" in result.stderr
+
+
 def test_check_deploy_is_clean_for_a_production_environment(tmp_path):
     result = deploy_check(tmp_path, ALLOWED_HOSTS="hub.example.com")
     assert result.returncode == 0, result.stdout + result.stderr

@@ -9,6 +9,7 @@ import json
 import os
 import re
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -19,6 +20,7 @@ from urllib.parse import urlencode
 from urllib.request import HTTPCookieProcessor, build_opener
 
 from hermes_site.embedded_valkey import free_port
+from hermes_site.runner import prepare_environment
 from tests.live import MakeRun, processes_in_session
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -86,6 +88,18 @@ def test_make_run_serves_login_and_chat_list_on_embedded_defaults(tmp_path):
             raise AssertionError("Ctrl-C did not stop `make run` within 30 s") from None
     leftovers = processes_in_session(process.pid)
     assert leftovers == [], f"processes left running after Ctrl-C: {leftovers}"
+
+
+def test_make_run_generates_the_secret_key_once_readable_by_its_owner_only(tmp_path, monkeypatch):
+    monkeypatch.delenv("SECRET_KEY", raising=False)
+    monkeypatch.setenv("HERMES_VAR_DIR", str(tmp_path))
+
+    key = prepare_environment()["SECRET_KEY"]
+    key_file = tmp_path / "secret_key"
+    assert len(key) >= 50
+    assert key_file.read_text().strip() == key
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    assert prepare_environment()["SECRET_KEY"] == key  # the next `make run` keeps it
 
 
 def test_the_telegram_bridge_runs_only_when_a_token_is_configured():
@@ -239,7 +253,7 @@ def test_make_run_restarts_a_killed_worker_which_then_answers(tmp_path, fake_llm
         token = subprocess.run(
             [sys.executable, "manage.py", "create_api_token", login.group(1)],
             cwd=BASE_DIR,
-            env={**env, "SECRET_KEY": (tmp_path / "var" / "secret_key").read_text().strip()},
+            env=env,  # a second terminal: the key comes from var/secret_key
             capture_output=True,
             text=True,
             check=True,

@@ -36,6 +36,7 @@ from tests.fakes.openai_server import (
     text_then_error,
     tool_calls,
 )
+from tests.fakes.tls import self_signed_certificate
 
 HELLO = [{"role": "user", "content": "Hello, who are you?"}]
 
@@ -210,6 +211,37 @@ def test_complete_returns_the_whole_text(fake, provider_for):
     assert provider_for(fake).complete(HELLO, max_tokens=50) == "A short summary of the chat."
     assert fake.last_request["max_tokens"] == 50
     assert "tools" not in fake.last_request
+
+
+def test_sequential_calls_reuse_one_https_connection(tmp_path, monkeypatch, provider_for):
+    # A connection per call costs a TCP and a TLS handshake against a remote model server.
+    certificate = self_signed_certificate(tmp_path)
+    monkeypatch.setenv("SSL_CERT_FILE", str(certificate.cert_path))  # trust the fake's cert
+    with FakeOpenAI(tls=certificate.server_context()) as server:
+        provider = provider_for(server)
+        server.script(
+            text("one"),
+            tool_calls([("call_1", "current_time", {})]),
+            text("three", usage=False),
+            text("four"),
+        )
+        replies = [texts(provider.stream(HELLO)) for _ in range(3)]
+        replies.append([provider.complete(HELLO)])
+
+        assert replies == [["one"], [], ["three"], ["four"]]
+        assert server.connections == 1
+
+
+@pytest.mark.timeout(30)  # without its own bound, draining would wait the 120 s read timeout
+def test_a_body_left_open_after_done_still_ends_the_reply(fake, provider_for):
+    fake.script(text("all here", linger_after_done=3600), text("next"))
+    provider = provider_for(fake, timeout_seconds=120.0)
+
+    events = collect(provider.stream(HELLO))
+    assert texts(events) == ["all", " here"]
+    assert events[-1] == Finish("stop")
+    assert texts(provider.stream(HELLO)) == ["next"]  # on a new connection
+    assert fake.connections == 2
 
 
 def test_info_describes_the_server(fake, provider_for):

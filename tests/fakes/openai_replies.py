@@ -40,6 +40,7 @@ class Reply:
     headers: tuple[tuple[str, str], ...] = ()
     seconds: float = 0.0  # hang
     after_headers: bool = False  # hang after sending 200 and the SSE headers
+    linger_after_done: float = 0.0  # stream: seconds to keep the body open after [DONE]
 
     @property
     def finish(self) -> str:
@@ -54,10 +55,12 @@ def text(
     tokens_per_second: float | None = None,
     finish_reason: str = "stop",
     usage: bool = True,
+    linger_after_done: float = 0.0,
 ) -> Reply:
     """A text answer streamed as several deltas (one word each, or `chunk_size` characters),
     `delay` seconds apart or paced at `tokens_per_second`. `usage=False` imitates servers
-    that never report usage."""
+    that never report usage; `linger_after_done` those that send `[DONE]` but end the body
+    (and then the connection) only that many seconds later."""
     return Reply(
         kind="stream",
         text=content,
@@ -66,6 +69,7 @@ def text(
         tokens_per_second=tokens_per_second,
         finish_reason=finish_reason,
         usage=usage,
+        linger_after_done=linger_after_done,
     )
 
 

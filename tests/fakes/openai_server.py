@@ -16,6 +16,9 @@ With `context_window=N` every request's prompt is counted (`prompt_tokens`) and 
 whose prompt plus `max_tokens` exceeds N is refused with 400 `context_length_exceeded`, as
 OpenAI does, and recorded in `.violations`; such a request does not consume a scripted reply.
 
+With `tls=certificate.server_context()` (`tests.fakes.tls`) it speaks HTTPS; `.connections`
+counts the connections it accepted, so a test can see whether a client reuses one.
+
 Standalone, for benchmarks and manual runs (default replies forever):
 
     python -m tests.fakes.openai_server --port 8081 --tokens-per-second 50 --reply-tokens 200
@@ -26,6 +29,7 @@ import contextlib
 import json
 import re
 import socket
+import ssl
 import threading
 import time
 import uuid
@@ -114,8 +118,10 @@ class FakeOpenAI:
         api_key: str | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
+        tls: ssl.SSLContext | None = None,  # HTTPS with this context (tests.fakes.tls)
     ):
         self.model = model
+        self.tls = tls
         self.context_window = context_window
         self.default: ReplyLike = default if default is not None else text("ok")
         self.api_key = api_key  # when set, other keys get 401 invalid_api_key
@@ -133,7 +139,7 @@ class FakeOpenAI:
         if self._server is not None:
             return self
         self._stopping.clear()
-        self._server = _Server((self.host, self.port), _Handler, fake=self)
+        self._server = _Server((self.host, self.port), _Handler, fake=self, tls=self.tls)
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(
             target=self._server.serve_forever,
@@ -163,7 +169,8 @@ class FakeOpenAI:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        scheme = "https" if self.tls is not None else "http"
+        return f"{scheme}://{self.host}:{self.port}"
 
     @property
     def base_url(self) -> str:
@@ -211,6 +218,11 @@ class FakeOpenAI:
     def violations(self) -> list[Violation]:
         with self._changed:
             return list(self._state.violations)
+
+    @property
+    def connections(self) -> int:
+        """Connections accepted so far (each one a TCP, and with TLS a TLS, handshake)."""
+        return self._server.accepted if self._server is not None else 0
 
     @property
     def client_disconnects(self) -> int:
@@ -552,6 +564,10 @@ class _Handler(BaseHTTPRequestHandler):
                 }
             )
         self._event("[DONE]")
+        if reply.linger_after_done:
+            self.fake._stopping.wait(reply.linger_after_done)
+            self._cut()
+            return
         self._write_chunk(b"")  # the terminating zero-length chunk
 
     def _complete(self, reply: Reply, body: dict) -> None:

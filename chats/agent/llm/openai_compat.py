@@ -29,6 +29,7 @@ from chats.agent.llm.base import (
     ToolCall,
     Usage,
 )
+from chats.agent.llm.keepalive import reusable_body
 from chats.agent.llm.retry import RetryPolicy, is_retryable_status, parse_retry_after
 from chats.agent.tokens import count_tokens
 
@@ -282,6 +283,8 @@ class OpenAICompatProvider:
 
     def _attempt(self, messages, *, tools, max_tokens, stop) -> Iterator[StreamEvent]:
         response = self._request(messages, tools=tools, max_tokens=max_tokens)
+        # Read to its end once the reply finished, so the next call reuses this connection.
+        body = reusable_body(response)
         emitted = False
         finish_reason: str | None = None
         usage: Usage | None = None
@@ -336,6 +339,8 @@ class OpenAICompatProvider:
                             _partial_for(partial_calls, fragment).add(fragment)
                     if choice.finish_reason:
                         finish_reason = choice.finish_reason
+                        if body is not None:
+                            body.reply_finished = True
                         if finish_reason == "tool_calls" and not calls_sent:
                             calls_sent = True
                             for call in flush_tool_calls():
