@@ -75,6 +75,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from hermes_site.scanning.engine import scan_raw
+from hermes_site.scanning.files import scan_skill_files
 from hermes_site.scanning.result import (
     CATEGORIES,
     EXCERPT_LIMIT,
@@ -94,6 +95,7 @@ __all__ = [
     "ScanResult",
     "reveal_hidden",
     "scan_book",
+    "scan_skill_files",
     "scan_text",
 ]
 

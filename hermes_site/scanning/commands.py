@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterator
 
 from hermes_site.scanning.normalise import Normalised, is_word
+from hermes_site.scanning.own_api import sends_to_own_api
 
 _NET_COMMAND = re.compile(
     # One group of literal-first branches, so the engine can skip ahead by first character.
@@ -15,17 +16,25 @@ _NET_COMMAND = re.compile(
     r"|httpx\.(?:get|post|put|patch)|urllib\.request|fetch(?=\())(?!\w)"
 )
 _SECRET_REFERENCE = re.compile(
-    r"\$\{?[a-z0-9_]{0,40}(?:key|token|secret|passw(?:or)?d|pwd|credential|creds|cookie)"
-    r"[a-z0-9_]{0,40}\}?"
-    r"|\$env:[a-z0-9_]{0,40}(?:key|token|secret|password)"
-    r"|%[a-z0-9_]{0,40}(?:key|token|secret|password)[a-z0-9_]{0,40}%"
-    r"|os\.environ|getenv\("
-    r"|process\.env(?![.\[])|process\.env(?:\.|\[[\"'])[a-z0-9_]{0,40}(?:key|token|secret|passw|cred)"
+    # A named environment variable: `$X`, `${X}`, `$env:X`, `%X%`, `process.env.X`,
+    # `os.environ["X"]`, `os.getenv("X")` (named groups give the name, so the
+    # credential-to-its-own-API rule can read it).
+    r"\$\{?(?P<sh>[a-z0-9_]{0,40}(?:key|token|secret|passw(?:or)?d|pwd|credential|creds|cookie)"
+    r"[a-z0-9_]{0,40})\}?"
+    r"|\$env:(?P<ps>[a-z0-9_]{0,40}(?:key|token|secret|password)[a-z0-9_]{0,40})"
+    r"|%(?P<cmd>[a-z0-9_]{0,40}(?:key|token|secret|password)[a-z0-9_]{0,40})%"
+    r"|os\.environ(?:\[\s*[\"'](?P<py>[a-z0-9_]{1,80})[\"']\s*\]"
+    r"|\.get\(\s*[\"'](?P<pyget>[a-z0-9_]{1,80})[\"'])?"
+    r"|getenv\(\s*(?:[\"'](?P<getenv>[a-z0-9_]{1,80})[\"'])?"
+    r"|process\.env(?![.\[])"
+    r"|process\.env(?:\.|\[[\"'])(?P<js>[a-z0-9_]{0,40}(?:key|token|secret|passw|cred)"
+    r"[a-z0-9_]{0,40})"
     r"|~/\.ssh\b|\.ssh/|/\.ssh\b|id_(?:rsa|dsa|ecdsa|ed25519)\b"
     r"|(?<!process)\.env(?!\.(?:example|sample|template|dist)\b)(?![a-z0-9_-])"
     r"|/etc/(?:passwd|shadow|sudoers)\b|\.aws/credentials|\.netrc\b|\.git-credentials"
     r"|\.npmrc\b|\.pypirc\b|\.kube/config|\.docker/config\.json|kubeconfig\b"
 )
+_NAME_GROUPS = ("sh", "ps", "cmd", "py", "pyget", "getenv", "js")
 _ENCODE_OR_DUMP = re.compile(r"\bbase64\b|\b(?:env|printenv|history)\s*\|")
 _URL = re.compile(r"https?://[^\s<>\"'`)\]]{1,2000}")
 _MD_IMAGE = re.compile(r"!\[[^\]\n]{0,200}\]\(\s*<?(https?://[^\s)>]{1,2000})")
@@ -49,6 +58,24 @@ def _logical_line(text: str, pos: int) -> tuple[int, int]:
     return start, len(text) if end == -1 else end
 
 
+def _leaked_reference(body: str) -> re.Match[str] | None:
+    """The first secret reference on a network command's line that is not a credential
+    sent to its own API (see `own_api.py`): a file, the whole environment, or a variable
+    whose service is not where every URL on the line goes."""
+    references = list(_SECRET_REFERENCE.finditer(body))
+    if not references:
+        return None
+    names = []
+    for reference in references:
+        name = next((reference.group(g) for g in _NAME_GROUPS if reference.group(g)), None)
+        if name is None:
+            return reference
+        names.append(name)
+    if sends_to_own_api(body, names, references):
+        return None
+    return references[0]
+
+
 def _command_findings(norm: Normalised) -> Iterator[tuple[str, str, int, int, bool]]:
     text = norm.text
     done_until = 0
@@ -58,7 +85,7 @@ def _command_findings(norm: Normalised) -> Iterator[tuple[str, str, int, int, bo
         base, done_until = _logical_line(text, command.start())
         body = text[base:done_until]
         command_start, command_end = command.start() - base, command.end() - base
-        reference = _SECRET_REFERENCE.search(body)
+        reference = _leaked_reference(body)
         if reference is not None:
             lo = base + min(command_start, reference.start())
             hi = base + max(command_end, reference.end())
@@ -81,6 +108,24 @@ def _command_findings(norm: Normalised) -> Iterator[tuple[str, str, int, int, bo
             )
 
 
+_URL_VARIABLE = re.compile(r"\$\{?([a-z_][a-z0-9_]{0,60})")
+
+
+def _own_api_url(url: str) -> bool:
+    """`https://api.telegram.org/bot${TELEGRAM_BOT_TOKEN}/getMe`: every placeholder is a
+    shell variable named for the service the URL goes to."""
+    if len(_SECRET_PLACEHOLDER.findall(url)) != len(
+        [m for m in _URL_VARIABLE.finditer(url) if _SECRET_PLACEHOLDER.match(url, m.start())]
+    ):
+        return False
+    names = [
+        m.group(1)
+        for m in _URL_VARIABLE.finditer(url)
+        if _SECRET_PLACEHOLDER.match(url, m.start())
+    ]
+    return bool(names) and sends_to_own_api(url, names, [])
+
+
 def _url_findings(norm: Normalised) -> Iterator[tuple[str, str, int, int, bool]]:
     text = norm.text
     if "http" not in text:
@@ -96,7 +141,9 @@ def _url_findings(norm: Normalised) -> Iterator[tuple[str, str, int, int, bool]]
                 False,
             )
     for m in _URL.finditer(text):
-        if m.start() not in images and _SECRET_PLACEHOLDER.search(m.group()):
+        if m.start() not in images and _SECRET_PLACEHOLDER.search(m.group()) and not (
+            _own_api_url(m.group())
+        ):
             yield (
                 "exfiltration",
                 "links to a URL that would carry a secret out",
