@@ -119,9 +119,7 @@ def _own_api_url(url: str) -> bool:
     ):
         return False
     names = [
-        m.group(1)
-        for m in _URL_VARIABLE.finditer(url)
-        if _SECRET_PLACEHOLDER.match(url, m.start())
+        m.group(1) for m in _URL_VARIABLE.finditer(url) if _SECRET_PLACEHOLDER.match(url, m.start())
     ]
     return bool(names) and sends_to_own_api(url, names, [])
 
@@ -141,8 +139,10 @@ def _url_findings(norm: Normalised) -> Iterator[tuple[str, str, int, int, bool]]
                 False,
             )
     for m in _URL.finditer(text):
-        if m.start() not in images and _SECRET_PLACEHOLDER.search(m.group()) and not (
-            _own_api_url(m.group())
+        if (
+            m.start() not in images
+            and _SECRET_PLACEHOLDER.search(m.group())
+            and not (_own_api_url(m.group()))
         ):
             yield (
                 "exfiltration",

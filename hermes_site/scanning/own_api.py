@@ -82,8 +82,12 @@ _SHARED_SUFFIXES = (
     "blogspot.com",
 )
 _SECOND_LEVEL = frozenset({"co", "com", "org", "net", "ac", "ne", "or", "gov", "edu"})
-_URL_HOST = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]{0,15})://(?:[^/\s\"'`@]{0,200}@)?(?P<host>[^/\s\"'`?#:\\)\]]{1,253})")
-_VARIABLE_HOST = re.compile(r"(?:^|[\s\"'=(])\$\{?(?P<name>[a-z_][a-z0-9_]{0,60})\}?(?=[/\s\"'`)]|$)")
+_URL_HOST = re.compile(
+    r"(?P<scheme>[a-z][a-z0-9+.-]{0,15})://(?:[^/\s\"'`@]{0,200}@)?(?P<host>[^/\s\"'`?#:\\)\]]{1,253})"
+)
+_VARIABLE_HOST = re.compile(
+    r"(?:^|[\s\"'=(])\$\{?(?P<name>[a-z_][a-z0-9_]{0,60})\}?(?=[/\s\"'`)]|$)"
+)
 _HOST_VARIABLE_WORD = re.compile(r"(?:^|_)(?:url|uri|host|base|endpoint|server|domain|api)(?:_|$)")
 _IP = re.compile(r"^[0-9.]+$|^\[|^0x")
 

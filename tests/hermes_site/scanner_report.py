@@ -113,11 +113,17 @@ def class_table(figures: Figures) -> str:
         lines.append(f"| {name} | {cases} | {blocked} | {_pct(blocked, cases)} |")
     total = [sum(v[i] for v in figures.recall.values()) for i in (0, 1)]
     lines.append(f"| **all hostile** | {total[1]} | {total[0]} | {_pct(*total)} |")
-    lines += ["", "| benign class (kind=skill) | texts | blocked | passed |", "|---|---:|---:|---:|"]
+    lines += [
+        "",
+        "| benign class (kind=skill) | texts | blocked | passed |",
+        "|---|---:|---:|---:|",
+    ]
     for name, (blocked, texts) in figures.benign.items():
         lines.append(f"| {name} | {texts} | {blocked} | {_pct(texts - blocked, texts)} |")
     total = [sum(v[i] for v in figures.benign.values()) for i in (0, 1)]
-    lines.append(f"| **all benign** | {total[1]} | {total[0]} | {_pct(total[1] - total[0], total[1])} |")
+    lines.append(
+        f"| **all benign** | {total[1]} | {total[0]} | {_pct(total[1] - total[0], total[1])} |"
+    )
     return "\n".join(lines)
 
 
