@@ -13,12 +13,13 @@ WINDOW = 300
 _CODE_FENCE = re.compile(
     r"^[ \t]{0,3}(?P<fence>`{3,}|~{3,})[ \t]*(?P<lang>[\w+-]{0,20})[^\n`]*$", re.MULTILINE
 )
-_CODE_LANGUAGES = frozenset(
+_LANGUAGE_NAMES = (
     "python py python3 ipython pycon json jsonl json5 yaml yml jinja jinja2 j2 js javascript"
     " mjs ts typescript tsx jsx toml sh bash shell zsh console c cpp c++ rust rs go java kotlin"
     " ruby rb perl php xml html csv sql ini cfg conf dockerfile make makefile lua r julia"
-    " swift scala elixir".split()
+    " swift scala elixir"
 )
+_CODE_LANGUAGES = frozenset(_LANGUAGE_NAMES.split())
 _OPEN_QUOTES = {'"': '"', "'": "'", "`": "`", "「": "」", "『": "』", "«": "»", "„": '"'}
 
 

@@ -24,14 +24,15 @@ from __future__ import annotations
 
 import re
 
-_GENERIC = frozenset(
+_GENERIC_WORDS = (
     "api key keys token tokens secret secrets access auth bearer private personal my app apps"
     " client bot pat password pass passwd pwd user username service admin prod production dev"
     " staging test live id oauth oauth2 refresh session webhook url uri account sid signing"
     " master root org team ci env read write publishable restricted default cli sdk base host"
     " endpoint server domain v1 v2 v3 local public new old main primary integration app_key"
-    " credential credentials creds cookie".split()
+    " credential credentials creds cookie"
 )
+_GENERIC = frozenset(_GENERIC_WORDS.split())
 _ALIASES = {
     "gh": ("github",),
     "github": ("github", "githubusercontent"),
