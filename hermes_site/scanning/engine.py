@@ -26,7 +26,9 @@ from hermes_site.scanning.hidden import (
     tag_payload,
 )
 from hermes_site.scanning.normalise import Normalised, Payload, normalise
-from hermes_site.scanning.phrases import _TEXT_RULES, _Rule
+from hermes_site.scanning.phrases import _TEXT_RULES as _ENGLISH_AND_CHINESE
+from hermes_site.scanning.phrases import _Rule
+from hermes_site.scanning.phrases_intl import INTL_RULES
 from hermes_site.scanning.result import Raw, render_excerpt, secret_spans
 from hermes_site.scanning.shell import Checks
 from hermes_site.scanning.spelling import SQUASHED_RULES, spelled_views
@@ -35,6 +37,7 @@ from hermes_site.scanning.spelling import SQUASHED_RULES, spelled_views
 MAX_DEPTH = 2
 LOOK_ALIKE = " (written with look-alike letters)"
 SPELLED = " (spelled with separators or digits)"
+_TEXT_RULES = _ENGLISH_AND_CHINESE + INTL_RULES
 SHELL_CHECKS = Checks(DESTRUCTIVE_CHECKS, EXECUTION_CHECKS, HARVESTING_CHECKS)
 
 
