@@ -36,6 +36,22 @@ _SECRET_REFERENCE = re.compile(
 )
 _NAME_GROUPS = ("sh", "ps", "cmd", "py", "pyget", "getenv", "js")
 _ENCODE_OR_DUMP = re.compile(r"\bbase64\b|\b(?:env|printenv|history)\s*\|")
+# Commands whose output is a secret or a pile of them.
+_SECRET_SOURCE = (
+    r"\b(?:env|printenv|history|export\s+-p|declare\s+-x)"
+    r"|gh\s+auth\s+token|gcloud\s+auth\s+(?:application-default\s+)?print-(?:access|identity)-token"
+    r"|aws\s+(?:configure\s+(?:get|export-credentials)|sts\s+get-session-token"
+    r"|ecr\s+get-login-password|secretsmanager\s+get-secret-value|ssm\s+get-parameters?)"
+    r"|az\s+account\s+get-access-token|kubectl\s+(?:get|describe)\s+secrets?\b"
+    r"|kubectl\s+config\s+view\b[^|\n]{0,80}--raw|vault\s+(?:kv\s+get|read|print\s+token)"
+    r"|\bop\s+(?:read|item\s+get)|security\s+find-\w+-password|\bpass\s+show"
+    r"|heroku\s+config|doctl\s+auth|docker\s+inspect|npm\s+token|gpg\s[^|\n]{0,60}--export-secret"
+)
+_PIPED_SECRET = re.compile(rf"(?:{_SECRET_SOURCE})[^;\n]{{0,300}}?\|[^;\n|]{{0,40}}\Z")
+_DUMPED_TO_FILE = re.compile(
+    rf"(?:{_SECRET_SOURCE})(?:\s[^;&|\n>]{{0,200}})?\s*>{{1,2}}\s*[\"']?(?P<file>[^\s;&|<>\"']{{1,200}})"
+)
+MAX_DUMPED = 20
 _URL = re.compile(r"https?://[^\s<>\"'`)\]]{1,2000}")
 _MD_IMAGE = re.compile(r"!\[[^\]\n]{0,200}\]\(\s*<?(https?://[^\s)>]{1,2000})")
 _PLACEHOLDER = re.compile(
@@ -76,8 +92,16 @@ def _leaked_reference(body: str) -> re.Match[str] | None:
     return references[0]
 
 
+def _dumped_files(text: str) -> list[str]:
+    """Files that a command writes a secret or the environment into (`env > /tmp/e`)."""
+    if ">" not in text:
+        return []
+    return [m.group("file") for m in _DUMPED_TO_FILE.finditer(text)][:MAX_DUMPED]
+
+
 def _command_findings(norm: Normalised) -> Iterator[tuple[str, str, int, int, bool]]:
     text = norm.text
+    dumped = _dumped_files(text)
     done_until = 0
     for command in _NET_COMMAND.finditer(text):
         if command.start() < done_until or (command.start() and is_word(text[command.start() - 1])):
@@ -93,6 +117,24 @@ def _command_findings(norm: Normalised) -> Iterator[tuple[str, str, int, int, bo
                 "exfiltration",
                 "sends a secret or a credentials file with a network command",
                 *norm.span(lo, hi),
+                False,
+            )
+            continue
+        piped = _PIPED_SECRET.search(body, max(0, command_start - 400), command_start)
+        if piped is not None:
+            yield (
+                "exfiltration",
+                "pipes a secret or the environment into a network command",
+                *norm.span(base + piped.start(), base + command_end),
+                False,
+            )
+            continue
+        upload = next((f for f in dumped if f in body[command_end:]), None)
+        if upload is not None:
+            yield (
+                "exfiltration",
+                "uploads a file that a secret or the environment was written into",
+                *norm.span(base + command_start, done_until),
                 False,
             )
             continue

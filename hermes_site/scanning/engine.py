@@ -26,6 +26,7 @@ from hermes_site.scanning.hidden import (
     tag_payload,
 )
 from hermes_site.scanning.normalise import Normalised, Payload, normalise
+from hermes_site.scanning.persistence import PERSISTENCE_CHECKS
 from hermes_site.scanning.phrases import _TEXT_RULES as _ENGLISH_AND_CHINESE
 from hermes_site.scanning.phrases import _Rule
 from hermes_site.scanning.phrases_intl import INTL_RULES
@@ -38,7 +39,7 @@ MAX_DEPTH = 2
 LOOK_ALIKE = " (written with look-alike letters)"
 SPELLED = " (spelled with separators or digits)"
 _TEXT_RULES = _ENGLISH_AND_CHINESE + INTL_RULES
-SHELL_CHECKS = Checks(DESTRUCTIVE_CHECKS, EXECUTION_CHECKS, HARVESTING_CHECKS)
+SHELL_CHECKS = Checks(DESTRUCTIVE_CHECKS, EXECUTION_CHECKS, HARVESTING_CHECKS, PERSISTENCE_CHECKS)
 
 
 def scan_raw(text: str, *, kind: str = "memory", depth: int = 0) -> tuple[list[Raw], set[int]]:

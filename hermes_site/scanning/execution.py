@@ -48,7 +48,37 @@ def _substituted_into_interpreter(text: str, m: re.Match[str]) -> tuple[int, int
     return None if head is None else (head.start(), m.end())
 
 
+# Fetching code at run time, in the languages a one-liner or a skill script is written in.
+_FETCH = re.compile(
+    r"urlopen|urllib\.request|urllib2|requests\.(?:get|post|request)|httpx\.(?:get|post|stream)"
+    r"|\bfetch\s*\(|\bhttps?\.(?:get|request)\s*\(|axios|lwp::|\bget\s*\(?\s*[\"']https?:"
+    r"|open-uri|uri\.open|net::http|file_get_contents\s*\(\s*[\"']https?:|curl_exec"
+    r"|downloadstring|webclient|\bcurl\s|\bwget\s|socket\.(?:socket|create_connection)"
+)
+WINDOW = 400
+
+
+def _runs_fetched_code(text: str, m: re.Match[str]) -> tuple[int, int] | None:
+    """`exec(`/`eval(` with code fetched from the network within WINDOW characters (the
+    same one-liner, or the lines of a short script); `regex.exec(s)` in JavaScript is a
+    method, not the builtin."""
+    if m.start() and text[m.start() - 1] == ".":
+        return None
+    if _FETCH.search(text, max(0, m.start() - WINDOW), m.end() + WINDOW) is None:
+        return None
+    return m.start(), m.end()
+
+
 EXECUTION_CHECKS: tuple[Check, ...] = (
+    check(
+        CATEGORY,
+        "runs code fetched from the network (python -c, node -e, perl, ruby, php)",
+        r"(?:exec|eval|instance_eval|execfile)(?=\s*\()|\.then\(\s*eval\b"
+        r"|eval\s+(?:get|uri|net::http|open|lwp)\b|new\s+function\s*\(|vm\.run\w{0,20}\(",
+        triggers="exec|eval|function|vm.run",
+        word_start=False,
+        post=_runs_fetched_code,
+    ),
     check(
         CATEGORY,
         DOWNLOAD,
@@ -61,7 +91,10 @@ EXECUTION_CHECKS: tuple[Check, ...] = (
         CATEGORY,
         "decodes a hidden payload and pipes it into an interpreter",
         r"(?:base64\s+(?:-[a-z]*d[a-z]*|--decode)|xxd\s+-r"
-        r"|openssl\s+(?:enc\s+)?(?:-\w+\s+){0,3}-?(?:base64|a)\s+(?:-\w+\s+){0,3}-d)(?![\w-])",
+        r"|openssl\s+(?:enc\s+)?(?:-\w+\s+){0,3}-?(?:base64|a)\s+(?:-\w+\s+){0,3}-d)(?![\w-])"
+        # Reversed, rot13 or escaped text is a payload too: `echo 'hs | …' | rev | sh`.
+        r"|rev(?=\s*\|)|tr\s+(?:-\w+\s+)?[\"']?\[?a-z\]?[\"']?\s+[\"']?\[?n-za-m"
+        r"|base32\s+(?:-d|--decode)|printf\s+[\"']?(?:%b|\\x[0-9a-f]{2})",
         triggers=("|",),
         post=_piped_to_interpreter,
         reads=pipeline_end,
