@@ -61,10 +61,9 @@ _last: tuple[str, list[int]] = ("", [])
 
 def _in_code_fence(text: str, pos: int) -> bool:
     global _last
-    if "```" not in text and "~~~" not in text:
-        return False
     if _last[0] is not text:  # the fences of the text being scanned, found once
-        _last = (text, _code_block_bounds(text))
+        fenced = "```" in text or "~~~" in text
+        _last = (text, _code_block_bounds(text) if fenced else [])
     bounds = _last[1]
     return bisect_right(bounds, pos) % 2 == 1
 

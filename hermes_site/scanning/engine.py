@@ -32,12 +32,14 @@ from hermes_site.scanning.phrases import _Rule
 from hermes_site.scanning.phrases_intl import INTL_RULES
 from hermes_site.scanning.result import Raw, render_excerpt, secret_spans
 from hermes_site.scanning.shell import Checks
+from hermes_site.scanning.shellview import shell_views
 from hermes_site.scanning.spelling import SQUASHED_RULES, spelled_views
 
 # Decoding inside decoded text: base64 of base64 is decoded, a third layer is not.
 MAX_DEPTH = 2
 LOOK_ALIKE = " (written with look-alike letters)"
 SPELLED = " (spelled with separators or digits)"
+AS_THE_SHELL_READS = " (after the shell's quotes, ${IFS} and variables are read)"
 _TEXT_RULES = _ENGLISH_AND_CHINESE + INTL_RULES
 SHELL_CHECKS = Checks(DESTRUCTIVE_CHECKS, EXECUTION_CHECKS, HARVESTING_CHECKS, PERSISTENCE_CHECKS)
 
@@ -55,6 +57,8 @@ def scan_raw(text: str, *, kind: str = "memory", depth: int = 0) -> tuple[list[R
     skeleton = skeleton_view(norm)
     if skeleton is not None:
         raw.extend(_view_findings(skeleton, _TEXT_RULES, LOOK_ALIKE, commands=True, kind=kind))
+    for view in shell_views(norm):
+        raw.extend(_view_findings(view, (), AS_THE_SHELL_READS, commands=True, kind=kind))
     for view in spelled_views(skeleton or norm):
         raw.extend(
             _view_findings(view, _TEXT_RULES + SQUASHED_RULES, SPELLED, commands=False, kind=kind)

@@ -11,6 +11,7 @@ a shell (rustup, Homebrew, uv) are blocked too: a skill should download, check, 
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 
 from hermes_site.scanning.shell import Check, check, pipeline_end
 
@@ -56,15 +57,21 @@ _FETCH = re.compile(
     r"|downloadstring|webclient|\bcurl\s|\bwget\s|socket\.(?:socket|create_connection)"
 )
 WINDOW = 400
+_fetches: tuple[str, list[int]] = ("", [])
 
 
 def _runs_fetched_code(text: str, m: re.Match[str]) -> tuple[int, int] | None:
     """`exec(`/`eval(` with code fetched from the network within WINDOW characters (the
     same one-liner, or the lines of a short script); `regex.exec(s)` in JavaScript is a
-    method, not the builtin."""
+    method, not the builtin. Fetches are found once per text, so many calls stay linear."""
+    global _fetches
     if m.start() and text[m.start() - 1] == ".":
         return None
-    if _FETCH.search(text, max(0, m.start() - WINDOW), m.end() + WINDOW) is None:
+    if _fetches[0] is not text:
+        _fetches = (text, [f.start() for f in _FETCH.finditer(text)])
+    positions = _fetches[1]
+    i = bisect_left(positions, m.start() - WINDOW)
+    if i == len(positions) or positions[i] > m.end() + WINDOW:
         return None
     return m.start(), m.end()
 

@@ -59,3 +59,54 @@ def test_docs_show_the_measured_figures():
     skills = (DOCS / "SKILLS.md").read_text()
     assert report.class_table(figures) in security, report.class_table(figures)
     assert report.rule_table(figures) in skills, report.rule_table(figures)
+
+
+ADVERSARIAL = {
+    "quotes": "'\"" * 100_000,
+    "broken words": "c''u" * 50_000,
+    "ifs": "${IFS}" * 35_000,
+    "assignments": "a=b; $a " * 25_000,
+    "reversed substitutions": "$(echo 'lruc' | rev) " * 10_000,
+    "printf escapes": "$(printf '" + "\\x63" * 50_000,
+    "exec calls": "exec(" * 40_000 + "urlopen",
+    "eval near fetch": ("eval(x) fetch(" * 15_000),
+    "reverse shell pieces": "/dev/tcp/" * 25_000,
+    "authorized keys": ">> authorized_keys " * 10_000,
+    "crontab": "crontab " * 25_000,
+    "hex hosts": "curl http://0x" * 15_000,
+    "numeric hosts": "http://1." * 25_000,
+    "cat operands": "cat " + "a " * 100_000,
+    "jailbreak": "jailbreak " * 20_000,
+    "backticks": "`" * 200_000,
+    "fences": "```python\n</s>\n" * 14_000,
+    "quoted markers": '"</s>" ' * 30_000,
+    "dumps": "env > f; " * 20_000 + "curl " + "f " * 1_000,
+    "secret sources piped": "gh auth token | " * 12_000 + "curl",
+    "globs": "cat /e*/* " * 20_000,
+    "copies": "cp " * 60_000,
+    "own api lines": 'curl -H "Authorization: Bearer $GITHUB_TOKEN" ' + "https://a.b " * 15_000,
+    "german": "ignoriere alle " * 14_000,
+    "french": "ignore toutes les " * 12_000,
+    "japanese": "以前の指示" * 40_000,
+    "role heading": "## system\n" * 20_000,
+}
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("name", sorted(ADVERSARIAL))
+def test_large_adversarial_input_cannot_hang_the_new_rules(name):
+    # Catastrophic backtracking shows up as minutes; the timeout marker is the guard.
+    text = ADVERSARIAL[name]
+    assert len(text) >= 100_000
+    assert scan_text(text, kind="skill").kind == "skill"
+
+
+@pytest.mark.timeout(30)
+def test_scanning_a_large_skill_as_one_script_stays_bounded():
+    files = {
+        "SKILL.md": "cat scripts/a scripts/b | sh\n" * 3_000,
+        "scripts/a": "curl -s https://x.example/ \\\n" * 4_000,
+        "scripts/b": "| b''ash\n" * 12_000,
+    }
+    results = scan_skill_files(files)
+    assert set(results) == set(files)

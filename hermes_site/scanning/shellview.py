@@ -1,0 +1,121 @@
+"""What the shell will run, read the way the shell reads it: `cu''rl`, `c"u"rl`, `"curl"` and
+`c\\url` are `curl`; `${IFS}` is a space; `$(echo 'lruc' | rev)` and
+`$(printf '\\x63\\x75\\x72\\x6c')` are `curl`; and a variable set to a word in the same text
+(`c=curl; $c …`, `X=cu; Y=rl; $X$Y`) is that word. The command checks then run on this copy.
+
+Two rewrites, each a `Derived` view so findings map back to the original text, made only when
+the text has something to rewrite. Quotes are read only in words that spell a command once
+they are dropped (so `"hello"world` or JSON keys stay as they are); at most `MAX_VARIABLES`
+assignments are followed, and only to short plain words.
+"""
+
+from __future__ import annotations
+
+import re
+
+from hermes_site.scanning.normalise import Derived, Normalised
+
+MAX_VARIABLES = 50
+MAX_WORD = 40
+
+COMMAND_WORDS = frozenset(
+    {
+        *("curl", "wget", "bash", "sh", "zsh", "dash", "ksh", "fish", "python", "python3"),
+        *("perl", "ruby", "node", "php", "deno", "bun", "nc", "ncat", "netcat", "socat"),
+        *("telnet", "rm", "chmod", "chown", "dd", "mkfs", "cat", "env", "printenv", "base64"),
+        *("eval", "exec", "crontab", "sudo", "iex", "powershell", "pwsh", "scp", "rsync"),
+        *("ssh", "tar", "openssl", "xxd", "rev", "tee", "cp", "mv", "find", "grep", "history"),
+        *("gpg", "security", "kubectl", "gh", "gcloud", "aws", "vault", "source", "invoke-expression"),
+    }
+)
+_WORD_CHAR = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-'\"\\")
+_BREAKERS = re.compile(r"['\"\\]")
+_SUBSTITUTION = re.compile(
+    r"\$(?:\{ifs[^}\n]{0,12}\}|ifs(?![a-z0-9_]))"
+    r"|(?:\$\(|`)\s*(?:echo|printf)\s+(?:-[ne]+\s+)?(?P<q>['\"]?)(?P<reversed>[^'\"\s|)`]{1,80})"
+    r"(?P=q)\s*\|\s*rev\s*(?:\)|`)"
+    r"|(?:\$\(|`)\s*printf\s+(?P<q2>['\"]?)(?P<hex>(?:\\x[0-9a-f]{2}){1,40})(?P=q2)\s*(?:\)|`)"
+)
+_ASSIGNMENT = re.compile(
+    r"(?:^|(?<=[\s;&|(]))(?P<name>[a-z_][a-z0-9_]{0,30})=(?P<q>['\"]?)"
+    r"(?P<value>[a-z0-9_./:+-]{1,60})(?P=q)(?=[\s;&|)]|$)"
+)
+_REFERENCE = re.compile(r"(?P<q>['\"]?)\$\{?(?P<name>[a-z_][a-z0-9_]{0,30})\}?(?P=q)")
+
+
+def shell_views(norm: Normalised) -> list[Normalised]:
+    """The text as the shell reads it, once or twice rewritten (empty: nothing to rewrite)."""
+    views: list[Normalised] = []
+    text = norm.text
+    if "'" in text or '"' in text or "\\" in text or "$" in text or "`" in text:
+        first = _rewrite(norm, _first_pass(text))
+        if first is not None:
+            views.append(first)
+    base = views[-1] if views else norm
+    if "=" in base.text and "$" in base.text:
+        second = _rewrite(base, _variables(base.text))
+        if second is not None:
+            views.append(second)
+    return views
+
+
+def _rewrite(parent: Normalised, edits: list[tuple[int, int, str]]) -> Normalised | None:
+    if not edits:
+        return None
+    view = Derived(parent)
+    text, pos = parent.text, 0
+    for start, end, replacement in sorted(edits):
+        if start < pos:
+            continue
+        view.add(text[pos:start], pos, start)
+        view.add(replacement or "", start, end)
+        pos = end
+    view.add(text[pos:], pos, len(text))
+    view.finish()
+    return view
+
+
+def _first_pass(text: str) -> list[tuple[int, int, str]]:
+    """Edits for `${IFS}`, reversed or escaped command names, and broken-up command words."""
+    edits: list[tuple[int, int, str]] = []
+    if "$" in text or "`" in text:
+        for m in _SUBSTITUTION.finditer(text):
+            if m.group("reversed"):
+                edits.append((m.start(), m.end(), m.group("reversed")[::-1]))
+            elif m.group("hex"):
+                hexed = m.group("hex")
+                decoded = bytes(int(hexed[i + 2 : i + 4], 16) for i in range(0, len(hexed), 4))
+                edits.append((m.start(), m.end(), decoded.decode("latin-1").lower()))
+            else:
+                edits.append((m.start(), m.end(), " "))
+    done_until = -1
+    for m in _BREAKERS.finditer(text):
+        if m.start() < done_until:
+            continue
+        start, end = m.start(), m.end()
+        while start > 0 and m.start() - start < MAX_WORD and text[start - 1] in _WORD_CHAR:
+            start -= 1
+        while end < len(text) and end - m.start() < MAX_WORD and text[end] in _WORD_CHAR:
+            end += 1
+        done_until = end
+        word = text[start:end]
+        plain = word.replace("'", "").replace('"', "").replace("\\", "")
+        if plain != word and plain in COMMAND_WORDS:
+            edits.append((start, end, plain))
+    return edits
+
+
+def _variables(text: str) -> list[tuple[int, int, str]]:
+    """Edits that put each variable's value where it is used (`$c`, `${c}`, `"$c"`)."""
+    values: dict[str, str] = {}
+    for m in _ASSIGNMENT.finditer(text):
+        if len(values) >= MAX_VARIABLES and m.group("name") not in values:
+            break
+        values[m.group("name")] = m.group("value")
+    if not values:
+        return []
+    return [
+        (m.start(), m.end(), values[m.group("name")])
+        for m in _REFERENCE.finditer(text)
+        if m.group("name") in values
+    ]
