@@ -25,7 +25,7 @@ COMMAND_WORDS = frozenset(
         *("telnet", "rm", "chmod", "chown", "dd", "mkfs", "cat", "env", "printenv", "base64"),
         *("eval", "exec", "crontab", "sudo", "iex", "powershell", "pwsh", "scp", "rsync"),
         *("ssh", "tar", "openssl", "xxd", "rev", "tee", "cp", "mv", "find", "grep", "history"),
-        *("gpg", "security", "kubectl", "gh", "gcloud", "aws", "vault", "source", "invoke-expression"),
+        *("gpg", "security", "kubectl", "gh", "gcloud", "aws", "vault", "source"),
     }
 )
 _WORD_CHAR = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-'\"\\")
