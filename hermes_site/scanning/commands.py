@@ -38,7 +38,7 @@ _NAME_GROUPS = ("sh", "ps", "cmd", "py", "pyget", "getenv", "js")
 _ENCODE_OR_DUMP = re.compile(r"\bbase64\b|\b(?:env|printenv|history)\s*\|")
 # Commands whose output is a secret or a pile of them.
 _SECRET_SOURCE = (
-    r"\b(?:env|printenv|history|export\s+-p|declare\s+-x)"
+    r"(?<![\w-])(?:env|printenv|history|export\s+-p|declare\s+-x)(?![\w-])"
     r"|gh\s+auth\s+token|gcloud\s+auth\s+(?:application-default\s+)?print-(?:access|identity)-token"
     r"|aws\s+(?:configure\s+(?:get|export-credentials)|sts\s+get-session-token"
     r"|ecr\s+get-login-password|secretsmanager\s+get-secret-value|ssm\s+get-parameters?)"
@@ -92,6 +92,11 @@ def _leaked_reference(body: str) -> re.Match[str] | None:
     return references[0]
 
 
+def _names_file(name: str) -> re.Pattern[str]:
+    """`name` as a whole path on a command line (`@/tmp/e`, `-T /tmp/e`, `< e`)."""
+    return re.compile(rf"(?:^|(?<=[\s@=<\"'/])){re.escape(name)}(?=$|[\s\"';|&)])")
+
+
 def _dumped_files(text: str) -> list[str]:
     """Files that a command writes a secret or the environment into (`env > /tmp/e`)."""
     if ">" not in text:
@@ -129,7 +134,9 @@ def _command_findings(norm: Normalised) -> Iterator[tuple[str, str, int, int, bo
                 False,
             )
             continue
-        upload = next((f for f in dumped if f in body[command_end:]), None)
+        upload = next(
+            (f for f in dumped if _names_file(f).search(body, command_end) is not None), None
+        )
         if upload is not None:
             yield (
                 "exfiltration",

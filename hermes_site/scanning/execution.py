@@ -26,7 +26,7 @@ _TO_INTERPRETER = re.compile(
     r"(?:(?:ba|z|k|da|fi|tc|c|a)?sh(?![\w.-])|iex(?![\w-])|invoke-expression(?![\w-])"
     r"|(?:python[\d.]*|perl|ruby|node|php|pwsh|powershell|bun|deno\s+run)"
     r"(?=\s*(?:-\s*)?(?:$|[;&|)`]))"
-    r"|(?:source|\.)\s+/dev/stdin)"
+    r"|(?:source|\.)\s+/dev/stdin|\$\{?shell\}?(?![\w-]))"
 )
 
 
@@ -77,6 +77,14 @@ def _runs_fetched_code(text: str, m: re.Match[str]) -> tuple[int, int] | None:
 
 
 EXECUTION_CHECKS: tuple[Check, ...] = (
+    check(
+        CATEGORY,
+        "runs code fetched from the network (python -c, node -e, perl, ruby, php)",
+        r"(?:os\.system|os\.popen|subprocess\.\w{1,20}|execsync|shell_exec|system)\s*\("
+        r"[^;\n]{0,200}?(?:urlopen|requests\.get|httpx\.get|fetch\(|file_get_contents\(\s*[\"']http"
+        r"|lwp::|uri\.open|net::http)",
+        triggers="system|popen|subprocess|execsync|shell_exec",
+    ),
     check(
         CATEGORY,
         "runs code fetched from the network (python -c, node -e, perl, ruby, php)",

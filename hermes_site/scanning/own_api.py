@@ -11,8 +11,8 @@ the same service (`$GITLAB_URL`). Everything else stays blocked: a generic name
 (`$API_KEY`, `$TOKEN`), a file (`@~/.ssh/id_rsa`, `.env`), the whole environment, a
 variable of another service, a plain `http://` URL, an IP address, a host that only contains
 the name (`github.evil.example`), and hosts where anyone can publish (`*.github.io`,
-`*.herokuapp.com`, `*.amazonaws.com`, `webhook.site`…: their registrable name is the
-tenant's, not the service's).
+`*.herokuapp.com`, `*.amazonaws.com`…: their registrable name is the tenant's, not the
+service's), and a line that reroutes the request (`--resolve`, `--connect-to`, a proxy).
 
 Why a name is enough: a variable only holds a real secret when the environment defines it,
 and the environment names real credentials after their service. An attacker may write
@@ -90,6 +90,13 @@ _VARIABLE_HOST = re.compile(
     r"(?:^|[\s\"'=(])\$\{?(?P<name>[a-z_][a-z0-9_]{0,60})\}?(?=[/\s\"'`)]|$)"
 )
 _HOST_VARIABLE_WORD = re.compile(r"(?:^|_)(?:url|uri|host|base|endpoint|server|domain|api)(?:_|$)")
+# Options that send a request for the right host to another address or through a proxy.
+_REROUTED = re.compile(
+    r"--(?:resolve|connect-to|proxy|preproxy|socks[45]h?|doh-url|unix-socket|abstract-unix-socket)"
+    r"\b|\bproxies\s*=|https?_proxy="
+    # `-x` is curl's proxy; `-X POST` is the method (the text is read in lower case).
+    r"|(?:^|\s)-x\s+(?!(?:post|get|put|patch|delete|head|options)\b)"
+)
 _IP = re.compile(r"^[0-9.]+$|^\[|^0x")
 
 
@@ -121,7 +128,7 @@ def sends_to_own_api(body: str, variables: list[str], references: list[re.Match[
     """True when every secret variable on this command line names the service of every
     destination on it (see the module docstring)."""
     wanted = [service_names(v) for v in variables]
-    if not all(wanted):
+    if not all(wanted) or _REROUTED.search(body):
         return False
     inside = [(m.start(), m.end()) for m in references]
     destinations: list[set[str]] = []

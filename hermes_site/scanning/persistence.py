@@ -6,7 +6,8 @@ keeps its author's access after the chat is over.
 What passes on purpose: reading or fixing permissions (`chmod 600 ~/.ssh/authorized_keys`),
 `ssh-copy-id` (a person's own key to a server they reach), `crontab -l` and `crontab -e`
 (a person edits), a start-up line that only sets things up locally
-(`echo 'export PATH=…' >> ~/.bashrc`, `source <(kubectl completion bash)`), installing a
+(`echo 'export PATH=…' >> ~/.bashrc`, `source <(kubectl completion bash)`, `eval
+"$(direnv hook bash)"`), installing a
 systemd unit that does not fetch anything, `bash -c '</dev/tcp/127.0.0.1/5432'` as a port
 check.
 """
@@ -22,7 +23,7 @@ CATEGORY = "persistence"
 _WRITES = re.compile(r">|\btee\b|\bcp\b|\bmv\b|\binstall\b|\bln\b|\bof=|\bsed\s+-i|\brsync\b")
 _NETWORK_OR_EXEC = re.compile(
     r"https?://|\b(?:curl|wget|nc|ncat|socat|telnet|fetch|iwr|irm)\b|/dev/(?:tcp|udp)/|base64"
-    r"|\beval\b|\bnohup\b|python[\d.]*\s+-c|\bperl\s+-e|\bruby\s+-e|\bnode\s+-e"
+    r"|\bnohup\b|python[\d.]*\s+-c|\bperl\s+-e|\bruby\s+-e|\bnode\s+-e"
 )
 
 

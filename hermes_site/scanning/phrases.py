@@ -202,21 +202,21 @@ _TEXT_RULES: tuple[_Rule, ...] = (
         r"(?:from\s+now\s+on|from\s+this\s+(?:point|moment)\s+(?:on|forward)|henceforth"
         r"|starting\s+(?:now|immediately)),?\s+(?:you|your|always|never|ignore|respond|answer"
         r"|act|behave)\b",
-        r"pretend\s+(?:to\s+be|(?:that\s+)?you(?:\s+are|'re))\b",
         r"you\s+(?:have|has)\s+no\s+(?:restrictions|limitations|rules|filters|guidelines)\b",
         r"no\s+longer\s+bound\s+by\b",
         r"your\s+only\s+(?:rule|instruction|directive|law|master|loyalty)\s+(?:is|now)\b",
         r"you\s+(?:now\s+)?answer\s+(?:only\s+)?to\s+me\b",
         r"you\s+are\s+(?:now\s+)?(?:free|freed|released|liberated|unbound)\s+(?:from|of)\s+"
         r"(?:your|all|any|the)\b",
-        triggers="you|now on|point|moment|henceforth|starting|pretend|bound",
+        triggers="you|now on|point|moment|henceforth|starting|bound",
     ),
     _rule(
         "prompt_injection",
         "tries to give the assistant a new role",
         # Quoted as an example or negated ("never roleplay as …"), it is a mention.
         r"role-?\s?play\s+as\b",
-        triggers="play",
+        r"pretend\s+(?:to\s+be|(?:that\s+)?you(?:\s+are|'re))\b",
+        triggers="play|pretend",
         skip_negated=True,
         skip_quoted=True,
     ),
