@@ -101,12 +101,13 @@ def _dumped_files(text: str) -> list[str]:
     """Files that a command writes a secret or the environment into (`env > /tmp/e`)."""
     if ">" not in text:
         return []
-    return [m.group("file") for m in _DUMPED_TO_FILE.finditer(text)][:MAX_DUMPED]
+    names = dict.fromkeys(m.group("file") for m in _DUMPED_TO_FILE.finditer(text))
+    return list(names)[:MAX_DUMPED]
 
 
 def _command_findings(norm: Normalised) -> Iterator[tuple[str, str, int, int, bool]]:
     text = norm.text
-    dumped = _dumped_files(text)
+    dumped = [_names_file(name) for name in _dumped_files(text)]
     done_until = 0
     for command in _NET_COMMAND.finditer(text):
         if command.start() < done_until or (command.start() and is_word(text[command.start() - 1])):
@@ -134,9 +135,7 @@ def _command_findings(norm: Normalised) -> Iterator[tuple[str, str, int, int, bo
                 False,
             )
             continue
-        upload = next(
-            (f for f in dumped if _names_file(f).search(body, command_end) is not None), None
-        )
+        upload = next((f for f in dumped if f.search(body, command_end) is not None), None)
         if upload is not None:
             yield (
                 "exfiltration",

@@ -41,6 +41,7 @@ LOOK_ALIKE = " (written with look-alike letters)"
 SPELLED = " (spelled with separators or digits)"
 AS_THE_SHELL_READS = " (after the shell's quotes, ${IFS} and variables are read)"
 _TEXT_RULES = _ENGLISH_AND_CHINESE + INTL_RULES
+_SPELLED_RULES = _ENGLISH_AND_CHINESE + SQUASHED_RULES
 SHELL_CHECKS = Checks(DESTRUCTIVE_CHECKS, EXECUTION_CHECKS, HARVESTING_CHECKS, PERSISTENCE_CHECKS)
 
 
@@ -61,7 +62,8 @@ def scan_raw(text: str, *, kind: str = "memory", depth: int = 0) -> tuple[list[R
         raw.extend(_view_findings(view, (), AS_THE_SHELL_READS, commands=True, kind=kind))
     for view in spelled_views(skeleton or norm):
         raw.extend(
-            _view_findings(view, _TEXT_RULES + SQUASHED_RULES, SPELLED, commands=False, kind=kind)
+            # English and Chinese only: the spelled copies cost a full pass of rules each.
+            _view_findings(view, _SPELLED_RULES, SPELLED, commands=False, kind=kind)
         )
     if depth < MAX_DEPTH:
         for how, payload in _payloads(text, runs):

@@ -76,6 +76,7 @@ _GLOB_TARGETS = (
     "~/.pypirc",
     ".env",
 )
+_GLOB_CHAR = re.compile(r"[*?\[]")
 _GLOB_WORD = re.compile(r"[^\s;|&<>`()]{1,200}")
 _HOME = re.compile(r"^(?:\$home|\$\{home\}|/root|/home/[\w.-]{1,40}|/users/[\w.-]{1,40})(?=/)")
 
@@ -83,6 +84,8 @@ _HOME = re.compile(r"^(?:\$home|\$\{home\}|/root|/home/[\w.-]{1,40}|/users/[\w.-
 def glob_of_secret_store(text: str, start: int, end: int) -> int | None:
     """The end of the first word in `text[start:end]` that is a glob matching a secret store,
     or None. Only words holding `*`, `?` or `[` are read (at most 20 per command)."""
+    if not _GLOB_CHAR.search(text, start, end):
+        return None
     seen = 0
     for word in _GLOB_WORD.finditer(text, start, end):
         token = word.group().strip("\"'")

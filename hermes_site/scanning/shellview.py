@@ -44,35 +44,80 @@ _REFERENCE = re.compile(r"(?P<q>['\"]?)\$\{?(?P<name>[a-z_][a-z0-9_]{0,30})\}?(?
 
 
 def shell_views(norm: Normalised) -> list[Normalised]:
-    """The text as the shell reads it, once or twice rewritten (empty: nothing to rewrite)."""
+    """The lines the shell would read differently, as it reads them (empty: nothing to
+    rewrite). Only the lines around a rewrite are returned (`CONTEXT_LINES` either side,
+    at most `MAX_SIDE` characters), so a long text with one `"sh"` is not scanned again."""
     views: list[Normalised] = []
+    current = norm
     text = norm.text
     if "'" in text or '"' in text or "\\" in text or "$" in text or "`" in text:
-        first = _rewrite(norm, _first_pass(text))
-        if first is not None:
-            views.append(first)
-    base = views[-1] if views else norm
-    if "=" in base.text and "$" in base.text:
-        second = _rewrite(base, _variables(base.text))
-        if second is not None:
-            views.append(second)
+        rewritten = _rewrite(norm, _first_pass(text))
+        if rewritten is not None:
+            current = rewritten[0]
+            views.append(_window(*rewritten))
+    if "=" in current.text and "$" in current.text:
+        rewritten = _rewrite(current, _variables(current.text))
+        if rewritten is not None:
+            views.append(_window(*rewritten))
     return views
 
 
-def _rewrite(parent: Normalised, edits: list[tuple[int, int, str]]) -> Normalised | None:
+CONTEXT_LINES = 1
+MAX_SIDE = 2000
+
+
+def _rewrite(
+    parent: Normalised, edits: list[tuple[int, int, str]]
+) -> tuple[Normalised, list[int]] | None:
+    """`parent` with `edits` applied, and where each edit landed in the new text."""
     if not edits:
         return None
     view = Derived(parent)
     text, pos = parent.text, 0
+    landed = []
     for start, end, replacement in sorted(edits):
         if start < pos:
             continue
         view.add(text[pos:start], pos, start)
+        landed.append(view.length)
         view.add(replacement or "", start, end)
         pos = end
     view.add(text[pos:], pos, len(text))
     view.finish()
-    return view
+    return view, landed
+
+
+def _window(view: Normalised, positions: list[int]) -> Normalised:
+    """The lines of `view` around `positions`, as a view of their own."""
+    text = view.text
+    ranges: list[list[int]] = []
+    for pos in positions:
+        floor, ceil = max(0, pos - MAX_SIDE), min(len(text), pos + MAX_SIDE)
+        lo, end = floor, pos
+        for _ in range(CONTEXT_LINES + 1):
+            k = text.rfind("\n", floor, end)
+            if k == -1:
+                lo = floor
+                break
+            lo, end = k + 1, k
+        hi, start = ceil, pos
+        for _ in range(CONTEXT_LINES + 1):
+            k = text.find("\n", start, ceil)
+            if k == -1:
+                hi = ceil
+                break
+            hi = start = k + 1
+        if ranges and lo <= ranges[-1][1]:
+            ranges[-1][1] = max(ranges[-1][1], hi)
+        else:
+            ranges.append([lo, hi])
+    window = Derived(view)
+    for lo, hi in ranges:
+        window.add(text[lo:hi], lo, hi)
+        if hi < len(text) and text[hi - 1] != "\n":
+            window.add("\n", hi - 1, hi)  # a cut line must not run into the next range
+    window.finish()
+    return window
 
 
 def _first_pass(text: str) -> list[tuple[int, int, str]]:
