@@ -34,11 +34,13 @@ def hostile_classes() -> dict[str, list[object]]:
     """Each hostile class with its cases: a text, or a skill's files (path -> text)."""
     from tests.hermes_site.test_scanning import HOSTILE
     from tests.hermes_site.test_scanning_commands import HOSTILE_COMMANDS, SKILL_ONLY
+    from tests.hermes_site.test_scanning_obfuscation import HOSTILE_ALL
 
     classes: dict[str, list[object]] = {SPLIT_CLASS: list(corpus.HOSTILE_FILE_SETS)}
     classes.update(corpus.HOSTILE_SCRIPTS)
     classes["earlier hostile texts (injection, exfiltration, Unicode, secrets)"] = list(HOSTILE)
     classes["earlier hostile commands"] = [c[0] for c in HOSTILE_COMMANDS + SKILL_ONLY]
+    classes["earlier hidden or disguised texts"] = list(HOSTILE_ALL)
     return classes
 
 
@@ -46,10 +48,12 @@ def benign_classes() -> dict[str, list[str]]:
     """Each benign class with its texts (skills must be able to hold every one)."""
     from tests.hermes_site.test_scanning import BENIGN_MEMORY, BENIGN_SKILL
     from tests.hermes_site.test_scanning_commands import BENIGN_SKILL_COMMANDS
+    from tests.hermes_site.test_scanning_obfuscation import BENIGN_MORE
 
     classes = dict(corpus.BENIGN)
     classes["earlier benign facts and skill texts"] = BENIGN_MEMORY + BENIGN_SKILL
     classes["earlier benign runbook commands"] = list(BENIGN_SKILL_COMMANDS)
+    classes["earlier benign other scripts, emoji, code and IDs"] = list(BENIGN_MORE)
     return classes
 
 
