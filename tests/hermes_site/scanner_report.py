@@ -4,13 +4,15 @@
 A rule is a finding's category and reason, without the note on how the text was hidden
 ("decoded from base64", "across files: …"). A case counts as blocked when any rule blocks it.
 Run `python -m tests.hermes_site.scanner_report` to print the tables that docs/SECURITY.md
-and docs/SKILLS.md keep (a test checks that they are current).
+and docs/SKILLS.md keep, `--write` to update them there (a test checks they are current).
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from hermes_site.scanning import scan_skill_files, scan_text
 from tests.hermes_site import scanner_corpus as corpus
@@ -147,8 +149,28 @@ def rule_table(figures: Figures) -> str:
     return "\n".join(lines)
 
 
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+def write_docs(figures: Figures) -> None:
+    """Replace the tables in docs/SECURITY.md and docs/SKILLS.md with `figures`."""
+    for name, table, head in (
+        ("SECURITY.md", class_table(figures), "| hostile class"),
+        ("SKILLS.md", rule_table(figures), "| rule (category"),
+    ):
+        path = DOCS / name
+        text = path.read_text()
+        start = text.index(head)
+        last = text.index("| **all benign**", start) if name == "SECURITY.md" else start
+        end = text.find("\n\n", last)
+        end = len(text.rstrip("\n")) if end == -1 else end
+        path.write_text(text[:start] + table + text[end:])
+
+
 if __name__ == "__main__":
     result = measure()
+    if "--write" in sys.argv:
+        write_docs(result)
     print(class_table(result), end="\n\n")
     print(rule_table(result))
     for case in result.missed:
