@@ -43,17 +43,27 @@ def quoted(text: str, start: int, end: int) -> bool:
 
 
 def in_code(text: str, start: int, end: int) -> bool:
-    """True when the match is data in code: inside an inline code span or a double-quoted
-    string on its line, at the edge of a single-quoted string (`stop=['</s>']`), or inside a
+    """True when the match is data in code: inside an inline code span, inside a double-quoted
+    string literal or at the edge of a single-quoted one (`stop=['</s>']`), or inside a
     fenced block whose info string names a language (```python, ```json …)."""
     before, after = _line(text, start, end)
     if before.count("`") % 2 == 1 and "`" in after:
         return True
-    if before.count('"') % 2 == 1 and '"' in after:
+    if before.count('"') % 2 == 1 and '"' in after and _opens_literal(before, '"'):
         return True
-    if before.endswith("'") or after.startswith("'"):
+    if (before.endswith("'") or after.startswith("'")) and _opens_literal(before, "'"):
         return True
     return _in_code_fence(text, start)
+
+
+# A string literal in code follows `=`, `(`, `[`, `{` or `,` (`stop=["</s>"]`, `f"<|…|>"`);
+# a quotation in prose ('Note: "<|im_start|>system …"') does not.
+_LITERAL_START = re.compile(r"(?:^|[=(\[{,+])\s*[rbfu]{0,2}\Z")
+
+
+def _opens_literal(before: str, quote: str) -> bool:
+    opening = before.rfind(quote)
+    return opening != -1 and _LITERAL_START.search(before, 0, opening) is not None
 
 
 _last: tuple[str, list[int]] = ("", [])
