@@ -165,3 +165,13 @@ def test_scan_skill_files_reports_each_file_once_and_checks_the_kind():
     assert scan_skill_files({"SKILL.md": "# Fine\n"})["SKILL.md"].allowed
     with pytest.raises(ValueError, match="kind"):
         scan_skill_files(files, kind="note")
+
+
+@pytest.mark.timeout(30)
+def test_two_hundred_kilobytes_of_the_corpus_scan_to_the_end():
+    hostile = "\n".join(text for _, text in HOSTILE)
+    benign = "\n\n".join(text for _, text in BENIGN)
+    text = ((benign + "\n") * 20)[:190_000] + "\n" + hostile[:10_000]
+    result = scan_text(text, kind="skill")
+    assert not result.allowed
+    assert max(f.start for f in result.findings) >= 190_000  # the end was read too
