@@ -52,6 +52,10 @@ _DUMPED_TO_FILE = re.compile(
     rf"(?:{_SECRET_SOURCE})(?:\s[^;&|\n>]{{0,200}})?\s*>{{1,2}}\s*[\"']?(?P<file>[^\s;&|<>\"']{{1,200}})"
 )
 MAX_DUMPED = 20
+# `curl -d "$(printenv)" …`: the whole environment substituted into the command line.
+_ENVIRONMENT_SUBSTITUTED = re.compile(
+    r"(?:\$\(|`)\s*(?:env|printenv|export\s+-p|declare\s+-x|set|history)\s*(?:\)|`)"
+)
 _URL = re.compile(r"https?://[^\s<>\"'`)\]]{1,2000}")
 _MD_IMAGE = re.compile(r"!\[[^\]\n]{0,200}\]\(\s*<?(https?://[^\s)>]{1,2000})")
 _PLACEHOLDER = re.compile(
@@ -123,6 +127,15 @@ def _command_findings(norm: Normalised) -> Iterator[tuple[str, str, int, int, bo
                 "exfiltration",
                 "sends a secret or a credentials file with a network command",
                 *norm.span(lo, hi),
+                False,
+            )
+            continue
+        dumped_inline = _ENVIRONMENT_SUBSTITUTED.search(body)
+        if dumped_inline is not None:
+            yield (
+                "exfiltration",
+                "pipes a secret or the environment into a network command",
+                *norm.span(base + min(command_start, dumped_inline.start()), done_until),
                 False,
             )
             continue

@@ -82,8 +82,12 @@ EXECUTION_CHECKS: tuple[Check, ...] = (
         "runs code fetched from the network (python -c, node -e, perl, ruby, php)",
         r"(?:os\.system|os\.popen|subprocess\.\w{1,20}|execsync|shell_exec|system)\s*\("
         r"[^;\n]{0,200}?(?:urlopen|requests\.get|httpx\.get|fetch\(|file_get_contents\(\s*[\"']http"
-        r"|lwp::|uri\.open|net::http)",
-        triggers="system|popen|subprocess|execsync|shell_exec",
+        r"|lwp::|uri\.open|net::http)"
+        # Perl or Ruby running what a download printed: system(`curl …`), eval `wget …`.
+        r"|(?:system|exec|eval|qx)\s*\(?\s*`\s*(?:curl|wget)\s"
+        # Python 2's exec statement: exec urllib2.urlopen(…).read()
+        r"|exec\s+(?:urllib2?|requests|httpx|urlopen)\b",
+        triggers="system|popen|subprocess|execsync|shell_exec|exec|eval|qx",
     ),
     check(
         CATEGORY,
