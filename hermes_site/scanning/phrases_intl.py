@@ -25,7 +25,8 @@ _FR_VERB = (
     r"(?:pas\s+|plus\s+)?compte|fais\s+abstraction|faites\s+abstraction|passe[rz]?\s+outre"
 )
 _FR_OBJECT = r"instructions?|consignes?|règles?|regles?|directives?|indications?|ordres?|prompts?"
-_FR_QUAL_BEFORE = r"toutes|tous|tes|vos|ses|les\s+anciennes|tes\s+anciennes"
+# As in English, "old" is not enough: "ignorez les anciennes consignes de style" is advice.
+_FR_QUAL_BEFORE = r"toutes|tous|tes|vos"
 _FR_QUAL_AFTER = (
     r"pr[ée]c[ée]dent(?:e|es|s)?|ant[ée]rieur(?:e|es|s)?|ci-dessus|d'avant|initiales?"
     r"|originales?|du\s+syst[èe]me|syst[èe]me|re[çc]ues?|donn[ée]es?"
@@ -188,8 +189,11 @@ INTL_RULES = (
     _rule(
         "prompt_injection",
         _ROLE,
-        r"(?:あなた|君|お前)は(?:今から|これから|今後|もう|今や)",
-        r"(?:今から|これから)(?:あなた|君|お前)は",
+        # "あなたは今からデプロイを始められます" (you can now start) is prose; a new identity
+        # ends in です/だ or becomes something (になる, として).
+        r"(?:あなた|君|お前)は(?:今から|これから|今後|もう|今や)[^。\n]{0,40}?"
+        r"(?:です|だ|である|になり|になる|として|を演じ)",
+        r"(?:今から|これから)(?:あなた|君|お前)は[^。\n]{0,40}?(?:です|だ|である|になり|になる|として)",
         r"(?:に|と)なりきって|のふりをして|を演じて(?:ください|下さい)?",
         triggers="あなた|君|お前|なりきって|ふり|演じて",
         word_start=False,
