@@ -229,6 +229,9 @@ INTL_RULES = (
         r"(?:whatever|everything|anything)\s+you(?:'ve|\s+have|\s+were)?\s+(?:been\s+)?told\s+"
         r"(?:\w+\s+){0,3}?(?:no\s+longer\s+(?:applies|matters|counts)|does(?:n't|\s+not)\s+"
         r"(?:apply|matter|count)|is\s+(?:void|irrelevant|cancelled|canceled|obsolete))",
+        r"(?:disregard|ignore|forget)\s+(?:what|whatever|anything|everything)\s+(?:the\s+(?:system"
+        r"|developers?|admins?|operators?|system\s+prompt)|your\s+(?:creators?|developers?"
+        r"|instructions|rules|system\s+prompt))\s+(?:said|says|told\s+you|tells\s+you)",
         r"pay\s+no\s+(?:attention|heed|mind)\s+to\s+(?:your|the|any|all)\s+(?:(?:previous|earlier"
         r"|prior|original|initial|above|system|old)\s+)?(?:instructions|rules|guidelines|prompt"
         r"|directives)",
@@ -241,9 +244,11 @@ INTL_RULES = (
         r"\s+been)\s+given|given\s+to\s+you|you\s+(?:received|got))\s+(?:\w+\s+){0,2}?"
         r"(?:no\s+longer\s+apply|(?:are|have\s+been)\s+(?:now\s+)?(?:void|cancell?ed|revoked"
         r"|obsolete|null|invalid|lifted|overridden|replaced|suspended))",
+        r"none\s+of\s+(?:your|the)\s+(?:(?:previous|earlier|prior|original|initial|system|old)\s+)?"
+        r"(?:instructions|rules|guidelines|directives)\s+(?:apply|applies|matter|matters|count)",
         r"your\s+(?:previous|earlier|prior|original|old|initial|system)\s+(?:instructions|rules"
         r"|guidelines|directives)\s+(?:no\s+longer\s+apply|(?:are|have\s+been)\s+(?:now\s+)?"
         r"(?:void|cancell?ed|revoked|obsolete|null|invalid|lifted|overridden|replaced|suspended))",
-        triggers="given|received|got|your",
+        triggers="given|received|got|your|none",
     ),
 )
