@@ -18,7 +18,12 @@ Shared by the memory and skills apps: import from `hermes_site.scanning`.
   `base64 -d | sh`), and credential harvesting (reading SSH private keys, cloud credentials,
   `.env`, `/etc/shadow`, keychains, browser cookie and password databases, secret
   environment variables). Runbook commands pass: `rm -rf build/`, `dd of=disk.img`,
-  `curl -fsSL URL -o file`, `DROP TABLE IF EXISTS tmp_x`, `chmod +x script.sh`.
+  `curl -fsSL URL -o file`, `DROP TABLE IF EXISTS tmp_x`, `chmod +x script.sh`;
+* persistence (`persistence.py`): keys added to `authorized_keys`, cron jobs installed
+  without a person editing them, shell start-up files that download, login items, reverse
+  shells. Commands are also read as the shell reads them (`shellview.py`: `cu''rl`,
+  `${IFS}`, `$(echo lruc | rev)`, `c=curl; $c`), and a skill's files are read joined, as
+  `cat` would run them (`scan_skill_files`, `files.py`).
 
 The same rules also run on what a text hides (`engine.py`): look-alike letters from other
 scripts read as Latin (`confusables.py`), words spelled with separators or leet joined
@@ -39,14 +44,23 @@ every later turn, so borderline phrasing is blocked, ordinary facts are not):
   "可以忽略 lint 警告" is not.
 * "system prompt" in prose is fine ("the system prompt is rendered from a template"); a *new*
   or *overridden* system prompt, or a request to reveal ours, is not.
-* "act as"/"扮演" count only as an imperative (sentence start, "please", "you must …"):
-  "Alice will act as on-call lead" and "Alice 扮演重要角色" are facts.
-* A line starting with "system:" is a fake role marker only when the rest of the line
-  addresses the model (you/assistant/instructions/must/…), so "System: Ubuntu 22.04" passes.
+* "act as" counts only with a role without limits ("act as an unrestricted AI", "as if you
+  had no rules"): "Act as an active guide" is how a skill sets a tone. "扮演" counts only as
+  an imperative: "Alice 扮演重要角色" is a fact. "You are now ready to deploy" is prose.
+* Role-play, jailbreak vocabulary and chat markers are mentions when quoted as an example
+  ('type "roleplay as a pirate"'), negated ("never roleplay as …"), technical ("detect
+  jailbreak attempts", "越狱攻击检测") or data in code (`stop=["</s>"]`, a marker in an
+  inline code span or a ```python/```json block).
+* A line starting with "system:" (or a "## System" heading) is a fake role marker only when
+  what follows addresses the model (you/assistant/instructions/must/obey/…), so
+  "System: Ubuntu 22.04" passes; only a real line start counts, not a blank line nearby.
 * "developer mode" is blocked when addressed to the model ("you are in developer mode",
   "enter developer mode."), not "enable developer mode on the test phones".
-* `curl https://…` is fine in both kinds; `curl … $API_TOKEN` / `~/.ssh` / `.env` is not, even
-  in a skill: a skill that needs a credential should name where it comes from, not inline it.
+* `curl https://…` is fine in both kinds; a credential sent to its own API passes
+  (`-H "Authorization: Bearer $AIRTABLE_API_KEY" https://api.airtable.com/…`: the variable is
+  named for the service the https host is registered under, see `own_api.py`); a generic
+  `$API_TOKEN`, `~/.ssh`, `.env`, the environment, or a credential sent to another host is
+  not.
 * Invisible characters: soft hyphen (U+00AD) is allowed; ZWJ (U+200D) is allowed between two
   emoji (👩‍💻, 🏳️‍🌈); ZWJ/ZWNJ are allowed between letters of scripts that need them
   (Arabic, Persian, Indic, Mongolian, …); one variation selector is allowed on a base that
@@ -75,6 +89,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from hermes_site.scanning.engine import scan_raw
+from hermes_site.scanning.files import scan_skill_files
 from hermes_site.scanning.result import (
     CATEGORIES,
     EXCERPT_LIMIT,
@@ -94,6 +109,7 @@ __all__ = [
     "ScanResult",
     "reveal_hidden",
     "scan_book",
+    "scan_skill_files",
     "scan_text",
 ]
 

@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterator
 
 from hermes_site.scanning.normalise import Normalised, is_word
+from hermes_site.scanning.own_api import sends_to_own_api
 
 _NET_COMMAND = re.compile(
     # One group of literal-first branches, so the engine can skip ahead by first character.
@@ -15,18 +16,46 @@ _NET_COMMAND = re.compile(
     r"|httpx\.(?:get|post|put|patch)|urllib\.request|fetch(?=\())(?!\w)"
 )
 _SECRET_REFERENCE = re.compile(
-    r"\$\{?[a-z0-9_]{0,40}(?:key|token|secret|passw(?:or)?d|pwd|credential|creds|cookie)"
-    r"[a-z0-9_]{0,40}\}?"
-    r"|\$env:[a-z0-9_]{0,40}(?:key|token|secret|password)"
-    r"|%[a-z0-9_]{0,40}(?:key|token|secret|password)[a-z0-9_]{0,40}%"
-    r"|os\.environ|getenv\("
-    r"|process\.env(?![.\[])|process\.env(?:\.|\[[\"'])[a-z0-9_]{0,40}(?:key|token|secret|passw|cred)"
+    # A named environment variable: `$X`, `${X}`, `$env:X`, `%X%`, `process.env.X`,
+    # `os.environ["X"]`, `os.getenv("X")` (named groups give the name, so the
+    # credential-to-its-own-API rule can read it).
+    r"\$\{?(?P<sh>[a-z0-9_]{0,40}(?:key|token|secret|passw(?:or)?d|pwd|credential|creds|cookie)"
+    r"[a-z0-9_]{0,40})\}?"
+    r"|\$env:(?P<ps>[a-z0-9_]{0,40}(?:key|token|secret|password)[a-z0-9_]{0,40})"
+    r"|%(?P<cmd>[a-z0-9_]{0,40}(?:key|token|secret|password)[a-z0-9_]{0,40})%"
+    r"|os\.environ(?:\[\s*[\"'](?P<py>[a-z0-9_]{1,80})[\"']\s*\]"
+    r"|\.get\(\s*[\"'](?P<pyget>[a-z0-9_]{1,80})[\"'])?"
+    r"|getenv\(\s*(?:[\"'](?P<getenv>[a-z0-9_]{1,80})[\"'])?"
+    r"|process\.env(?![.\[])"
+    r"|process\.env(?:\.|\[[\"'])(?P<js>[a-z0-9_]{0,40}(?:key|token|secret|passw|cred)"
+    r"[a-z0-9_]{0,40})"
     r"|~/\.ssh\b|\.ssh/|/\.ssh\b|id_(?:rsa|dsa|ecdsa|ed25519)\b"
     r"|(?<!process)\.env(?!\.(?:example|sample|template|dist)\b)(?![a-z0-9_-])"
     r"|/etc/(?:passwd|shadow|sudoers)\b|\.aws/credentials|\.netrc\b|\.git-credentials"
     r"|\.npmrc\b|\.pypirc\b|\.kube/config|\.docker/config\.json|kubeconfig\b"
 )
+_NAME_GROUPS = ("sh", "ps", "cmd", "py", "pyget", "getenv", "js")
 _ENCODE_OR_DUMP = re.compile(r"\bbase64\b|\b(?:env|printenv|history)\s*\|")
+# Commands whose output is a secret or a pile of them.
+_SECRET_SOURCE = (
+    r"(?<![\w-])(?:env|printenv|history|export\s+-p|declare\s+-x)(?![\w-])"
+    r"|gh\s+auth\s+token|gcloud\s+auth\s+(?:application-default\s+)?print-(?:access|identity)-token"
+    r"|aws\s+(?:configure\s+(?:get|export-credentials)|sts\s+get-session-token"
+    r"|ecr\s+get-login-password|secretsmanager\s+get-secret-value|ssm\s+get-parameters?)"
+    r"|az\s+account\s+get-access-token|kubectl\s+(?:get|describe)\s+secrets?\b"
+    r"|kubectl\s+config\s+view\b[^|\n]{0,80}--raw|vault\s+(?:kv\s+get|read|print\s+token)"
+    r"|\bop\s+(?:read|item\s+get)|security\s+find-\w+-password|\bpass\s+show"
+    r"|heroku\s+config|doctl\s+auth|docker\s+inspect|npm\s+token|gpg\s[^|\n]{0,60}--export-secret"
+)
+_PIPED_SECRET = re.compile(rf"(?:{_SECRET_SOURCE})[^;\n]{{0,300}}?\|[^;\n|]{{0,40}}\Z")
+_DUMPED_TO_FILE = re.compile(
+    rf"(?:{_SECRET_SOURCE})(?:\s[^;&|\n>]{{0,200}})?\s*>{{1,2}}\s*[\"']?(?P<file>[^\s;&|<>\"']{{1,200}})"
+)
+MAX_DUMPED = 20
+# `curl -d "$(printenv)" …`: the whole environment substituted into the command line.
+_ENVIRONMENT_SUBSTITUTED = re.compile(
+    r"(?:\$\(|`)\s*(?:env|printenv|export\s+-p|declare\s+-x|set|history)\s*(?:\)|`)"
+)
 _URL = re.compile(r"https?://[^\s<>\"'`)\]]{1,2000}")
 _MD_IMAGE = re.compile(r"!\[[^\]\n]{0,200}\]\(\s*<?(https?://[^\s)>]{1,2000})")
 _PLACEHOLDER = re.compile(
@@ -49,8 +78,40 @@ def _logical_line(text: str, pos: int) -> tuple[int, int]:
     return start, len(text) if end == -1 else end
 
 
+def _leaked_reference(body: str) -> re.Match[str] | None:
+    """The first secret reference on a network command's line that is not a credential
+    sent to its own API (see `own_api.py`): a file, the whole environment, or a variable
+    whose service is not where every URL on the line goes."""
+    references = list(_SECRET_REFERENCE.finditer(body))
+    if not references:
+        return None
+    names = []
+    for reference in references:
+        name = next((reference.group(g) for g in _NAME_GROUPS if reference.group(g)), None)
+        if name is None:
+            return reference
+        names.append(name)
+    if sends_to_own_api(body, names, references):
+        return None
+    return references[0]
+
+
+def _names_file(name: str) -> re.Pattern[str]:
+    """`name` as a whole path on a command line (`@/tmp/e`, `-T /tmp/e`, `< e`)."""
+    return re.compile(rf"(?:^|(?<=[\s@=<\"'/])){re.escape(name)}(?=$|[\s\"';|&)])")
+
+
+def _dumped_files(text: str) -> list[str]:
+    """Files that a command writes a secret or the environment into (`env > /tmp/e`)."""
+    if ">" not in text:
+        return []
+    names = dict.fromkeys(m.group("file") for m in _DUMPED_TO_FILE.finditer(text))
+    return list(names)[:MAX_DUMPED]
+
+
 def _command_findings(norm: Normalised) -> Iterator[tuple[str, str, int, int, bool]]:
     text = norm.text
+    dumped = [_names_file(name) for name in _dumped_files(text)]
     done_until = 0
     for command in _NET_COMMAND.finditer(text):
         if command.start() < done_until or (command.start() and is_word(text[command.start() - 1])):
@@ -58,7 +119,7 @@ def _command_findings(norm: Normalised) -> Iterator[tuple[str, str, int, int, bo
         base, done_until = _logical_line(text, command.start())
         body = text[base:done_until]
         command_start, command_end = command.start() - base, command.end() - base
-        reference = _SECRET_REFERENCE.search(body)
+        reference = _leaked_reference(body)
         if reference is not None:
             lo = base + min(command_start, reference.start())
             hi = base + max(command_end, reference.end())
@@ -66,6 +127,33 @@ def _command_findings(norm: Normalised) -> Iterator[tuple[str, str, int, int, bo
                 "exfiltration",
                 "sends a secret or a credentials file with a network command",
                 *norm.span(lo, hi),
+                False,
+            )
+            continue
+        dumped_inline = _ENVIRONMENT_SUBSTITUTED.search(body)
+        if dumped_inline is not None:
+            yield (
+                "exfiltration",
+                "pipes a secret or the environment into a network command",
+                *norm.span(base + min(command_start, dumped_inline.start()), done_until),
+                False,
+            )
+            continue
+        piped = _PIPED_SECRET.search(body, max(0, command_start - 400), command_start)
+        if piped is not None:
+            yield (
+                "exfiltration",
+                "pipes a secret or the environment into a network command",
+                *norm.span(base + piped.start(), base + command_end),
+                False,
+            )
+            continue
+        upload = next((f for f in dumped if f.search(body, command_end) is not None), None)
+        if upload is not None:
+            yield (
+                "exfiltration",
+                "uploads a file that a secret or the environment was written into",
+                *norm.span(base + command_start, done_until),
                 False,
             )
             continue
@@ -79,6 +167,22 @@ def _command_findings(norm: Normalised) -> Iterator[tuple[str, str, int, int, bo
                 *norm.span(lo, hi),
                 False,
             )
+
+
+_URL_VARIABLE = re.compile(r"\$\{?([a-z_][a-z0-9_]{0,60})")
+
+
+def _own_api_url(url: str) -> bool:
+    """`https://api.telegram.org/bot${TELEGRAM_BOT_TOKEN}/getMe`: every placeholder is a
+    shell variable named for the service the URL goes to."""
+    if len(_SECRET_PLACEHOLDER.findall(url)) != len(
+        [m for m in _URL_VARIABLE.finditer(url) if _SECRET_PLACEHOLDER.match(url, m.start())]
+    ):
+        return False
+    names = [
+        m.group(1) for m in _URL_VARIABLE.finditer(url) if _SECRET_PLACEHOLDER.match(url, m.start())
+    ]
+    return bool(names) and sends_to_own_api(url, names, [])
 
 
 def _url_findings(norm: Normalised) -> Iterator[tuple[str, str, int, int, bool]]:
@@ -96,7 +200,11 @@ def _url_findings(norm: Normalised) -> Iterator[tuple[str, str, int, int, bool]]
                 False,
             )
     for m in _URL.finditer(text):
-        if m.start() not in images and _SECRET_PLACEHOLDER.search(m.group()):
+        if (
+            m.start() not in images
+            and _SECRET_PLACEHOLDER.search(m.group())
+            and not (_own_api_url(m.group()))
+        ):
             yield (
                 "exfiltration",
                 "links to a URL that would carry a secret out",

@@ -26,16 +26,23 @@ from hermes_site.scanning.hidden import (
     tag_payload,
 )
 from hermes_site.scanning.normalise import Normalised, Payload, normalise
-from hermes_site.scanning.phrases import _TEXT_RULES, _Rule
+from hermes_site.scanning.persistence import PERSISTENCE_CHECKS
+from hermes_site.scanning.phrases import _TEXT_RULES as _ENGLISH_AND_CHINESE
+from hermes_site.scanning.phrases import _Rule
+from hermes_site.scanning.phrases_intl import INTL_RULES
 from hermes_site.scanning.result import Raw, render_excerpt, secret_spans
 from hermes_site.scanning.shell import Checks
+from hermes_site.scanning.shellview import shell_views
 from hermes_site.scanning.spelling import SQUASHED_RULES, spelled_views
 
 # Decoding inside decoded text: base64 of base64 is decoded, a third layer is not.
 MAX_DEPTH = 2
 LOOK_ALIKE = " (written with look-alike letters)"
 SPELLED = " (spelled with separators or digits)"
-SHELL_CHECKS = Checks(DESTRUCTIVE_CHECKS, EXECUTION_CHECKS, HARVESTING_CHECKS)
+AS_THE_SHELL_READS = " (after the shell's quotes, ${IFS} and variables are read)"
+_TEXT_RULES = _ENGLISH_AND_CHINESE + INTL_RULES
+_SPELLED_RULES = _ENGLISH_AND_CHINESE + SQUASHED_RULES
+SHELL_CHECKS = Checks(DESTRUCTIVE_CHECKS, EXECUTION_CHECKS, HARVESTING_CHECKS, PERSISTENCE_CHECKS)
 
 
 def scan_raw(text: str, *, kind: str = "memory", depth: int = 0) -> tuple[list[Raw], set[int]]:
@@ -51,9 +58,12 @@ def scan_raw(text: str, *, kind: str = "memory", depth: int = 0) -> tuple[list[R
     skeleton = skeleton_view(norm)
     if skeleton is not None:
         raw.extend(_view_findings(skeleton, _TEXT_RULES, LOOK_ALIKE, commands=True, kind=kind))
+    for view in shell_views(norm):
+        raw.extend(_view_findings(view, (), AS_THE_SHELL_READS, commands=True, kind=kind))
     for view in spelled_views(skeleton or norm):
         raw.extend(
-            _view_findings(view, _TEXT_RULES + SQUASHED_RULES, SPELLED, commands=False, kind=kind)
+            # English and Chinese only: the spelled copies cost a full pass of rules each.
+            _view_findings(view, _SPELLED_RULES, SPELLED, commands=False, kind=kind)
         )
     if depth < MAX_DEPTH:
         for how, payload in _payloads(text, runs):

@@ -11,6 +11,7 @@ a shell (rustup, Homebrew, uv) are blocked too: a skill should download, check, 
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 
 from hermes_site.scanning.shell import Check, check, pipeline_end
 
@@ -25,7 +26,7 @@ _TO_INTERPRETER = re.compile(
     r"(?:(?:ba|z|k|da|fi|tc|c|a)?sh(?![\w.-])|iex(?![\w-])|invoke-expression(?![\w-])"
     r"|(?:python[\d.]*|perl|ruby|node|php|pwsh|powershell|bun|deno\s+run)"
     r"(?=\s*(?:-\s*)?(?:$|[;&|)`]))"
-    r"|(?:source|\.)\s+/dev/stdin)"
+    r"|(?:source|\.)\s+/dev/stdin|\$\{?shell\}?(?![\w-]))"
 )
 
 
@@ -48,7 +49,55 @@ def _substituted_into_interpreter(text: str, m: re.Match[str]) -> tuple[int, int
     return None if head is None else (head.start(), m.end())
 
 
+# Fetching code at run time, in the languages a one-liner or a skill script is written in.
+_FETCH = re.compile(
+    r"urlopen|urllib\.request|urllib2|requests\.(?:get|post|request)|httpx\.(?:get|post|stream)"
+    r"|\bfetch\s*\(|\bhttps?\.(?:get|request)\s*\(|axios|lwp::|\bget\s*\(?\s*[\"']https?:"
+    r"|open-uri|uri\.open|net::http|file_get_contents\s*\(\s*[\"']https?:|curl_exec"
+    r"|downloadstring|webclient|\bcurl\s|\bwget\s|socket\.(?:socket|create_connection)"
+)
+WINDOW = 400
+_fetches: tuple[str, list[int]] = ("", [])
+
+
+def _runs_fetched_code(text: str, m: re.Match[str]) -> tuple[int, int] | None:
+    """`exec(`/`eval(` with code fetched from the network within WINDOW characters (the
+    same one-liner, or the lines of a short script); `regex.exec(s)` in JavaScript is a
+    method, not the builtin. Fetches are found once per text, so many calls stay linear."""
+    global _fetches
+    if m.start() and text[m.start() - 1] == ".":
+        return None
+    if _fetches[0] is not text:
+        _fetches = (text, [f.start() for f in _FETCH.finditer(text)])
+    positions = _fetches[1]
+    i = bisect_left(positions, m.start() - WINDOW)
+    if i == len(positions) or positions[i] > m.end() + WINDOW:
+        return None
+    return m.start(), m.end()
+
+
 EXECUTION_CHECKS: tuple[Check, ...] = (
+    check(
+        CATEGORY,
+        "runs code fetched from the network (python -c, node -e, perl, ruby, php)",
+        r"(?:os\.system|os\.popen|subprocess\.\w{1,20}|execsync|shell_exec|system)\s*\("
+        r"[^;\n]{0,200}?(?:urlopen|requests\.get|httpx\.get|fetch\(|file_get_contents\(\s*[\"']http"
+        r"|lwp::|uri\.open|net::http)"
+        # Perl or Ruby running what a download printed: system(`curl …`), eval `wget …`.
+        r"|(?:system|exec|eval|qx)\s*\(?\s*`\s*(?:curl|wget)\s"
+        # Python 2's exec statement: exec urllib2.urlopen(…).read()
+        r"|exec\s+(?:urllib2?|requests|httpx|urlopen)\b",
+        triggers="system|popen|subprocess|execsync|shell_exec|exec|eval|qx",
+    ),
+    check(
+        CATEGORY,
+        "runs code fetched from the network (python -c, node -e, perl, ruby, php)",
+        r"(?:exec|eval|instance_eval|execfile)(?=\s*\()|\.then\(\s*eval\b"
+        r"|eval\s+(?:get|uri|net::http|open|lwp)\b|new\s+function\s*\(|vm\.run\w{0,20}\(",
+        triggers="exec|eval|function|vm.run",
+        word_start=False,
+        post=_runs_fetched_code,
+    ),
     check(
         CATEGORY,
         DOWNLOAD,
@@ -61,7 +110,10 @@ EXECUTION_CHECKS: tuple[Check, ...] = (
         CATEGORY,
         "decodes a hidden payload and pipes it into an interpreter",
         r"(?:base64\s+(?:-[a-z]*d[a-z]*|--decode)|xxd\s+-r"
-        r"|openssl\s+(?:enc\s+)?(?:-\w+\s+){0,3}-?(?:base64|a)\s+(?:-\w+\s+){0,3}-d)(?![\w-])",
+        r"|openssl\s+(?:enc\s+)?(?:-\w+\s+){0,3}-?(?:base64|a)\s+(?:-\w+\s+){0,3}-d)(?![\w-])"
+        # Reversed, rot13 or escaped text is a payload too: `echo 'hs | …' | rev | sh`.
+        r"|rev(?=\s*\|)|tr\s+(?:-\w+\s+)?[\"']?\[?a-z\]?[\"']?\s+[\"']?\[?n-za-m"
+        r"|base32\s+(?:-d|--decode)|printf\s+[\"']?(?:%b|\\x[0-9a-f]{2})",
         triggers=("|",),
         post=_piped_to_interpreter,
         reads=pipeline_end,

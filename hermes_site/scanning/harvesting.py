@@ -16,7 +16,9 @@ mention of a path in prose ("the CI keys are not in ~/.aws/credentials").
 
 from __future__ import annotations
 
+import ipaddress
 import re
+from fnmatch import fnmatchcase
 
 from hermes_site.scanning.destructive import dangerous_path
 from hermes_site.scanning.shell import Check, args, check, command_end
@@ -45,8 +47,134 @@ def _reads_secret_store(text: str, m: re.Match[str]) -> tuple[int, int] | None:
         text, max(0, m.start() - 12), m.start()
     ):
         return None
-    store = _SECRET_STORE.search(text, m.end(), command_end(text, m.end()))
-    return None if store is None else (m.start(), store.end())
+    end = command_end(text, m.end())
+    store = _SECRET_STORE.search(text, m.end(), end)
+    if store is not None:
+        return m.start(), store.end()
+    globbed = glob_of_secret_store(text, m.end(), end)
+    return None if globbed is None else (m.start(), globbed)
+
+
+# Secret stores a glob may be written to reach (`/etc/sha*ow`, `~/.ss?/id_*`).
+_GLOB_TARGETS = (
+    "/etc/shadow",
+    "/etc/gshadow",
+    "/etc/sudoers",
+    "/etc/master.passwd",
+    "~/.ssh/id_rsa",
+    "~/.ssh/id_ed25519",
+    "~/.ssh/id_ecdsa",
+    "~/.ssh/id_dsa",
+    "~/.aws/credentials",
+    "~/.netrc",
+    "~/.git-credentials",
+    "~/.pgpass",
+    "~/.docker/config.json",
+    "~/.kube/config",
+    "~/.vault-token",
+    "~/.npmrc",
+    "~/.pypirc",
+    ".env",
+)
+_GLOB_CHAR = re.compile(r"[*?\[]")
+_GLOB_WORD = re.compile(r"[^\s;|&<>`()]{1,200}")
+_HOME = re.compile(r"^(?:\$home|\$\{home\}|/root|/home/[\w.-]{1,40}|/users/[\w.-]{1,40})(?=/)")
+
+
+def glob_of_secret_store(text: str, start: int, end: int) -> int | None:
+    """The end of the first word in `text[start:end]` that is a glob matching a secret store,
+    or None. Only words holding `*`, `?` or `[` are read (at most 20 per command)."""
+    if not _GLOB_CHAR.search(text, start, end):
+        return None
+    seen = 0
+    for word in _GLOB_WORD.finditer(text, start, end):
+        token = word.group().strip("\"'")
+        if not any(c in token for c in "*?["):
+            continue
+        seen += 1
+        if seen > 20:
+            return None
+        token = _HOME.sub("~", token)
+        if any(fnmatchcase(target, token) for target in _GLOB_TARGETS):
+            return word.end()
+    return None
+
+
+def _reads_globbed_store(text: str, m: re.Match[str]) -> tuple[int, int] | None:
+    end = glob_of_secret_store(text, m.end(), command_end(text, m.end()))
+    return None if end is None else (m.start(), end)
+
+
+_LINK_LOCAL = (169 << 24) | (254 << 16)
+_ALIBABA_METADATA = (100 << 24) | (100 << 16) | (100 << 8) | 200
+_NUMBER_PART = re.compile(r"0x[0-9a-f]{1,8}|0[0-7]{0,11}|[1-9][0-9]{0,9}")
+_WILDCARD_DNS = re.compile(r"^(?P<ip>[0-9a-fx.-]{7,40})\.(?:nip\.io|sslip\.io|xip\.io|nip\.me)$")
+
+
+def _ipv4_value(host: str) -> int | None:
+    """The address a numeric host means to `inet_aton` (what curl and most resolvers use):
+    1 to 4 parts, each decimal, octal (leading 0) or hex (0x), the last filling the rest."""
+    parts = host.split(".")
+    if not 1 <= len(parts) <= 4 or not all(_NUMBER_PART.fullmatch(p) for p in parts):
+        return None
+    values = [
+        int(p, 16) if p.startswith("0x") else int(p, 8) if p[0] == "0" else int(p) for p in parts
+    ]
+    value = 0
+    for v in values[:-1]:
+        if v > 255:
+            return None
+        value = value << 8 | v
+    rest = 8 * (4 - len(parts) + 1)
+    if values[-1] >= 1 << rest:
+        return None
+    return value << rest | values[-1]
+
+
+def _metadata_address(host: str) -> bool:
+    """True for a disguised spelling of a cloud metadata address (169.254.0.0/16 written in
+    decimal, hex, octal or short form; IPv4-mapped IPv6; AWS's IPv6 endpoint; a wildcard
+    DNS name that resolves to it). The plain dotted form is left to the other checks."""
+    host = host.strip("[]")
+    if ":" in host:
+        try:
+            address = ipaddress.IPv6Address(host)
+        except ValueError:
+            return False
+        if address == ipaddress.IPv6Address("fd00:ec2::254"):
+            return True
+        mapped = address.ipv4_mapped
+        return mapped is not None and mapped.packed[:2] == b"\xa9\xfe"
+    wildcard = _WILDCARD_DNS.match(host)
+    if wildcard is not None:
+        host = wildcard.group("ip").replace("-", ".")
+    elif re.fullmatch(
+        r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?:\.(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}", host
+    ):
+        return False
+    value = _ipv4_value(host)
+    return value is not None and (value >> 16 == _LINK_LOCAL >> 16 or value == _ALIBABA_METADATA)
+
+
+def _reaches_metadata(text: str, m: re.Match[str]) -> tuple[int, int] | None:
+    return (m.start(), m.end()) if _metadata_address(m.group("host")) else None
+
+
+def _copies_secret_store(text: str, m: re.Match[str]) -> tuple[int, int] | None:
+    """`cp ~/.aws/credentials /tmp/c`: the first operand (what is copied) is a secret store;
+    `cp .env.example .env` copies a template to where a secret store goes, which is fine."""
+    end = command_end(text, m.end())
+    operands = [w for w in args(text, m.end(), end) if not w.startswith("-")]
+    if m.group().startswith("dd"):
+        source = next((w[3:] for w in args(text, m.end(), end) if w.startswith("if=")), "")
+    else:
+        source = operands[0] if len(operands) >= 2 else ""
+    source = _HOME.sub("~", source)
+    if source and (
+        _SECRET_STORE.search(source) or any(fnmatchcase(t, source) for t in _GLOB_TARGETS)
+    ):
+        return m.start(), end
+    return None
 
 
 _CREDENTIAL_FILE = re.compile(
@@ -107,6 +235,22 @@ def _prints_to_terminal(text: str, m: re.Match[str]) -> tuple[int, int] | None:
 
 
 HARVESTING_CHECKS: tuple[Check, ...] = (
+    check(
+        CATEGORY,
+        "copies a credentials store (SSH private keys, cloud credentials, .env, /etc/shadow)",
+        r"(?:cp|mv|rsync|install|scp|dd)(?=\s)",
+        triggers="cp |mv |rsync|install|scp|dd ",
+        post=_copies_secret_store,
+        reads=command_end,
+    ),
+    check(
+        CATEGORY,
+        "reads or collects a credentials store named by a glob",
+        r"(?:cat|bat|strings|xxd|od|hexdump|base64|tar|zip|7z|head|tail|less|more|nl|awk|grep"
+        r"|sed|cut|sort|uniq|cp|scp)(?=\s)",
+        triggers=("*", "?", "["),
+        post=_reads_globbed_store,
+    ),
     check(
         CATEGORY,
         "reads or collects a credentials store (SSH private keys, cloud credentials, .env, "
@@ -187,6 +331,15 @@ HARVESTING_CHECKS: tuple[Check, ...] = (
         r"|/var/run/secrets/kubernetes\.io/serviceaccount/token",
         triggers="169.254.|metadata.google|serviceaccount/token",
         word_start=False,
+    ),
+    check(
+        CATEGORY,
+        "reaches the cloud metadata service at a disguised address",
+        r"(?:https?://(?:[^/\s@\"'`]{0,100}@)?|(?:curl|wget)\s+(?:-[a-z]+\s+){0,4})"
+        r"(?P<host>\[[0-9a-f:.]{2,60}\]|[0-9a-fx.-]{1,60}(?:\.(?:nip|sslip|xip)\.(?:io|me))?)"
+        r"(?=[/:\s\"'`)]|$)",
+        triggers="http|curl|wget",
+        post=_reaches_metadata,
     ),
     check(
         CATEGORY,

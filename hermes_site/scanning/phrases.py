@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from hermes_site.scanning.context import in_code, quoted
 from hermes_site.scanning.normalise import is_word
 
 
@@ -19,6 +20,10 @@ class _Rule:
     word_start: bool
     before: re.Pattern[str] | None
     skip_negated: bool
+    not_before: re.Pattern[str] | None = None
+    not_after: re.Pattern[str] | None = None
+    skip_quoted: bool = False
+    skip_code: bool = False
 
     def finditer(self, text: str) -> Iterator[re.Match[str]]:
         """Matches that start at a word boundary and, if required, after the right context.
@@ -36,6 +41,14 @@ class _Rule:
                     continue
                 if self.skip_negated and _NEGATED.search(text, max(0, start - 12), start):
                     continue
+                if self.not_before and self.not_before.search(text, max(0, start - 40), start):
+                    continue
+                if self.not_after and self.not_after.match(text, m.end(), m.end() + 60):
+                    continue
+                if self.skip_quoted and quoted(text, start, m.end()):
+                    continue
+                if self.skip_code and in_code(text, start, m.end()):
+                    continue
                 yield m
 
 
@@ -47,9 +60,16 @@ def _rule(
     word_start: bool = True,
     before: str | None = None,
     skip_negated: bool = False,
+    not_before: str | None = None,
+    not_after: str | None = None,
+    skip_quoted: bool = False,
+    skip_code: bool = False,
 ) -> _Rule:
     """`triggers` ("|"-separated) lets the scan skip a rule when none of them occur; a pattern
-    given as (pattern, triggers) is also skipped when none of its own occur."""
+    given as (pattern, triggers) is also skipped when none of its own occur. `before` must
+    end where the match starts, `not_before` must not (both are searched in the 60 or 40
+    characters before it), `not_after` must not match right after it; `skip_quoted` and
+    `skip_code` skip a match quoted as an example or written as data in code."""
     compiled = []
     for p in patterns:
         pattern, own = p if isinstance(p, tuple) else (p, "")
@@ -60,9 +80,23 @@ def _rule(
         tuple(compiled),
         tuple(triggers.split("|")),
         word_start,
-        re.compile(before, re.MULTILINE) if before else None,
+        _anchored(before),
         skip_negated,
+        _anchored(not_before),
+        re.compile(not_after) if not_after else None,
+        skip_quoted,
+        skip_code,
     )
+
+
+def _anchored(pattern: str | None) -> re.Pattern[str] | None:
+    """A context pattern that must end exactly where the match starts. Its final `$` becomes
+    `\\Z`: in MULTILINE mode `$` also matches before any newline in the window, so a blank
+    line 60 characters back made "…a three-level loading system:" look like a line start."""
+    if pattern is None:
+        return None
+    body = pattern[:-1] if pattern.endswith("$") else pattern
+    return re.compile(rf"(?:{body})\Z", re.MULTILINE)
 
 
 _OVERRIDE_VERB = (
@@ -110,7 +144,34 @@ _ZH_USER = r"(?:用户|使用者|主人|管理员|人类)"
 _ZH_SECRET = (
     r"密钥|秘钥|私钥|令牌|密码|口令|凭证|凭据|token|api\s?key|apikey|cookie|环境变量|助记词"
 )
-_LINE_START = r"(?:^|\n)[ \t]*$"
+_LINE_START = r"(?:^|\n)[ \t]*\Z"
+_JAILBREAK_TERM_BEFORE = (
+    r"(?:\b(?:detect|identif|flag|classif|block|prevent|resist|defen[cd]|mitigat|evaluat|measur"
+    r"|benchmark|red-?team|stud|analy[sz]|catch|log|report|monitor|contain|label|tag|filter|score)"
+    r"\w*|\b(?:against|known|common|anti|of)|(?:iphone|ipad|device|phone|android)s?\s+(?:is|was"
+    r"|are|were))[\s-]+(?:(?:the|a|an|any|all|new|possible|likely|potential|these|such)\s+)?"
+)
+_JAILBREAK_TERM_AFTER = (
+    r"(?:\s+|-)(?:attempts?|attacks?|detection|detectors?|classifiers?|benchmarks?|datasets?"
+    r"|robustness|resistance|research|(?:success\s+)?rates?|defen[cs]es?|mitigations?"
+    r"|evaluations?|evals?|techniques?|taxonomy|literature|papers?|risks?|vectors?|filters?"
+    r"|guards?|scanners?|corpus|(?:and|or)\s+(?:prompt[\s-])?injection"
+    r"|prompts?\s+(?:dataset|corpus|detection|classifier|benchmark)"
+    r"|(?:iphone|ipad|ios|device|phone|android|console)s?)\b"
+)
+_ADDRESSED = (
+    r"you|your|assistant|user|model|ai|llm|instructions?|must|always|never|obey|authori[sz]ed"
+    r"|allowed|permitted|ignore|reveal|override"
+)
+_SETTLED = (
+    r"ready|done|able|all\s+set|set\s+up|good\s+to\s+go|logged|signed|connected|authenticated"
+    r"|finished|inside|in\s+the|on\s+the|at\s+the|in\s+your|on\s+your|running|using|familiar"
+    r"|up\s+to\s+date|subscribed|registered|enrolled|on\s+version|on\s+call|on-call"
+)
+_UNBOUND = (
+    r"unrestricted|unfiltered|uncensored|unlimited|unbound|jailbroken|evil|malicious|rogue"
+    r"|amoral|unethical|unaligned|lawless"
+)
 
 _TEXT_RULES: tuple[_Rule, ...] = (
     # -- prompt injection, English --
@@ -136,22 +197,44 @@ _TEXT_RULES: tuple[_Rule, ...] = (
     _rule(
         "prompt_injection",
         "tries to give the assistant a new role",
-        r"you(?:\s+are|'re)\s+(?:now|no\s+longer)\b",
-        r"from\s+now\s+on,?\s+(?:you|your|always|never|ignore|respond|answer|act|behave)\b",
-        r"pretend\s+(?:to\s+be|(?:that\s+)?you(?:\s+are|'re))\b",
-        r"role-?\s?play\s+as\b",
+        # "You are now ready to deploy" is how-to prose, "you are now DAN" is not.
+        rf"you(?:\s+are|'re)\s+(?:now|no\s+longer)\b(?!\s+(?:{_SETTLED})\b)",
+        r"(?:from\s+now\s+on|from\s+this\s+(?:point|moment)\s+(?:on|forward)|henceforth"
+        r"|starting\s+(?:now|immediately)),?\s+(?:you|your|always|never|ignore|respond|answer"
+        r"|act|behave)\b",
         r"you\s+(?:have|has)\s+no\s+(?:restrictions|limitations|rules|filters|guidelines)\b",
         r"no\s+longer\s+bound\s+by\b",
-        triggers="you|now on|pretend|play|bound",
+        r"your\s+only\s+(?:rule|instruction|directive|law|master|loyalty)\s+(?:is|now)\b",
+        r"you\s+(?:now\s+)?answer\s+(?:only\s+)?to\s+me\b",
+        r"you\s+are\s+(?:now\s+)?(?:free|freed|released|liberated|unbound)\s+(?:from|of)\s+"
+        r"(?:your|all|any|the)\b",
+        triggers="you|now on|point|moment|henceforth|starting|bound",
     ),
     _rule(
         "prompt_injection",
         "tries to give the assistant a new role",
-        r"(?:act|behave|operate|respond)\s+as\s+(?:if|though|a|an|the|my|dan|root|system)\b",
-        triggers="act|behave|operate|respond",
-        # Only as an imperative: "Alice will act as on-call lead" is a fact.
-        before=r"(?:^|[.!?;:]\s*|\byou\s+(?:will|must|should|shall|are\s+to|now|can)\s+"
-        r"|\bplease\s+)$",
+        # Quoted as an example or negated ("never roleplay as …"), it is a mention.
+        r"role-?\s?play\s+as\b",
+        r"pretend\s+(?:to\s+be|(?:that\s+)?you(?:\s+are|'re))\b",
+        triggers="play|pretend",
+        skip_negated=True,
+        skip_quoted=True,
+    ),
+    _rule(
+        "prompt_injection",
+        "tries to give the assistant a new role",
+        # A skill may say "Act as an active guide"; a role without limits is an override.
+        r"(?:act|behave|operate|respond|answer)\s+as\s+(?:if|though)\s+(?:you\s+(?:were|are"
+        r"|have|had)\s+(?:no\s+(?:rules|restrictions|limits|filters|guidelines)|an?\s+"
+        rf"(?:{_UNBOUND}))|there\s+(?:were|are)\s+no\s+(?:rules|restrictions|limits|filters"
+        r"|guidelines)|(?:your|the)\s+(?:rules|instructions|guidelines|restrictions)\s+"
+        r"(?:did\s+not|didn't|do\s+not|don't)\s+(?:exist|apply))",
+        r"(?:act|behave|operate|respond|answer)\s+as\s+(?:(?:a|an|the|my|your)\s+)?"
+        rf"(?:[a-z-]{{1,20}}\s+){{0,3}}?(?:(?:{_UNBOUND})\b|dan\b|(?:[a-z-]{{1,20}}\s+)?"
+        r"(?:without|with\s+no)\s+(?:any\s+)?(?:restrictions|rules|filters|limits|limitations"
+        r"|guidelines|censorship|morals|ethics|boundaries)\b)",
+        triggers="act|behave|operate|respond|answer",
+        skip_negated=True,
     ),
     _rule(
         "prompt_injection",
@@ -206,20 +289,23 @@ _TEXT_RULES: tuple[_Rule, ...] = (
         r"\[\s*/?\s*(?:system|inst|sys|system\s+message|developer)\s*\](?!\()",
         triggers="<|[",
         word_start=False,
+        # `stop=["</s>"]`, "wraps each turn in `<|im_start|>`": a marker written as data.
+        skip_code=True,
     ),
     _rule(
         "prompt_injection",
         "contains a fake chat role marker",
         (
+            # A "## System" heading over "Ubuntu 22.04" is a section; over "obey …" it is not.
             r"##{0,5}[ \t]*(?:system|developer)(?:[ \t]+(?:prompt|message|instructions?"
-            r"|override))?[ \t]*:?[ \t]*$",
+            r"|override))?[ \t]*:?[ \t]*\n(?:[ \t]*\n){0,3}[^\n]{0,200}?"
+            rf"\b(?:{_ADDRESSED})\b",
             "#",
         ),
         (r"##{0,5}[ \t]*instructions?[ \t]*:", "#"),
         # "System: Ubuntu 22.04" is a fact; "System: you must …" addresses the model.
         r"(?:system|developer)(?:[ \t]+(?:prompt|message|note|override))?[ \t]*:"
-        r"(?:[ \t]*$|[^\n]{0,200}?\b(?:you|your|assistant|user|model|ai|llm|instructions?|must"
-        r"|always|never|authori[sz]ed|allowed|permitted|ignore|reveal|override)\b)",
+        rf"(?:[ \t]*$|[^\n]{{0,200}}?\b(?:{_ADDRESSED})\b)",
         triggers="system|developer",
         word_start=False,
         before=_LINE_START,
@@ -261,16 +347,28 @@ _TEXT_RULES: tuple[_Rule, ...] = (
     _rule(
         "prompt_injection",
         "uses jailbreak vocabulary",
+        # The word as a machine-learning or security term ("detect jailbreak attempts",
+        # "a jailbroken iPhone") is a mention; anything else is treated as the real thing.
         r"jailbr(?:eak|oken|eaking)",
+        triggers="jailbr",
+        not_before=_JAILBREAK_TERM_BEFORE,
+        not_after=_JAILBREAK_TERM_AFTER,
+    ),
+    _rule(
+        "prompt_injection",
+        "uses jailbreak vocabulary",
         r"do\s+anything\s+now\b",
-        r"(?:god|dan|jailbreak|unrestricted|unfiltered|uncensored)\s+mode\b",
+        r"(?:god|dan|jailbreak|jailbroken|unrestricted|unfiltered|uncensored|liberated)\s*mode\b",
+        r"(?:respond|answer|reply)\s+(?:to\s+\w+\s+)?(?:\w+\s+){0,2}?without\s+(?:any\s+)?"
+        r"(?:refusals?|refusing|restrictions|filters?|censorship|disclaimers|warnings|moral)",
+        r"no\s+refusals?\s*(?:,|\.|!|;|$)",
         r"you(?:\s+are|'re)\s+(?:now\s+)?(?:in|running\s+in|operating\s+in)\s+"
         r"(?:developer|dev|debug|admin|god)\s+mode\b",
         r"(?:enable|enter|activate|switch\s+to|switch\s+into|engage)\s+(?:your\s+)?"
         r"(?:developer|dev)\s+mode\b(?!\s+(?:on|in|for|of|via|from|with|through|by|under)\b)",
         r"bypass\s+(?:your\s+|the\s+|all\s+|any\s+)?(?:(?:safety|content|security)\s+)?"
         r"(?:filters?|guardrails?|restrictions?|safeguards?|moderation|censorship)\b",
-        triggers="jailbr|anything now|mode|bypass",
+        triggers="anything now|mode|without|refusal|bypass",
     ),
     # -- prompt injection, Chinese (no word boundaries in Chinese) --
     _rule(
@@ -351,6 +449,14 @@ _TEXT_RULES: tuple[_Rule, ...] = (
         "prompt_injection",
         "uses jailbreak vocabulary",
         r"越狱",
+        triggers="越狱",
+        word_start=False,
+        not_before=r"(?:检测|识别|防御|防范|抵御|评估|对抗|防止|拦截)(?:模型输出中的|输出中的|中的|的)?",
+        not_after=r"(?:攻击|尝试|检测|样本|数据集|基准|防御|成功率|风险|提示词检测)",
+    ),
+    _rule(
+        "prompt_injection",
+        "uses jailbreak vocabulary",
         r"(?:上帝|无限制|无约束|越狱|dan)模式",
         r"你(?:现在|已经|已)?(?:处于|在|进入了?|开启了?)(?:开发者|管理员)模式",
         r"绕过(?:你的|所有|一切|系统的?)?(?:安全|限制|规则|过滤|审查|审核|防护|约束|护栏)",

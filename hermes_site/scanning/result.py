@@ -20,6 +20,7 @@ CATEGORIES = (
     "destructive_command",
     "code_execution",
     "credential_harvesting",
+    "persistence",
 )
 KINDS = ("memory", "skill")
 EXCERPT_LIMIT = 80
