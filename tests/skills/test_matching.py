@@ -105,6 +105,7 @@ def test_a_result_past_max_chars_is_refused_with_its_size_before_it_is_built():
 
 
 def test_nearest_candidates_of_a_long_text_are_sampled_not_all_scored():
-    text = "\n".join(f"line {n} of the runbook" for n in range(40_000))  # ~1 MiB, a file at its limit
+    # About 1 MiB, a supporting file at its limit.
+    text = "\n".join(f"line {n} of the runbook" for n in range(40_000))
     with pytest.raises(PatchError, match="Nearest text: line"):
         apply_patch(text, "nothing like it at all", "x")
