@@ -35,9 +35,7 @@ def _in_thread(target, results: dict, key: str) -> threading.Thread:
 def test_other_writes_complete_while_a_patch_result_is_being_built(dm_author, monkeypatch):
     """The build of a replace_all is held open on an event; meanwhile another chat's post
     and a write that locks the very skill's row (a recorded use) must both complete."""
-    skill = services.skill_create(
-        name="deploy-staging", content=skill_md(), author=dm_author
-    ).skill
+    skill = services.skill_create(name="deploy-staging", content=skill_md(), author=dm_author).skill
     building, release = threading.Event(), threading.Event()
     real_apply_patch = services.apply_patch
 

@@ -1,0 +1,70 @@
+"""The Approvals page, the diff page and the Telegram notice share one bounded, cached
+diff per pair of contents: opening a page again, or notifying, never recomputes it."""
+
+import uuid
+
+import pytest
+
+from bots.skill_reviews import skill_proposal_notify
+from skills import diff as diff_module
+from skills.models import Via
+from skills.services import Author, skill_edit, skill_patch
+from tests.chats.dashboard_helpers import login
+from tests.skills.helpers import BODY, skill_md
+
+pytestmark = pytest.mark.django_db
+
+APPROVALS = "/memory/approvals/"
+
+
+@pytest.fixture
+def computed(monkeypatch):
+    """The content diffs computed (not read from the cache) during the test."""
+    calls = []
+    real = diff_module.content_diff
+
+    def counting(*args, **kwargs):
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(diff_module, "content_diff", counting)
+    return calls
+
+
+def test_the_approvals_page_and_the_telegram_notice_compute_a_diff_once(
+    skill, group_author, staff_reviewer, computed
+):
+    token = uuid.uuid4().hex  # content no earlier test put in the cache
+    outcome = skill_patch(
+        name="deploy-staging",
+        old_string="make image",
+        new_string=f"make image-{token}",
+        author=group_author,
+    )
+    assert outcome.code == "proposed"
+    reviewer = login(staff_reviewer)
+    for _ in range(2):
+        page = reviewer.get(APPROVALS).content.decode()
+        assert f"make image-{token}" in page
+    skill_proposal_notify(proposal=outcome.proposal)
+    assert len(computed) == 1
+
+
+def test_a_pathological_proposal_shows_the_fallback_on_the_page(
+    skill, group_author, staff_reviewer
+):
+    token = uuid.uuid4().hex
+    # Every line differs from the base in a way no alignment can shortcut: thousands of
+    # lines on both sides, more rows than a page shows.
+    base_body = f"# {token}\n" + "".join(f"- {n % 2}\n" for n in range(8_000))
+    new_body = f"# {token}\n" + "".join(f"- {(n // 2) % 2}\n" for n in range(8_000))
+    operator = Author(via=Via.COMMAND)  # applies at once
+    edited = skill_edit(name="deploy-staging", content=skill_md(body=base_body), author=operator)
+    assert edited.code == "applied", edited.message
+    outcome = skill_edit(
+        name="deploy-staging", content=skill_md(body=new_body), author=group_author
+    )
+    assert outcome.code == "proposed", outcome.message
+    page = login(staff_reviewer).get(APPROVALS).content.decode()
+    assert "Too large to diff here: " in page and "lines changed" in page
+    assert BODY not in page
