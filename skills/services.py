@@ -27,6 +27,7 @@ from django.utils import timezone
 from chats.agent.registry import ORIGIN_CHAT, ORIGIN_REVIEW
 from chats.models import Actor, Chat, Turn
 from skills import policy, signals
+from skills.diff import content_diff_cached
 from skills.format import (
     BODY_MAX,
     FILE_MAX_BYTES,
@@ -460,6 +461,9 @@ def _store(
             after=draft.after,
             detail={"action": action, **draft.detail},
         )
+        # Reviewers' pages and notices read the diff from the cache: compute it once, now,
+        # after commit (no lock), rather than in the first page view.
+        transaction.on_commit(lambda: content_diff_cached(before=current, after=proposal))
         transaction.on_commit(
             lambda: signals.proposal_created.send(sender=SkillProposal, proposal=proposal)
         )

@@ -32,16 +32,18 @@ def computed(monkeypatch):
 
 
 def test_the_approvals_page_and_the_telegram_notice_compute_a_diff_once(
-    skill, group_author, staff_reviewer, computed
+    skill, group_author, staff_reviewer, computed, django_capture_on_commit_callbacks
 ):
     token = uuid.uuid4().hex  # content no earlier test put in the cache
-    outcome = skill_patch(
-        name="deploy-staging",
-        old_string="make image",
-        new_string=f"make image-{token}",
-        author=group_author,
-    )
+    with django_capture_on_commit_callbacks(execute=True):
+        outcome = skill_patch(
+            name="deploy-staging",
+            old_string="make image",
+            new_string=f"make image-{token}",
+            author=group_author,
+        )
     assert outcome.code == "proposed"
+    assert len(computed) == 1  # once, after the proposal was stored
     reviewer = login(staff_reviewer)
     for _ in range(2):
         page = reviewer.get(APPROVALS).content.decode()
