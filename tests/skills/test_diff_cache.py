@@ -5,7 +5,7 @@ import uuid
 
 import pytest
 
-from bots.skill_reviews import skill_proposal_notify
+from bots.skill_reviews import prompt_text, skill_proposal_notify
 from skills import diff as diff_module
 from skills.models import Via
 from skills.services import Author, skill_edit, skill_patch
@@ -70,3 +70,35 @@ def test_a_pathological_proposal_shows_the_fallback_on_the_page(
     page = login(staff_reviewer).get(APPROVALS).content.decode()
     assert "Too large to diff here: " in page and "lines changed" in page
     assert BODY not in page
+
+
+def test_the_diff_page_shows_the_fallback_with_a_raw_link_and_computes_once(
+    skill, staff_reviewer, computed
+):
+    token = uuid.uuid4().hex
+    operator = Author(via=Via.COMMAND)
+    for body in (
+        f"# {token}\n" + "".join(f"- {n % 2}\n" for n in range(8_000)),
+        f"# {token}\n" + "".join(f"- {(n // 2) % 2}\n" for n in range(8_000)),
+    ):
+        edited = skill_edit(name="deploy-staging", content=skill_md(body=body), author=operator)
+        assert edited.code == "applied", edited.message
+    reviewer = login(staff_reviewer)
+    for _ in range(2):
+        page = reviewer.get("/skills/deploy-staging/diff?a=2&b=3").content.decode()
+        assert "Too large to diff here: " in page and "lines changed" in page
+        assert 'href="/skills/deploy-staging/raw?version=3&amp;path=SKILL.md">View raw' in page
+    assert len(computed) == 1
+
+
+def test_the_telegram_notice_of_a_pathological_proposal_says_it_is_too_large(
+    skill, group_author, staff_reviewer
+):
+    token = uuid.uuid4().hex
+    operator = Author(via=Via.COMMAND)
+    base = f"# {token}\n" + "".join(f"- {n % 2}\n" for n in range(8_000))
+    assert skill_edit(name="deploy-staging", content=skill_md(body=base), author=operator).code
+    new = f"# {token}\n" + "".join(f"- {(n // 2) % 2}\n" for n in range(8_000))
+    outcome = skill_edit(name="deploy-staging", content=skill_md(body=new), author=group_author)
+    text = prompt_text(outcome.proposal, reviewer=staff_reviewer)
+    assert "Too large to diff here: " in text and "View the raw text on the dashboard" in text
