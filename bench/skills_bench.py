@@ -272,8 +272,9 @@ def worst_patch_rows(runs: int, context) -> list[list]:
         return patch
 
     def refused():
+        # "- " starts every line whichever way the patches above left x and y.
         outcome = skill_patch(
-            name="worst-patch", old_string="x", new_string="y" * 1000, replace_all=True,
+            name="worst-patch", old_string="- ", new_string="y" * 1000, replace_all=True,
             author=author,
         )  # fmt: skip
         assert outcome.code == "invalid" and "would have up to" in outcome.message
