@@ -5,11 +5,12 @@ is computed (a patch of a large skill, the scanner):
 
 1. Prepare, without a lock or a transaction: decide the approval policy, read the current
    version, build the new content (a patch's result, whose size is checked before it is
-   built), validate it and scan what the model will read (`_scan_targets`: the SKILL.md,
+   built), validate it and scan what the model will read (`skills.scan`: the SKILL.md,
    its parsed front matter, new file names, new or changed files).
 2. Store, in one short transaction under a row lock on the skill: check that the skill is
-   still at the version the draft was built on (else prepare once more, then answer a
-   conflict), and create one new SkillVersion (or, when policy says a reviewer decides,
+   still at the version the draft was built on (else prepare again, at most
+   PREPARE_ATTEMPTS in all, then answer a conflict), and create one new SkillVersion (or,
+   when policy says a reviewer decides,
    one SkillProposal) with its SkillEvent.
 
 `(skill, number)` is unique, so two writers that raced anyway conflict instead of losing an
