@@ -10,8 +10,7 @@ is computed (a patch of a large skill, the scanner):
 2. Store, in one short transaction under a row lock on the skill: check that the skill is
    still at the version the draft was built on (else prepare again, at most
    PREPARE_ATTEMPTS in all, then answer a conflict), and create one new SkillVersion (or,
-   when policy says a reviewer decides,
-   one SkillProposal) with its SkillEvent.
+   when policy says a reviewer decides, one SkillProposal) with its SkillEvent.
 
 `(skill, number)` is unique, so two writers that raced anyway conflict instead of losing an
 update. A write the scanner blocks stores nothing but a `blocked` event: the previous
