@@ -129,22 +129,42 @@ def _prepare_needle(needle: str, level: int) -> str:
 
 def _find(text: str, needle: str, level: int) -> list[tuple[int, int]]:
     """Non-overlapping (start, end) spans in `text` matching `needle` at `level`."""
-    if level == 0:
-        spans, start = [], 0
-        while (found := text.find(needle, start)) != -1:
-            spans.append((found, found + len(needle)))
-            start = found + max(1, len(needle))
-        return spans
     wanted = _prepare_needle(needle, level)
     if not wanted:
         return []
     haystack, where = _normalise(text, level)
-    spans, start = [], 0
-    while (found := haystack.find(wanted, start)) != -1:
-        last = found + len(wanted) - 1
-        spans.append((where[found], where[last] + 1))
-        start = found + len(wanted)
-    return spans
+    # finditer walks the text in C (non-overlapping, left to right, like str.replace).
+    last = len(wanted) - 1
+    return [
+        (where[m.start()], where[m.start() + last] + 1)
+        for m in re.finditer(re.escape(wanted), haystack)
+    ]
+
+
+def _exact(text: str, old: str, new: str, replace_all: bool, max_chars: int | None):
+    """The exact level without a span per match: counted and replaced by str methods, in C
+    (a replace_all of hundreds of thousands of matches in a 1 MiB file), or None."""
+    count = text.count(old)
+    if not count:
+        return None
+    if count > 1 and not replace_all:
+        places, start = [], 0
+        while len(places) < 5 and (found := text.find(old, start)) != -1:
+            places.append((found, found + len(old)))  # the first places, for the refusal
+            start = found + len(old)
+        return places, count
+    size = len(text) + count * (len(new) - len(old))
+    if max_chars is not None and size > max_chars:
+        raise _size_error(size, count, len(new), max_chars)
+    return PatchResult(text=text.replace(old, new), level=LEVELS[0], count=count)
+
+
+def _size_error(size: int, count: int, replacement: int, max_chars: int) -> "PatchError":
+    return PatchError(
+        f"the patched text would have up to {size:,} characters ({count:,} matches × "
+        f"{replacement:,} characters); at most {max_chars:,} are allowed. Replace fewer "
+        "places or with shorter text."
+    )
 
 
 def _line_end_blank(text: str, end: int) -> int:
@@ -260,15 +280,23 @@ def apply_patch(
             continue  # the same search as the level before
         if level == 5 and old.translate(FOLD) == old and text.translate(FOLD) == text:
             continue
-        spans = _find(text, old, level)
+        count = None
+        if level == 0:
+            exact = _exact(text, old, new, replace_all, max_chars)
+            if isinstance(exact, PatchResult):
+                return exact
+            spans, count = exact or ([], 0)
+        else:
+            spans = _find(text, old, level)
         if not spans:
             continue
-        if len(spans) > 1 and not replace_all:
+        count = count or len(spans)
+        if count > 1 and not replace_all:
             places = "; ".join(
                 f"line {_line_of(text, s)}: {_excerpt(text[s:e])}" for s, e in spans[:5]
             )
             raise PatchError(
-                f"`old_string` matches {len(spans)} places ({name} match): {places}. Quote more "
+                f"`old_string` matches {count} places ({name} match): {places}. Quote more "
                 "surrounding text so it matches one place, or set replace_all=true."
             )
         replacement = new
@@ -287,11 +315,7 @@ def apply_patch(
         if max_chars is not None:
             size = _too_large(text, spans, replacement, reindent, max_chars)
             if size:
-                raise PatchError(
-                    f"the patched text would have up to {size:,} characters ({len(spans):,} "
-                    f"matches × {len(replacement):,} characters); at most {max_chars:,} are "
-                    "allowed. Replace fewer places or with shorter text."
-                )
+                raise _size_error(size, len(spans), len(replacement), max_chars)
         result = _build(text, spans, replacement, quoted_needle, reindent, level, old)
         return PatchResult(text=result, level=name, count=len(spans))
     candidates = nearest_candidates(text, old)
