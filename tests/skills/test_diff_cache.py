@@ -4,6 +4,7 @@ diff per pair of contents: opening a page again, or notifying, never recomputes 
 import uuid
 
 import pytest
+from django.test import Client
 
 from bots.skill_reviews import prompt_text, skill_proposal_notify
 from skills import diff as diff_module
@@ -102,3 +103,32 @@ def test_the_telegram_notice_of_a_pathological_proposal_says_it_is_too_large(
     outcome = skill_edit(name="deploy-staging", content=skill_md(body=new), author=group_author)
     text = prompt_text(outcome.proposal, reviewer=staff_reviewer)
     assert "Too large to diff here: " in text and "View the raw text on the dashboard" in text
+
+
+def test_a_too_large_proposal_links_its_raw_text_that_only_reviewers_read(
+    skill, group_author, staff_reviewer, group_reviewer, member, outsider, owner, api_for
+):
+    token = uuid.uuid4().hex
+    operator = Author(via=Via.COMMAND)
+    base = f"# {token}\n" + "".join(f"- {n % 2}\n" for n in range(8_000))
+    assert skill_edit(name="deploy-staging", content=skill_md(body=base), author=operator).code
+    new = f"# {token}\n" + "".join(f"- {(n // 2) % 2}\n" for n in range(8_000))
+    proposal = skill_edit(
+        name="deploy-staging", content=skill_md(body=new), author=group_author
+    ).proposal
+    raw = f"/skills/proposals/{proposal.pk}/raw"
+    page = login(group_reviewer).get(APPROVALS).content.decode()
+    assert f'href="{raw}?path=SKILL.md">View raw' in page
+    for reviewer in (staff_reviewer, group_reviewer):
+        response = login(reviewer).get(f"{raw}?path=SKILL.md")
+        assert response.status_code == 200 and response.content.decode() == proposal.skill_md
+        assert response["Content-Type"] == "text/plain; charset=utf-8"
+        assert login(reviewer).get(f"{raw}?path=references/none.md").status_code == 404
+    # The proposer (not a reviewer), an outsider and a room owner: as if it did not exist.
+    for person in (member, outsider, owner):
+        assert login(person).get(raw).status_code == 404
+        assert login(person).get("/skills/proposals/999999/raw").status_code == 404
+    anonymous = Client().get(raw)
+    assert anonymous.status_code == 302 and "/accounts/login/" in anonymous["Location"]
+    by_token = api_for(staff_reviewer).get(raw)  # an API token is not a dashboard session
+    assert by_token.status_code == 302 and "/accounts/login/" in by_token["Location"]
