@@ -166,7 +166,7 @@ def _applies_now(author: Author) -> bool:
     return policy.may_review(author.person)
 
 
-# Reviews (skills.reviews) scan and store through the same two functions.
+# skills.reviews scans approvals and rollbacks with this (and stores with _apply).
 _scan = scan_draft
 
 
