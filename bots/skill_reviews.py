@@ -95,17 +95,13 @@ def _headline(proposal) -> str:
 
 def _diff_text(proposal) -> str:
     """The compact diff against the base version, hidden code points revealed (not escaped)."""
-    from skills.diff import content_diff, unified_text
+    from skills.diff import content_diff_cached, unified_text
 
     if proposal.action == "delete":
         return ""
     base = _base_version(proposal)
-    diffs = content_diff(
-        base.skill_md if base else None,
-        base.files if base else None,
-        proposal.skill_md,
-        proposal.files or {},
-    )
+    # The same cached diff as the Approvals page: computed once per content pair.
+    diffs = content_diff_cached(before=base, after=proposal)
     # Enough of the text to fill a message even before markers make it longer.
     return reveal_hidden(unified_text(diffs, limit=2 * TELEGRAM_LIMIT))
 

@@ -45,7 +45,7 @@ from skills.admin_common import (
     _version_label,
     _who,
 )
-from skills.diff import content_diff
+from skills.diff import content_diff_cached
 from skills.format import SKILL_FILE
 from skills.models import Skill, SkillEvent, SkillUsage, SkillVersion, Via
 from skills.reviews import skill_pin, skill_rollback, skill_set_status
@@ -334,12 +334,7 @@ class SkillVersionAdmin(ReviewerActions, ReadOnlyAdmin):
                     ),
                     "left_label": f"v{previous.number}" if previous else "(nothing)",
                     "right_label": f"v{version.number}",
-                    "diffs": content_diff(
-                        previous.skill_md if previous else None,
-                        previous.files if previous else None,
-                        version.skill_md,
-                        version.files,
-                    ),
+                    "diffs": content_diff_cached(before=previous, after=version),
                 }
             )
             current = version.skill.current_version

@@ -22,7 +22,7 @@ from skills.admin_common import (
     _version_label,
     _who,
 )
-from skills.diff import content_diff
+from skills.diff import content_diff_cached
 from skills.models import SkillProposal, Via
 from skills.reviews import skill_proposal_decide
 from skills.selectors import VERSION_CONTENT
@@ -177,12 +177,7 @@ class SkillProposalAdmin(ReviewerActions, ReadOnlyAdmin):
                     "left_label": f"v{base.number}" if base else "(nothing)",
                     "right_label": "proposed",
                     "content_title": "Proposed content",
-                    "diffs": content_diff(
-                        base.skill_md if base else None,
-                        base.files if base else None,
-                        proposal.skill_md,
-                        proposal.files,
-                    ),
+                    "diffs": content_diff_cached(before=base, after=proposal),
                     "skill_md": proposal.skill_md,
                     "skill_files": _files(proposal.files),
                     "front_matter": _pretty(proposal.front_matter),

@@ -16,7 +16,7 @@ from django.db.models import Q
 from chats.approvals import ApprovalSection, BulkInvalid, BulkOutcome
 from chats.models import Chat
 from skills import policy
-from skills.diff import FileDiff, content_diff
+from skills.diff import FileDiff, content_diff_cached
 from skills.models import Skill, SkillEvent, SkillProposal, SkillVersion, Via
 from skills.reviews import skill_proposal_decide
 from skills.selectors import readable_chat_ids, skill_proposals_reviewable
@@ -104,7 +104,7 @@ def _items(person, proposals: list[SkillProposal]) -> list[ProposalItem]:
     bases = {
         (version.skill_id, version.number): version
         for version in SkillVersion.objects.filter(wanted).only(
-            "skill_id", "number", "skill_md", "files"
+            "skill_id", "number", "skill_md", "files", "content_hash"
         )
     }
     readable = readable_chat_ids(person, [proposal.source_chat_id for proposal in proposals])
@@ -115,12 +115,8 @@ def _items(person, proposals: list[SkillProposal]) -> list[ProposalItem]:
         if proposal.action == "delete":
             diffs = []  # archiving leaves the content as it is
         else:
-            diffs = content_diff(
-                base.skill_md if base else None,
-                base.files if base else None,
-                proposal.skill_md,
-                proposal.files,
-            )
+            # Computed once per (base, proposal) content pair, then read from the cache.
+            diffs = content_diff_cached(before=base, after=proposal)
         items.append(
             ProposalItem(
                 proposal=proposal,

@@ -27,6 +27,11 @@ SEGMENT_MAX = 100
 FILE_DIRS = ("references", "templates", "scripts", "assets")
 LIST_MAX = 32  # tags, related skills
 SKILL_FILE = "SKILL.md"
+# Escapes of a double-quoted YAML value: a backslash and the character after it (a line
+# break too). Those that decode to themselves are allowed (see _refuse_escapes).
+ESCAPE_RE = re.compile(r"\\(?:.|\n)", re.DOTALL)
+ESCAPE_WIDTH = {"x": 4, "u": 6, "U": 10}
+VISIBLE_ESCAPES = frozenset({"\\\\", '\\"', "\\/", "\\ ", "\\t", "\\n"})
 
 
 class SkillFormatError(ValueError):
@@ -71,14 +76,42 @@ def check_category(category) -> str:
 
 
 def _refuse_aliases(text: str) -> None:
+    """Anchors and aliases (expansion bombs) and hiding escapes are refused, in one pass over
+    the YAML tokens."""
     try:
         for token in yaml.scan(text, Loader=yaml.SafeLoader):
             if isinstance(token, yaml.AliasToken | yaml.AnchorToken):
                 raise SkillFormatError(
                     "the front matter uses YAML anchors or aliases (`&`/`*`): write values out."
                 )
+            if isinstance(token, yaml.ScalarToken) and token.style == '"':
+                _refuse_escapes(text, token)
     except yaml.YAMLError as exc:
         raise _yaml_error(exc) from None
+
+
+def _refuse_escapes(text: str, token) -> None:
+    r"""A double-quoted value may escape only what stays visible as itself (a backslash, a
+    quote, a slash, a space, a tab or a line break). `\x49`, `\u…`, `\U000E00xx`, `\N`, a
+    backslash at a line end (which joins two lines inside a word) and the rest decode to
+    text the raw SKILL.md does not show: a reviewer (and the scanner) would read one thing
+    and the model another."""
+    source = text[token.start_mark.index : token.end_mark.index]
+    for match in ESCAPE_RE.finditer(source):
+        if match.group(0) in VISIBLE_ESCAPES:
+            continue
+        line = token.start_mark.line + 2 + source.count("\n", 0, match.start())
+        if "\n" in match.group(0):
+            shown = "a backslash at a line end"
+        else:
+            width = ESCAPE_WIDTH.get(match.group(0)[1], 2)  # \x49, \u0049, \U000E0049
+            shown = f"the escape `{source[match.start() : match.start() + width]}`"
+        raise SkillFormatError(
+            f"the front matter uses {shown} in a double-quoted value (line {line}): "
+            "write the characters themselves, or use a plain or single-quoted value. Escapes "
+            r"other than \\, \", \/, \t, \n and an escaped space are refused so "
+            "that what a reviewer reads is what the model gets."
+        )
 
 
 def _yaml_error(exc: yaml.YAMLError) -> SkillFormatError:

@@ -1,10 +1,20 @@
 """Every write to skills: the agent's changes, imports, and decisions by people.
 
-Each change runs in one transaction under a row lock on the skill: it validates the new
-content, scans it, and then creates one new SkillVersion (or, when policy says a reviewer
-decides, one SkillProposal), with its SkillEvent in the same transaction. `(skill, number)`
-is unique, so two writers that raced anyway conflict instead of losing an update. A write
-the scanner blocks stores nothing but a `blocked` event: the previous version stays current.
+A change runs in two phases (`_change`), so that no database lock is held while anything
+is computed (a patch of a large skill, the scanner):
+
+1. Prepare, without a lock or a transaction: decide the approval policy, read the current
+   version, build the new content (a patch's result, whose size is checked before it is
+   built), validate it and scan what the model will read (`skills.scan`: the SKILL.md,
+   its parsed front matter, new file names, new or changed files).
+2. Store, in one short transaction under a row lock on the skill: check that the skill is
+   still at the version the draft was built on (else prepare again, at most
+   PREPARE_ATTEMPTS in all, then answer a conflict), and create one new SkillVersion (or,
+   when policy says a reviewer decides, one SkillProposal) with its SkillEvent.
+
+`(skill, number)` is unique, so two writers that raced anyway conflict instead of losing an
+update. A write the scanner blocks stores nothing but a `blocked` event: the previous
+version stays current.
 """
 
 from collections.abc import Callable
@@ -16,9 +26,12 @@ from django.utils import timezone
 
 from chats.agent.registry import ORIGIN_CHAT, ORIGIN_REVIEW
 from chats.models import Actor, Chat, Turn
-from hermes_site.scanning import scan_text
 from skills import policy, signals
+from skills.diff import content_diff_cached
 from skills.format import (
+    BODY_MAX,
+    FILE_MAX_BYTES,
+    FRONT_MATTER_MAX,
     SKILL_FILE,
     SkillFormatError,
     check_category,
@@ -31,9 +44,14 @@ from skills.format import (
 )
 from skills.matching import PatchError, apply_patch
 from skills.models import Skill, SkillEvent, SkillProposal, SkillUsage, SkillVersion, Via
+from skills.scan import Draft, readable, scan_draft
 
 Kind = SkillEvent.Kind
 MAX_AUDIT_TEXT = 20_000
+# The longest SKILL.md that can be valid (front matter, body, the `---` lines, a BOM): a
+# patch whose result would be longer is refused before the result is built.
+MAX_SKILL_MD_CHARS = FRONT_MATTER_MAX + BODY_MAX + 16
+PREPARE_ATTEMPTS = 3  # a draft built on a version that moved meanwhile is built again
 KIND_OF_ACTION = {
     "create": Kind.CREATE,
     "patch": Kind.PATCH,
@@ -92,25 +110,14 @@ class Outcome:
         return self.code in ("applied", "proposed")
 
 
-@dataclass
-class Draft:
-    """The content a change would produce, and what the audit row says about it."""
-
-    skill_md: str
-    files: dict
-    front_matter: dict
-    archive: bool = False
-    path: str = SKILL_FILE
-    before: str = ""
-    after: str = ""
-    detail: dict = field(default_factory=dict)
-    scan: list[tuple[str, str]] = field(default_factory=list)  # (path, text) to scan
-
-
 class _Refused(Exception):
     def __init__(self, code: str, message: str):
         super().__init__(message)
         self.code = code
+
+
+class _Moved(Exception):
+    """The skill changed between preparing a draft and locking it: prepare again."""
 
 
 def _cut(text: str) -> str:
@@ -159,33 +166,8 @@ def _applies_now(author: Author) -> bool:
     return policy.may_review(author.person)
 
 
-def _key(finding) -> tuple[str, str, str]:
-    return (finding.category, finding.reason, finding.excerpt)
-
-
-def _scan(draft: Draft, current: SkillVersion | None = None) -> list[dict]:
-    """The findings that block `draft`. A finding the current version already had (same
-    category, reason and excerpt: stored before the scanner learnt that rule) does not block
-    a change elsewhere in the text; it is kept in `draft.detail` for the audit row."""
-    findings = []
-    for path, text in draft.scan:
-        result = scan_text(text, kind="skill")
-        if result.allowed:
-            continue
-        new = result.findings
-        before = None
-        if current is not None:
-            before = current.skill_md if path == SKILL_FILE else current.files.get(path)
-        if before:
-            known = {_key(f) for f in scan_text(before, kind="skill").findings}
-            new = [f for f in result.findings if _key(f) not in known]
-            old = [f"{f.category}: {f.reason}" for f in result.findings if _key(f) in known]
-            if old:
-                draft.detail.setdefault("pre_existing_findings", {})[path] = old
-        if new:
-            blocked = type(result)(allowed=False, findings=new, kind=result.kind)
-            findings.append({"path": path, "summary": blocked.summary()})
-    return findings
+# skills.reviews scans approvals and rollbacks with this (and stores with _apply).
+_scan = scan_draft
 
 
 def _lock(slug: str) -> Skill | None:
@@ -220,7 +202,7 @@ def _apply(
             skill_md=draft.skill_md,
             front_matter=draft.front_matter,
             files=draft.files,
-            content_hash=content_hash(draft.skill_md, draft.files),
+            content_hash=draft.content_hash or content_hash(draft.skill_md, draft.files),
             author_actor=author.actor,
             author_person=author.person,
             source_chat=author.chat,
@@ -281,7 +263,7 @@ def _waiting_proposal(
     pending = SkillProposal.objects.filter(slug=slug, status=SkillProposal.Status.PENDING)
     same = pending.filter(
         base_number=current.number if current else None,
-        content_hash=content_hash(draft.skill_md, draft.files),
+        content_hash=draft.content_hash or content_hash(draft.skill_md, draft.files),
         skill_md=draft.skill_md,
     ).first()
     if same is not None:
@@ -302,6 +284,200 @@ def _waiting_proposal(
     return None
 
 
+def _state_refusal(
+    slug: str,
+    action: str,
+    skill: Skill | None,
+    current: SkillVersion | None,
+    base_version: int | None,
+) -> _Refused | None:
+    """Why `action` cannot apply to the skill as it stands, or None."""
+    if action in ("create", "import") and skill is None:
+        return None
+    if action == "create":
+        return _Refused(
+            "conflict",
+            f"Error: a skill named {slug!r} already exists (version "
+            f"{current.number if current else 0}, {skill.status}). View it and patch "
+            "or edit it, or choose another name.",
+        )
+    if skill is None:
+        return _Refused(
+            "not_found",
+            f"Error: there is no skill named {slug!r}. Call skills_list to see the "
+            "names, or create it.",
+        )
+    if skill.status == Skill.Status.ARCHIVED and action not in ("rollback", "import"):
+        return _Refused(
+            "invalid",
+            f"Error: {slug} is archived; a skill reviewer can restore it before it changes again.",
+        )
+    if base_version is not None and current is not None and base_version != current.number:
+        return _Refused(
+            "conflict",
+            f"Error: {slug} changed since version {base_version}: it is at version "
+            f"{current.number} now. View it again and redo your change on the current "
+            "text.",
+        )
+    return None
+
+
+def _prepare(
+    *,
+    slug: str,
+    action: str,
+    author: Author,
+    build: Callable[[Skill | None, SkillVersion | None], Draft],
+    base_version: int | None,
+    category: str,
+    strict_scan: bool,
+) -> tuple[Skill | None, SkillVersion | None, Draft] | Outcome:
+    """Phase 1 of a change, with no lock and no transaction open: read the skill as it is
+    now, build the draft, validate and scan it. Returns what to store, or the Outcome that
+    ends the change (unchanged, blocked; refusals raise _Refused)."""
+    skill = Skill.objects.select_related("current_version").filter(slug=slug).first()
+    current = skill.current_version if skill is not None else None
+    refusal = _state_refusal(slug, action, skill, current, base_version)
+    if refusal is not None:
+        raise refusal
+    try:
+        draft = build(skill, current)
+    except (SkillFormatError, PatchError) as exc:
+        raise _Refused("invalid", f"Error: {exc} Nothing was changed.") from None
+    if (
+        current is not None
+        and not draft.archive
+        and draft.skill_md == current.skill_md
+        and draft.files == current.files
+    ):
+        return Outcome(
+            "unchanged",
+            f"Unchanged: {slug} version {current.number} already has this content.",
+            skill=skill,
+            version=current,
+        )
+    draft.content_hash = content_hash(draft.skill_md, draft.files)
+    if category and (skill is None or category != skill.category):
+        # The category is shown in the index next to the name: a new one is read as words.
+        draft.scan.append(("category", readable(category)))
+    findings = _scan(draft, None if strict_scan else current)
+    if findings:
+        with transaction.atomic():
+            _event(
+                kind=Kind.BLOCKED,
+                slug=slug,
+                author=author,
+                skill=skill,
+                version=current,
+                path=findings[0]["path"],
+                after=draft.after,
+                detail={"action": action, "findings": findings},
+            )
+        where = "; ".join(f"{f['path']}: {f['summary']}" for f in findings)
+        kept = f"{slug} stays at version {current.number}" if current else "nothing"
+        return Outcome(
+            "blocked",
+            f"Error: {where}. Nothing was stored ({kept}). Remove that content "
+            "and retry; a skill that needs a secret names where it comes from.",
+            skill=skill,
+            version=current,
+            findings=findings,
+        )
+    return skill, current, draft
+
+
+def _store(
+    *,
+    slug: str,
+    action: str,
+    author: Author,
+    category: str,
+    apply_now: bool,
+    seen: Skill | None,
+    current: SkillVersion | None,
+    draft: Draft,
+) -> Outcome:
+    """Phase 2 of a change: under the skill's row lock, store `draft` as the next version
+    (or a proposal) if the skill is still as `_prepare` saw it (`seen`, `current`); raises
+    _Moved otherwise. Nothing here is proportional to the content but the insert itself."""
+    with transaction.atomic():
+        skill = _lock(slug)
+        if (skill is None) != (seen is None) or (
+            skill is not None
+            and (
+                skill.current_version_id != (current.pk if current else None)
+                or skill.status != seen.status
+            )
+        ):
+            raise _Moved
+        if skill is not None:
+            skill.current_version = current  # the same row, already read: not fetched again
+        if apply_now:
+            skill, version = _apply(
+                skill=skill,
+                slug=slug,
+                category=category,
+                action=action,
+                draft=draft,
+                author=author,
+                reason=author.reason,
+            )
+            return Outcome(
+                "applied",
+                _describe(skill, version, action, draft),
+                skill=skill,
+                version=version or current,
+            )
+        waiting = _waiting_proposal(slug, author, draft, current)
+        if waiting is not None:
+            return waiting
+        proposal = SkillProposal.objects.create(
+            skill=skill,
+            slug=slug,
+            category=category if skill is None else skill.category,
+            action=action,
+            base_number=current.number if current else None,
+            skill_md=draft.skill_md,
+            front_matter=draft.front_matter,
+            files=draft.files,
+            content_hash=draft.content_hash,
+            author_actor=author.actor,
+            author_person=author.person,
+            source_chat=author.chat,
+            source_turn=author.turn,
+            reason=author.reason,
+            via=author.via,
+            review_id=author.review_id,
+        )
+        _event(
+            kind=Kind.PROPOSED,
+            slug=slug,
+            author=author,
+            skill=skill,
+            version=current,
+            proposal=proposal,
+            path=draft.path,
+            before=draft.before,
+            after=draft.after,
+            detail={"action": action, **draft.detail},
+        )
+        # Reviewers' pages and notices read the diff from the cache: compute it once, now,
+        # after commit (no lock), rather than in the first page view.
+        transaction.on_commit(lambda: content_diff_cached(before=current, after=proposal))
+        transaction.on_commit(
+            lambda: signals.proposal_created.send(sender=SkillProposal, proposal=proposal)
+        )
+        base = f"version {current.number}" if current else "a new skill"
+        return Outcome(
+            "proposed",
+            f"Proposed as change #{proposal.pk} to {slug} (based on {base}): a skill "
+            "reviewer decides, nothing changed yet. Do not send it again.",
+            skill=skill,
+            version=current,
+            proposal=proposal,
+        )
+
+
 def _change(
     *,
     slug: str,
@@ -313,154 +489,51 @@ def _change(
     apply_now: bool | None = None,
     strict_scan: bool = False,
 ) -> Outcome:
-    """Validate, scan and apply (or propose) one change under the skill's row lock. With
-    `strict_scan`, a finding the current version already had blocks too."""
+    """Validate, scan and apply (or propose) one change: prepared without any lock, stored
+    under the skill's row lock only if the skill did not move meanwhile (see the module
+    docstring). With `strict_scan`, a finding the current version already had blocks too."""
     try:
         slug = check_name(slug)
         category = check_category(category)
     except SkillFormatError as exc:
         return Outcome("invalid", f"Error: {exc}")
     if apply_now is None:
-        apply_now = _applies_now(author)
-    try:
-        with transaction.atomic():
-            skill = _lock(slug)
-            current = skill.current_version if skill is not None else None
-            if action in ("create", "import") and skill is None:
-                pass
-            elif action == "create":
-                raise _Refused(
-                    "conflict",
-                    f"Error: a skill named {slug!r} already exists (version "
-                    f"{current.number if current else 0}, {skill.status}). View it and patch "
-                    "or edit it, or choose another name.",
-                )
-            elif skill is None:
-                raise _Refused(
-                    "not_found",
-                    f"Error: there is no skill named {slug!r}. Call skills_list to see the "
-                    "names, or create it.",
-                )
-            elif skill.status == Skill.Status.ARCHIVED and action not in ("rollback", "import"):
-                raise _Refused(
-                    "invalid",
-                    f"Error: {slug} is archived; a skill reviewer can restore it before it "
-                    "changes again.",
-                )
-            if base_version is not None and current is not None and base_version != current.number:
-                raise _Refused(
-                    "conflict",
-                    f"Error: {slug} changed since version {base_version}: it is at version "
-                    f"{current.number} now. View it again and redo your change on the current "
-                    "text.",
-                )
-            try:
-                draft = build(skill, current)
-            except (SkillFormatError, PatchError) as exc:
-                raise _Refused("invalid", f"Error: {exc} Nothing was changed.") from None
-            if (
-                current is not None
-                and not draft.archive
-                and draft.skill_md == current.skill_md
-                and draft.files == current.files
-            ):
-                return Outcome(
-                    "unchanged",
-                    f"Unchanged: {slug} version {current.number} already has this content.",
-                    skill=skill,
-                    version=current,
-                )
-            findings = _scan(draft, None if strict_scan else current)
-            if findings:
-                _event(
-                    kind=Kind.BLOCKED,
-                    slug=slug,
-                    author=author,
-                    skill=skill,
-                    version=current,
-                    path=findings[0]["path"],
-                    after=draft.after,
-                    detail={"action": action, "findings": findings},
-                )
-                where = "; ".join(f"{f['path']}: {f['summary']}" for f in findings)
-                kept = f"{slug} stays at version {current.number}" if current else "nothing"
-                return Outcome(
-                    "blocked",
-                    f"Error: {where}. Nothing was stored ({kept}). Remove that content "
-                    "and retry; a skill that needs a secret names where it comes from.",
-                    skill=skill,
-                    version=current,
-                    findings=findings,
-                )
-            if apply_now:
-                skill, version = _apply(
-                    skill=skill,
-                    slug=slug,
-                    category=category,
-                    action=action,
-                    draft=draft,
-                    author=author,
-                    reason=author.reason,
-                )
-                return Outcome(
-                    "applied",
-                    _describe(skill, version, action, draft),
-                    skill=skill,
-                    version=version or current,
-                )
-            waiting = _waiting_proposal(slug, author, draft, current)
-            if waiting is not None:
-                return waiting
-            proposal = SkillProposal.objects.create(
-                skill=skill,
+        apply_now = _applies_now(author)  # the policy first: it decides what is stored
+    for _attempt in range(PREPARE_ATTEMPTS):
+        try:
+            prepared = _prepare(
                 slug=slug,
-                category=category if skill is None else skill.category,
                 action=action,
-                base_number=current.number if current else None,
-                skill_md=draft.skill_md,
-                front_matter=draft.front_matter,
-                files=draft.files,
-                content_hash=content_hash(draft.skill_md, draft.files),
-                author_actor=author.actor,
-                author_person=author.person,
-                source_chat=author.chat,
-                source_turn=author.turn,
-                reason=author.reason,
-                via=author.via,
-                review_id=author.review_id,
-            )
-            _event(
-                kind=Kind.PROPOSED,
-                slug=slug,
                 author=author,
-                skill=skill,
-                version=current,
-                proposal=proposal,
-                path=draft.path,
-                before=draft.before,
-                after=draft.after,
-                detail={"action": action, **draft.detail},
+                build=build,
+                base_version=base_version,
+                category=category,
+                strict_scan=strict_scan,
             )
-            transaction.on_commit(
-                lambda: signals.proposal_created.send(sender=SkillProposal, proposal=proposal)
+            if isinstance(prepared, Outcome):
+                return prepared
+            seen, current, draft = prepared
+            return _store(
+                slug=slug,
+                action=action,
+                author=author,
+                category=category,
+                apply_now=apply_now,
+                seen=seen,
+                current=current,
+                draft=draft,
             )
-            base = f"version {current.number}" if current else "a new skill"
-            return Outcome(
-                "proposed",
-                f"Proposed as change #{proposal.pk} to {slug} (based on {base}): a skill "
-                "reviewer decides, nothing changed yet. Do not send it again.",
-                skill=skill,
-                version=current,
-                proposal=proposal,
-            )
-    except _Refused as refused:
-        return Outcome(refused.code, str(refused))
-    except IntegrityError:
-        return Outcome(
-            "conflict",
-            f"Error: another change of {slug} was saved at the same moment. View it again and "
-            "redo your change on the current text.",
-        )
+        except _Moved:
+            continue  # another change landed while this one was built: build it again
+        except _Refused as refused:
+            return Outcome(refused.code, str(refused))
+        except IntegrityError:
+            break
+    return Outcome(
+        "conflict",
+        f"Error: another change of {slug} was saved at the same moment. View it again and "
+        "redo your change on the current text.",
+    )
 
 
 # --- Drafts ------------------------------------------------------------------------------
@@ -556,7 +629,13 @@ def skill_patch(
 
     def build(skill: Skill, current: SkillVersion) -> Draft:
         if not file_path or file_path == SKILL_FILE:
-            patched = apply_patch(current.skill_md, old_string, new_string, replace_all=replace_all)
+            patched = apply_patch(
+                current.skill_md,
+                old_string,
+                new_string,
+                replace_all=replace_all,
+                max_chars=MAX_SKILL_MD_CHARS,
+            )
             detail = {"match": patched.level, "replaced": patched.count}
             try:
                 draft = _whole(name, patched.text, current.files, detail=detail)
@@ -567,7 +646,14 @@ def skill_patch(
         path = normalise_path(file_path)
         if path not in current.files:
             raise _missing_file(name, path, current)
-        patched = apply_patch(current.files[path], old_string, new_string, replace_all=replace_all)
+        # A file's limit is in bytes; a text of more characters has more bytes.
+        patched = apply_patch(
+            current.files[path],
+            old_string,
+            new_string,
+            replace_all=replace_all,
+            max_chars=FILE_MAX_BYTES,
+        )
         files = {**current.files, path: check_file_content(path, patched.text)}
         draft = _with_files(current, files, path=path, before=old_string, after=patched.text)
         draft.after, draft.detail = new_string, {"match": patched.level, "replaced": patched.count}

@@ -10,4 +10,5 @@ urlpatterns = [
         views_reviews.proposal_decide,
         name="skill_proposal_decide",
     ),
+    path("proposals/<int:proposal_id>/raw", views_reviews.proposal_raw, name="skill_proposal_raw"),
 ]

@@ -23,7 +23,7 @@ from django.views.decorators.http import require_GET
 from chats.markdown import render_markdown
 from hermes_site.scanning import reveal_hidden
 from skills import policy
-from skills.diff import content_diff
+from skills.diff import content_diff_cached
 from skills.format import SKILL_FILE, SkillFormatError, split_front_matter
 from skills.forms import DiffForm, LibraryFilterForm, VersionForm
 from skills.models import Skill, SkillEvent, SkillVersion
@@ -250,6 +250,6 @@ def skill_diff(request: HttpRequest, slug: str) -> HttpResponse:
         context["error"] = f"{skill.slug} has no version {missing[0]}; choose one of the list."
         return render(request, "skills/diff.html", context, status=404)
     left, right = skill_version(skill, a), skill_version(skill, b)
-    diffs = content_diff(left.skill_md, left.files, right.skill_md, right.files)
+    diffs = content_diff_cached(before=left, after=right)
     context.update(diffs=diffs, left=left, right=right)
     return render(request, "skills/diff.html", context)

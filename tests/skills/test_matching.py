@@ -83,3 +83,29 @@ def test_the_first_level_that_finds_decides_even_if_a_later_one_would_find_more(
     text = "a 'b'\na \u2018b\u2019\n"
     result = apply_patch(text, "a 'b'", "c")
     assert result.level == "exact" and result.text == "c\na \u2018b\u2019\n"
+
+
+def test_replace_all_of_many_matches_builds_the_same_text_as_one_replacement_at_a_time():
+    text = "".join(f"{'  ' * (n % 3)}- run tests {n}\n" for n in range(3000))
+    result = apply_patch(text, "run tests", "run checks", replace_all=True)
+    assert result.count == 3000 and result.text == text.replace("run tests", "run checks")
+    # Re-indented replacements follow each matched line's own indentation.
+    text = "a:\n  step\nb:\n      step\n"
+    result = apply_patch(text, "\tstep", "\tfirst\n\tsecond", replace_all=True)
+    assert result.level == "line-trimmed" and result.count == 2
+    assert result.text == "a:\n  first\n  second\nb:\n      first\n      second\n"
+
+
+def test_a_result_past_max_chars_is_refused_with_its_size_before_it_is_built():
+    text = "x" * 50_000  # one long line: 50,000 matches
+    with pytest.raises(PatchError, match=r"up to 50,000,000 characters \(50,000 matches"):
+        apply_patch(text, "x", "y" * 1000, replace_all=True, max_chars=100_000)
+    result = apply_patch(text, "x", "yy", replace_all=True, max_chars=100_000)
+    assert result.text == "yy" * 50_000
+
+
+def test_nearest_candidates_of_a_long_text_are_sampled_not_all_scored():
+    # About 1 MiB, a supporting file at its limit.
+    text = "\n".join(f"line {n} of the runbook" for n in range(40_000))
+    with pytest.raises(PatchError, match="Nearest text: line"):
+        apply_patch(text, "nothing like it at all", "x")
