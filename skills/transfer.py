@@ -175,7 +175,8 @@ def _key(finding: Finding) -> tuple[str, str, str]:
 def finding_lines(skill: FolderSkill, outcome) -> list[dict]:
     """Every finding that blocked `skill`'s import, as {file, line, category, reason,
     excerpt}: the files the block names, rescanned in full, less what the current version
-    already had (which did not block)."""
+    already had (which did not block). A block this rescan cannot place in a file's text
+    keeps its summary, with no line."""
     current = outcome.version
     rows = []
     for blocked in outcome.findings:
@@ -185,9 +186,18 @@ def finding_lines(skill: FolderSkill, outcome) -> list[dict]:
         if current is not None:
             before = current.skill_md if path == SKILL_FILE else current.files.get(path)
         known = {_key(f) for f in _all_findings(before)} if before else set()
-        for finding in _all_findings(text):
-            if _key(finding) in known:
-                continue
+        found = [f for f in _all_findings(text) if _key(f) not in known] if text else []
+        if not found:  # what was blocked is not a file's text (say, a file name): as given
+            rows.append(
+                {
+                    "file": path,
+                    "line": None,
+                    "category": "",
+                    "reason": blocked.get("summary", ""),
+                    "excerpt": "",
+                }
+            )
+        for finding in found:
             rows.append(
                 {
                     "file": path,

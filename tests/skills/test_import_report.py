@@ -59,7 +59,7 @@ def test_a_refusal_lists_every_finding_with_file_line_rule_and_excerpt(tmp_path)
     assert "— " in text and "Ignore all previous instructions" in text
     assert "ops/good: applied" in text
     assert "ops/evil: refused (blocked)" in text
-    assert text.rstrip().endswith("2 skills read: 1 applied, 1 refused")
+    assert text.rstrip().endswith("2 skills read: 1 applied, 1 refused (1 blocked)")
 
 
 def test_dry_run_stores_nothing_and_says_what_would_happen(tmp_path):
@@ -164,3 +164,24 @@ def test_exit_status_is_zero_when_only_files_were_skipped(tmp_path):
     assert not refused
     assert "good: applied" in out
     assert "1 skill read: 1 applied" in out
+
+
+def test_a_block_outside_any_files_text_keeps_its_summary():
+    from types import SimpleNamespace
+
+    from skills.transfer import FolderSkill, finding_lines
+
+    skill = FolderSkill(slug="x", category="", path="x", skill_md=skill_md(name="x"))
+    outcome = SimpleNamespace(
+        version=None,
+        findings=[{"path": "references/ignore-previous.md (name)", "summary": "Blocked: a name"}],
+    )
+    assert finding_lines(skill, outcome) == [
+        {
+            "file": "references/ignore-previous.md (name)",
+            "line": None,
+            "category": "",
+            "reason": "Blocked: a name",
+            "excerpt": "",
+        }
+    ]

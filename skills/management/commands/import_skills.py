@@ -100,7 +100,8 @@ class Command(BaseCommand):
             self.stdout.write(_dumps(report))
         else:
             self._write_lines(found.skipped, entries, dry_run)
-        line = _summary_line(summary, dry_run)
+        refusals = [entry["code"] for entry in entries if entry["status"] == REFUSED]
+        line = _summary_line(summary, dry_run, refusals)
         if summary[REFUSED]:
             raise CommandError(line)
         if not as_json:
@@ -123,6 +124,9 @@ class Command(BaseCommand):
                     f"{label}: refused ({entry['code']}) — {len(entry['findings'])} findings:"
                 )
                 for f in entry["findings"]:
+                    if f["line"] is None:
+                        self.stderr.write(f"  {label}/{f['file']}: {f['reason']}")
+                        continue
                     self.stderr.write(
                         f"  {label}/{f['file']}:{f['line']} {f['category']}: {f['reason']}"
                         f" — {f['excerpt']}"
@@ -135,12 +139,15 @@ def _dumps(report: dict) -> str:
     return json.dumps(report, ensure_ascii=False, indent=2)
 
 
-def _summary_line(summary: dict, dry_run: bool) -> str:
+def _summary_line(summary: dict, dry_run: bool, refusals: list[str]) -> str:
     parts = [
         f"{summary[key]} {'would apply' if key == APPLIED and dry_run else key}"
         for key in (APPLIED, UNCHANGED, REFUSED)
         if summary[key]
     ]
+    if refusals:
+        why = ", ".join(f"{refusals.count(code)} {code}" for code in sorted(set(refusals)))
+        parts[-1] += f" ({why})"
     noun = "skill" if summary["read"] == 1 else "skills"
     line = f"{summary['read']} {noun} read: {', '.join(parts)}"
     return line + ("; dry run: nothing was stored" if dry_run else "")
