@@ -701,15 +701,14 @@ def skill_delete(*, name: str, author: Author, base_version: int | None = None) 
 
 
 def _same_origin(skill: Skill, current: SkillVersion | None, origin: dict | None) -> bool:
-    """Whether an import from `origin` continues `skill` rather than clashing with it."""
+    """Whether an import from `origin` continues `skill` rather than clashing with it: the
+    same import root (names are unique within one import, so a folder that moved inside the
+    collection is still the same skill)."""
     if origin is None:
         return True
     if not skill.origin:  # recorded before origins were: an imported skill continues
         return current is not None and current.change == "import"
-    return (skill.origin.get("root"), skill.origin.get("path")) == (
-        origin.get("root"),
-        origin.get("path"),
-    )
+    return skill.origin.get("root") is not None and skill.origin.get("root") == origin.get("root")
 
 
 def skill_import(

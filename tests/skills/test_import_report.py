@@ -185,3 +185,15 @@ def test_a_block_outside_any_files_text_keeps_its_summary():
             "excerpt": "",
         }
     ]
+
+
+def test_a_folder_that_moved_inside_its_collection_is_still_the_same_skill(tmp_path):
+    root = tmp_path / "pack"
+    write(root / "ops/notes/SKILL.md", skill_md(name="notes"))
+    run(str(root))
+    (root / "ops/notes").rename(root / "notes")
+    write(root / "notes/SKILL.md", skill_md(name="notes", body="# Moved and changed\n"))
+    out, err, refused = run(str(root))
+    assert not refused and "notes: applied, version 2" in out
+    notes = Skill.objects.get(slug="notes")
+    assert (notes.category, notes.origin["path"]) == ("", "notes")

@@ -254,3 +254,34 @@ def test_import_refuses_a_skill_over_the_limits_with_a_clear_line(tmp_path, sett
         author=Author(via=Via.COMMAND),
     )
     assert outcome.code == "invalid" and f"at most {skill_format.MAX_FILES}" in outcome.message
+
+
+def test_the_agents_changes_keep_remove_or_replace_binaries(tmp_path, dm_author, staff_reviewer):
+    from skills.reviews import skill_rollback
+    from skills.services import skill_file_remove, skill_patch
+
+    root = tmp_path / "checkout"
+    hermes_tree(root)
+    run("import_skills", str(root))
+    font = "canvas-fonts/Mono-Regular.ttf"
+    first = Skill.objects.get(slug="canvas").current_version
+
+    patched = skill_patch(
+        name="canvas", old_string="make image", new_string="make poster", author=dm_author
+    )
+    assert patched.code == "applied", patched.message
+    assert patched.version.binaries == first.binaries  # a text change keeps the font
+
+    removed = skill_file_remove(name="canvas", file_path=font, author=dm_author)
+    assert removed.code == "applied" and removed.version.binaries == {}
+    assert removed.version.content_hash != patched.version.content_hash
+
+    skill_rollback(name="canvas", to_number=1, shown_version=3, person=staff_reviewer)
+    rolled = Skill.objects.get(slug="canvas").current_version
+    assert rolled.binaries == first.binaries and rolled.content_hash == first.content_hash
+
+    replaced = skill_file_write(
+        name="canvas", file_path=font, file_content="now a text file\n", author=dm_author
+    )
+    assert replaced.code == "applied"
+    assert font in replaced.version.files and font not in replaced.version.binaries
