@@ -24,6 +24,7 @@ from skills.format import (
     BINARY_MAX_BYTES,
     MAX_FILES,
     SKILL_FILE,
+    SKILL_MAX_BYTES,
     SkillFormatError,
     check_category,
     is_binary,
@@ -126,7 +127,7 @@ def read_skill(skill: FolderSkill) -> FolderSkill:
     except UnicodeDecodeError:
         skill.error = "SKILL.md is not UTF-8 text."
         return skill
-    problems = []
+    problems, total = [], 0
     for inside, path in skill._entries:
         if any(_hidden(part) for part in inside.split("/")):
             skill.skipped.append((inside, "a hidden file"))
@@ -145,12 +146,19 @@ def read_skill(skill: FolderSkill) -> FolderSkill:
         if len(skill.files) + len(skill.binaries) >= MAX_FILES:
             problems.append(f"more than {MAX_FILES} files: a skill may have at most {MAX_FILES}.")
             break
-        if path.stat().st_size > BINARY_MAX_BYTES:  # never read what cannot be stored
+        size = path.stat().st_size
+        if size > BINARY_MAX_BYTES:  # never read what cannot be stored
             problems.append(
-                f"{inside}: {path.stat().st_size:,} bytes; a file may have at most "
-                f"{BINARY_MAX_BYTES:,} (16 MiB)."
+                f"{inside}: {size:,} bytes; a file may have at most {BINARY_MAX_BYTES:,} (16 MiB)."
             )
             continue
+        total += size
+        if total > SKILL_MAX_BYTES:
+            problems.append(
+                f"its files have more than {SKILL_MAX_BYTES:,} bytes in all (64 MiB), the most "
+                "a skill may have."
+            )
+            break
         data = path.read_bytes()
         if is_binary(data):
             skill.binaries[normal] = data

@@ -236,15 +236,24 @@ def test_a_file_named_skill_md_inside_a_skill_is_refused(dm_author, skill):
     assert outcome.code == "invalid" and "SKILL.md" in outcome.message
 
 
-def test_import_refuses_a_skill_over_the_limits_with_a_clear_line(tmp_path, settings):
+def test_import_refuses_a_skill_over_the_limits_with_a_clear_line(tmp_path, monkeypatch):
     from skills import format as skill_format
 
     root = tmp_path / "pack"
     write(root / "big/SKILL.md", skill_md(name="big"))
     write(root / "big/assets/blob.bin", b"\xff" * (skill_format.BINARY_MAX_BYTES + 1))
     write(root / "small/SKILL.md", skill_md(name="small"))
-    with pytest.raises(CommandError, match="1 refused"):
-        run("import_skills", str(root))
+    monkeypatch.setattr("skills.transfer.SKILL_MAX_BYTES", 1000)  # not 64 MiB of test files
+    for n in range(3):  # each within the per-file limit, together over the skill's
+        write(root / f"huge/assets/part-{n}.bin", b"\xff" * 400)
+    write(root / "huge/SKILL.md", skill_md(name="huge"))
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.raises(CommandError, match="2 refused"):
+        call_command("import_skills", str(root), stdout=out, stderr=err)
+    assert "big: refused (invalid) — Error: assets/blob.bin: 16,777,217 bytes" in err.getvalue()
+    assert "huge: refused (invalid) — Error: its files have more than 1,000 bytes" in (
+        err.getvalue()
+    )
     assert list(Skill.objects.values_list("slug", flat=True)) == ["small"]
     outcome = skill_import(
         name="many",
