@@ -4,6 +4,7 @@ A `.env` file in the project root is read when present; variables already set in
 environment win over it.
 """
 
+import json
 import os
 import tempfile
 from decimal import Decimal, InvalidOperation
@@ -359,6 +360,25 @@ SKILLS_INDEX_TOKENS = env_int("SKILLS_INDEX_TOKENS", 1200, minimum=100)
 # Days a skill proposal waits for a reviewer before beat's hourly task expires it (proposals
 # on a skill archived meanwhile expire at the next run).
 SKILLS_PROPOSAL_TTL_DAYS = env_float("SKILLS_PROPOSAL_TTL_DAYS", 14, minimum=0.001)
+# Where skills' binary files (fonts, PDFs, archives) are kept: the `skills` alias of STORAGES.
+# Default: a folder under var/. Where several machines serve the hub, any Django storage
+# backend they all reach, e.g. SKILLS_BLOB_STORAGE=storages.backends.s3.S3Storage (the
+# django-storages package) with SKILLS_BLOB_STORAGE_OPTIONS={"bucket_name": "...",
+# "endpoint_url": "https://..."} (JSON: the backend's keyword arguments).
+SKILLS_BLOB_STORAGE = env_str("SKILLS_BLOB_STORAGE", "django.core.files.storage.FileSystemStorage")
+try:
+    SKILLS_BLOB_STORAGE_OPTIONS = json.loads(env_str("SKILLS_BLOB_STORAGE_OPTIONS") or "null")
+except ValueError as exc:
+    raise ImproperlyConfigured(f"SKILLS_BLOB_STORAGE_OPTIONS must be JSON: {exc}") from exc
+if SKILLS_BLOB_STORAGE_OPTIONS is None:
+    SKILLS_BLOB_STORAGE_OPTIONS = {"location": str(VAR_DIR / "skill-blobs")}
+if not isinstance(SKILLS_BLOB_STORAGE_OPTIONS, dict):
+    raise ImproperlyConfigured("SKILLS_BLOB_STORAGE_OPTIONS must be a JSON object")
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    "skills": {"BACKEND": SKILLS_BLOB_STORAGE, "OPTIONS": SKILLS_BLOB_STORAGE_OPTIONS},
+}
 
 # --- Learning loop (nudges and background reviews, docs/LEARNING.md) ---------------------
 # A review starts after this many completed user turns (memory focus) or tool-loop

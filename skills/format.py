@@ -1,7 +1,9 @@
 """The SKILL.md format (Agent Skills layout, as Hermes, Claude Code and Codex share it).
 
 A skill is a SKILL.md: YAML front matter between `---` lines, then a Markdown body, plus
-optional supporting text files under `references/`, `templates/`, `scripts/`, `assets/`.
+the supporting files of its folder at any depth (by convention under `references/`,
+`templates/`, `scripts/`, `assets/`, but `reference.md`, `examples/` or `LICENSE.txt` count
+too): text, or binary (fonts, PDFs) within the limits below.
 Front matter is parsed with PyYAML's safe loader only (no Python objects), and aliases are
 refused outright (no "billion laughs" expansion). Every error message says what to change.
 """
@@ -20,11 +22,16 @@ NAME_MAX = 64
 DESCRIPTION_MAX = 1024
 BODY_MAX = 100_000
 FRONT_MATTER_MAX = 16_384  # characters of YAML between the `---` lines
-FILE_MAX_BYTES = 1024 * 1024
-MAX_FILES = 64
+FILE_MAX_BYTES = 1024 * 1024  # one text file
+BINARY_MAX_BYTES = 16 * 1024 * 1024  # one binary file
+TEXT_TOTAL_MAX_BYTES = 8 * 1024 * 1024  # all text files of a skill (copied into each version)
+SKILL_MAX_BYTES = 64 * 1024 * 1024  # all files of a skill, text and binary
+MAX_FILES = 256  # text and binary files of a skill
 PATH_MAX = 255
 SEGMENT_MAX = 100
-FILE_DIRS = ("references", "templates", "scripts", "assets")
+CATEGORY_MAX = 255
+CATEGORY_DEPTH_MAX = 8
+FILE_DIRS = ("references", "templates", "scripts", "assets")  # the convention, not a rule
 LIST_MAX = 32  # tags, related skills
 SKILL_FILE = "SKILL.md"
 # Escapes of a double-quoted YAML value: a backslash and the character after it (a line
@@ -69,10 +76,30 @@ def check_name(name, *, what: str = "name") -> str:
 
 
 def check_category(category) -> str:
-    """ "" (no category) or a valid slug."""
+    """ "" (no category) or a path of slugs joined by '/' (`mlops/inference`), at most
+    CATEGORY_DEPTH_MAX deep and CATEGORY_MAX characters long."""
     if category in (None, ""):
         return ""
-    return check_name(category, what="category")
+    if not isinstance(category, str):
+        raise SkillFormatError("`category` must be text, like `ops` or `mlops/inference`.")
+    if len(category) > CATEGORY_MAX:
+        raise SkillFormatError(
+            f"`category` has {len(category)} characters; at most {CATEGORY_MAX} are allowed."
+        )
+    segments = category.split("/")
+    if len(segments) > CATEGORY_DEPTH_MAX:
+        raise SkillFormatError(
+            f"`category` {category[:40]!r} has {len(segments)} levels; at most "
+            f"{CATEGORY_DEPTH_MAX} are allowed."
+        )
+    for segment in segments:
+        if not segment:
+            raise SkillFormatError(
+                f"`category` {category!r} has an empty level: write slugs joined by single "
+                "'/' (e.g. `mlops/inference`)."
+            )
+        check_name(segment, what="category")
+    return category
 
 
 def _refuse_aliases(text: str) -> None:
@@ -242,32 +269,37 @@ def parse_skill_md(text: str, *, expected_name: str | None = None) -> ParsedSkil
 
 
 def normalise_path(path) -> str:
-    """A supporting file's path, normalised (`references/a.md`), or SkillFormatError: only
-    under references/, templates/, scripts/ or assets/, never absolute, never with `..`,
-    backslashes, NUL, control characters or hidden segments."""
-    allowed = ", ".join(f"{name}/" for name in FILE_DIRS)
+    """A supporting file's path inside the skill folder, normalised (`references/a.md`,
+    `LICENSE.txt`), or SkillFormatError: never absolute, never with `..`, backslashes, NUL,
+    control or invisible characters or hidden segments (`.env`), never a file named SKILL.md
+    (that would be a skill of its own)."""
     if not isinstance(path, str) or not path.strip():
-        raise SkillFormatError(f"`file_path` is missing: give a path under {allowed}.")
+        raise SkillFormatError(
+            "`file_path` is missing: give a path inside the skill, e.g. references/api.md."
+        )
     if "\x00" in path:
         raise SkillFormatError("`file_path` contains a NUL character.")
     if "\\" in path:
         raise SkillFormatError("`file_path` contains a backslash: use '/' between folders.")
     if path.startswith(("/", "~")) or re.match(r"^[A-Za-z]:", path):
         raise SkillFormatError(
-            f"`file_path` {path!r} is absolute: give a path inside the skill, under {allowed}."
+            f"`file_path` {path!r} is absolute: give a path inside the skill, e.g. "
+            "references/api.md."
         )
     path = unicodedata.normalize("NFC", path.strip())
     parts = [part for part in path.split("/") if part not in ("", ".")]
     if any(part == ".." for part in parts):
         raise SkillFormatError(f"`file_path` {path!r} leaves the skill ('..'): remove '..'.")
-    if len(parts) < 2 or parts[0] not in FILE_DIRS:
-        if parts and parts[-1] == SKILL_FILE:
+    if not parts:
+        raise SkillFormatError(f"`file_path` {path!r} names no file.")
+    if parts[-1] == SKILL_FILE:
+        if len(parts) == 1:
             raise SkillFormatError(
                 "SKILL.md is not a supporting file: use action `edit` or `patch` to change it."
             )
         raise SkillFormatError(
-            f"`file_path` {path!r} is not allowed: supporting files live under {allowed} "
-            "(e.g. references/api.md)."
+            f"`file_path` {path!r} is a SKILL.md inside the skill, which would make a skill of "
+            "its own: choose another file name."
         )
     for part in parts:
         if any(unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") for ch in part):
@@ -284,6 +316,17 @@ def normalise_path(path) -> str:
     return normalised
 
 
+def is_binary(content: bytes) -> bool:
+    """Whether a file's bytes are stored as a binary: not UTF-8, or holding a NUL."""
+    if b"\x00" in content:
+        return True
+    try:
+        content.decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return False
+
+
 def check_file_content(path: str, content) -> str:
     """Text of at most FILE_MAX_BYTES (UTF-8), without NUL; else SkillFormatError."""
     if isinstance(content, bytes):
@@ -291,41 +334,72 @@ def check_file_content(path: str, content) -> str:
             content = content.decode("utf-8")
         except UnicodeDecodeError:
             raise SkillFormatError(
-                f"{path} is not UTF-8 text: only text supporting files are stored."
+                f"{path} is not UTF-8 text: write text, or import the file as a binary with "
+                "import_skills."
             ) from None
     if not isinstance(content, str):
         raise SkillFormatError(f"the content of {path} must be text.")
     if "\x00" in content:
-        raise SkillFormatError(f"{path} contains NUL characters: only text files are stored.")
+        raise SkillFormatError(f"{path} contains NUL characters: write text without them.")
     size = len(content.encode("utf-8"))
     if size > FILE_MAX_BYTES:
         raise SkillFormatError(
-            f"{path} has {size:,} bytes; a supporting file may have at most {FILE_MAX_BYTES:,} "
+            f"{path} has {size:,} bytes; a text file may have at most {FILE_MAX_BYTES:,} "
             "(1 MiB). Split it into several files."
         )
     return content
 
 
-def check_files(files: dict) -> dict:
-    """Every path normalised and every content checked; at most MAX_FILES files."""
-    if len(files) > MAX_FILES:
-        raise SkillFormatError(f"a skill may have at most {MAX_FILES} supporting files.")
+def check_binary(path: str, content: bytes) -> bytes:
+    """Bytes of at most BINARY_MAX_BYTES; else SkillFormatError."""
+    if not isinstance(content, bytes):
+        raise SkillFormatError(f"the content of binary file {path} must be bytes.")
+    if len(content) > BINARY_MAX_BYTES:
+        raise SkillFormatError(
+            f"{path} has {len(content):,} bytes; a binary file may have at most "
+            f"{BINARY_MAX_BYTES:,} (16 MiB)."
+        )
+    return content
+
+
+def check_files(files: dict, binaries: dict | None = None) -> dict:
+    """Every text file's path normalised and content checked, and the skill's limits kept
+    (with `binaries`, {path: size} of its binary files): at most MAX_FILES files, at most
+    TEXT_TOTAL_MAX_BYTES of text and SKILL_MAX_BYTES in all."""
+    binaries = binaries or {}
+    if len(files) + len(binaries) > MAX_FILES:
+        raise SkillFormatError(
+            f"a skill may have at most {MAX_FILES} supporting files; this one has "
+            f"{len(files) + len(binaries)}."
+        )
     checked = {}
     for path, content in files.items():
         normal = normalise_path(path)
-        if normal in checked:
+        if normal in checked or normal in binaries:
             raise SkillFormatError(f"two files normalise to the same path {normal!r}.")
         checked[normal] = check_file_content(normal, content)
+    text = sum(len(content.encode("utf-8")) for content in checked.values())
+    if text > TEXT_TOTAL_MAX_BYTES:
+        raise SkillFormatError(
+            f"the text files of a skill may have at most {TEXT_TOTAL_MAX_BYTES:,} bytes in all "
+            f"(8 MiB); these have {text:,}."
+        )
+    total = text + sum(binaries.values())
+    if total > SKILL_MAX_BYTES:
+        raise SkillFormatError(
+            f"the files of a skill may have at most {SKILL_MAX_BYTES:,} bytes in all (64 MiB); "
+            f"these have {total:,}."
+        )
     return dict(sorted(checked.items()))
 
 
-def content_hash(skill_md: str, files: dict) -> str:
-    """SHA-256 over SKILL.md and the files, independent of dict order."""
-    canonical = json.dumps(
-        {"skill_md": skill_md, "files": dict(sorted(files.items()))},
-        ensure_ascii=False,
-        sort_keys=True,
-    )
+def content_hash(skill_md: str, files: dict, binaries: dict | None = None) -> str:
+    """SHA-256 over SKILL.md, the text files and the binaries' paths and hashes, independent
+    of dict order. Without binaries it is the hash text-only versions always had."""
+    content = {"skill_md": skill_md, "files": dict(sorted(files.items()))}
+    if binaries:
+        content["binaries"] = dict(sorted(binaries.items()))
+    canonical = json.dumps(content, ensure_ascii=False, sort_keys=True)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 

@@ -6,12 +6,18 @@ front matter and the supporting files); `(skill, number)` is unique, so two writ
 raced for the same next number conflict instead of one losing the other's update. A change
 that needs a reviewer waits as a **SkillProposal** bound to the version it was based on.
 **SkillEvent** rows are the audit trail, written in the same transaction as the change by
-`skills.services`; **SkillUsage** rows record each time a turn loaded a skill.
+`skills.services`; **SkillUsage** rows record each time a turn loaded a skill. A version's
+binary files (fonts, PDFs) are **SkillBlob** rows, stored once per SHA-256 through the
+`skills` alias of Django's `STORAGES` and named by hash in the version's `binaries`.
 """
 
 from django.conf import settings
+from django.core.files.storage import storages
+from django.core.signals import setting_changed
 from django.db import models
+from django.dispatch import receiver
 from django.utils import timezone
+from django.utils.functional import LazyObject, empty
 
 from chats.models import Actor, Chat, Turn
 
@@ -25,6 +31,46 @@ class Via(models.TextChoices):
     SYSTEM = "system", "System"
 
 
+CATEGORY_LENGTH = 255  # skills.format.CATEGORY_MAX
+
+
+class _SkillBlobStorage(LazyObject):
+    """`storages["skills"]`, looked up when first used (and again after STORAGES changes)
+    rather than when the model is defined, so settings and tests choose the backend."""
+
+    def _setup(self):
+        self._wrapped = storages["skills"]
+
+
+_blob_storage = _SkillBlobStorage()
+
+
+def skill_blob_storage():
+    """The storage of skill binaries (the `skills` alias of STORAGES)."""
+    return _blob_storage
+
+
+@receiver(setting_changed)
+def _storages_changed(*, setting, **kwargs):
+    if setting == "STORAGES":
+        _blob_storage._wrapped = empty
+
+
+class SkillBlob(models.Model):
+    """One binary file's bytes, content-addressed: the same font in ten skills (or ten
+    versions) is stored once. Never changed or deleted by the app once written."""
+
+    sha256 = models.CharField(max_length=64, primary_key=True)
+    size = models.PositiveBigIntegerField()
+    content_type = models.CharField(max_length=100, default="application/octet-stream")
+    # Named `<first two hex digits>/<sha256>` by skills.blobs.
+    file = models.FileField(storage=skill_blob_storage, max_length=255)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"{self.sha256[:12]} ({self.size} bytes)"
+
+
 class Skill(models.Model):
     """One named procedure; its content is the current version's."""
 
@@ -34,7 +80,8 @@ class Skill(models.Model):
         ARCHIVED = "archived", "Archived"
 
     slug = models.CharField(max_length=64, unique=True)
-    category = models.CharField(max_length=64, blank=True, default="")
+    # A path of slugs ("mlops/inference"), as the folders it was imported from show it.
+    category = models.CharField(max_length=CATEGORY_LENGTH, blank=True, default="")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
     pinned = models.BooleanField(default=False)
     # Copied from the current version so the prompt index needs no join over versions.
@@ -42,6 +89,10 @@ class Skill(models.Model):
     current_version = models.ForeignKey(
         "SkillVersion", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
+    # Where its content comes from: {"via": "command", "root": ..., "path": ...} for an
+    # import (the import root and the skill folder under it), {"via": "agent", ...} when
+    # the agent or a person created it; {} for skills made before origins were recorded.
+    origin = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 
@@ -62,6 +113,7 @@ class SkillVersion(models.Model):
     skill_md = models.TextField()
     front_matter = models.JSONField(default=dict)
     files = models.JSONField(default=dict, blank=True)  # {"references/x.md": "text"}
+    binaries = models.JSONField(default=dict, blank=True)  # {"assets/x.ttf": SkillBlob sha256}
     content_hash = models.CharField(max_length=64, db_index=True)
     author_actor = models.ForeignKey(
         Actor, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -80,6 +132,7 @@ class SkillVersion(models.Model):
         Turn, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     reason = models.TextField(blank=True, default="")
+    origin = models.JSONField(default=dict, blank=True)  # an import's root and path
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -108,7 +161,7 @@ class SkillProposal(models.Model):
         Skill, null=True, blank=True, on_delete=models.CASCADE, related_name="proposals"
     )
     slug = models.CharField(max_length=64)
-    category = models.CharField(max_length=64, blank=True, default="")
+    category = models.CharField(max_length=CATEGORY_LENGTH, blank=True, default="")
     action = models.CharField(max_length=16)  # create, patch, edit, delete, file_write, …
     base_number = models.PositiveIntegerField(null=True, blank=True)
     skill_md = models.TextField()

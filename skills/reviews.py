@@ -164,6 +164,7 @@ def skill_rollback(
         draft = Draft(
             skill_md=target.skill_md,
             files=target.files,
+            binaries=dict(target.binaries),
             front_matter=target.front_matter,
             before=current.skill_md,
             after=target.skill_md,

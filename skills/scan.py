@@ -32,6 +32,8 @@ class Draft:
     detail: dict = field(default_factory=dict)
     scan: list[tuple[str, str]] = field(default_factory=list)  # (path, text) to scan
     content_hash: str = ""  # computed while preparing, so never under the lock
+    binaries: dict | None = None  # {path: sha256}; None keeps the current version's
+    origin: dict | None = None  # where an import's content came from (Skill.origin)
 
 
 def _key(finding) -> tuple[str, str, str]:

@@ -59,11 +59,13 @@ def skills_index_rows() -> list[IndexRow]:
 
 
 def _skills_matching(*, category: str, query: str) -> QuerySet[Skill]:
-    """Skills with content in `category` (any for "") whose name or description contains
-    `query` (case-insensitive), pinned first, then by category and name."""
+    """Skills with content in `category` or below it (`mlops` also lists `mlops/inference`;
+    any for "") whose name or description contains `query` (case-insensitive), pinned
+    first, then by category and name."""
     skills = Skill.objects.filter(current_version__isnull=False)
     if category:
-        skills = skills.filter(category=category)
+        category = category.strip("/")
+        skills = skills.filter(Q(category=category) | Q(category__startswith=f"{category}/"))
     if query:
         skills = skills.filter(Q(slug__icontains=query) | Q(description__icontains=query))
     return skills.order_by("-pinned", "category", "slug")

@@ -27,6 +27,7 @@ from django.utils import timezone
 from chats.agent.registry import ORIGIN_CHAT, ORIGIN_REVIEW
 from chats.models import Actor, Chat, Turn
 from skills import policy, signals
+from skills.blobs import blob_sha256, skill_blobs_store
 from skills.diff import content_diff_cached
 from skills.format import (
     BODY_MAX,
@@ -34,6 +35,7 @@ from skills.format import (
     FRONT_MATTER_MAX,
     SKILL_FILE,
     SkillFormatError,
+    check_binary,
     check_category,
     check_file_content,
     check_files,
@@ -170,6 +172,41 @@ def _applies_now(author: Author) -> bool:
 _scan = scan_draft
 
 
+def _binaries(draft: Draft, current: SkillVersion | None) -> dict:
+    """The draft's binary files: its own, or (None) the current version's, unchanged."""
+    if draft.binaries is None:
+        draft.binaries = dict(current.binaries) if current is not None else {}
+    return draft.binaries
+
+
+def _author_origin(author: Author) -> dict:
+    """Where a skill that no import brought comes from: how, and who asked."""
+    origin = {"via": author.via}
+    if author.person is not None:
+        origin["person_id"] = author.person.pk
+    if author.actor is not None:
+        origin["actor_id"] = author.actor.pk
+    return origin
+
+
+def _draft_hash(draft: Draft, current: SkillVersion | None) -> str:
+    return content_hash(draft.skill_md, draft.files, _binaries(draft, current))
+
+
+def _blocked_before(slug: str, action: str, blocked_hash: str) -> bool:
+    """An import blocked again with the very content whose block is the skill's last event:
+    the audit trail already says so, and a nightly re-import must not add a row each time."""
+    if action != "import":
+        return False
+    last = SkillEvent.objects.filter(slug=slug).order_by("-created_at", "-id").first()
+    return (
+        last is not None
+        and last.kind == Kind.BLOCKED
+        and last.detail.get("action") == action
+        and last.detail.get("content_hash") == blocked_hash
+    )
+
+
 def _lock(slug: str) -> Skill | None:
     return Skill.objects.select_for_update().filter(slug=slug).first()
 
@@ -188,9 +225,11 @@ def _apply(
     now = timezone.now()
     current = skill.current_version if skill is not None else None
     if skill is None:
-        skill = Skill.objects.create(slug=slug, category=category, created_at=now)
-    elif action == "import" and category:
+        origin = draft.origin or _author_origin(author)
+        skill = Skill.objects.create(slug=slug, category=category, origin=origin, created_at=now)
+    elif action == "import":
         skill.category = category  # a folder moved to another category in the import
+        skill.origin = draft.origin or skill.origin
     version = None
     if draft.archive:
         skill.status = Skill.Status.ARCHIVED
@@ -202,12 +241,14 @@ def _apply(
             skill_md=draft.skill_md,
             front_matter=draft.front_matter,
             files=draft.files,
-            content_hash=draft.content_hash or content_hash(draft.skill_md, draft.files),
+            binaries=_binaries(draft, current),
+            content_hash=_draft_hash(draft, current),
             author_actor=author.actor,
             author_person=author.person,
             source_chat=author.chat,
             source_turn=author.turn,
             reason=reason,
+            origin=draft.origin or {},
             created_at=now,
         )
         skill.current_version = version
@@ -263,7 +304,7 @@ def _waiting_proposal(
     pending = SkillProposal.objects.filter(slug=slug, status=SkillProposal.Status.PENDING)
     same = pending.filter(
         base_number=current.number if current else None,
-        content_hash=draft.content_hash or content_hash(draft.skill_md, draft.files),
+        content_hash=_draft_hash(draft, current),
         skill_md=draft.skill_md,
     ).first()
     if same is not None:
@@ -349,6 +390,7 @@ def _prepare(
         and not draft.archive
         and draft.skill_md == current.skill_md
         and draft.files == current.files
+        and _binaries(draft, current) == current.binaries
     ):
         return Outcome(
             "unchanged",
@@ -356,28 +398,33 @@ def _prepare(
             skill=skill,
             version=current,
         )
-    draft.content_hash = content_hash(draft.skill_md, draft.files)
+    draft.content_hash = _draft_hash(draft, current)
     if category and (skill is None or category != skill.category):
         # The category is shown in the index next to the name: a new one is read as words.
         draft.scan.append(("category", readable(category)))
     findings = _scan(draft, None if strict_scan else current)
     if findings:
-        with transaction.atomic():
-            _event(
-                kind=Kind.BLOCKED,
-                slug=slug,
-                author=author,
-                skill=skill,
-                version=current,
-                path=findings[0]["path"],
-                after=draft.after,
-                detail={"action": action, "findings": findings},
-            )
+        if not _blocked_before(slug, action, draft.content_hash):
+            with transaction.atomic():
+                _event(
+                    kind=Kind.BLOCKED,
+                    slug=slug,
+                    author=author,
+                    skill=skill,
+                    version=current,
+                    path=findings[0]["path"],
+                    after=draft.after,
+                    detail={
+                        "action": action,
+                        "findings": findings,
+                        "content_hash": draft.content_hash,
+                    },
+                )
         where = "; ".join(f"{f['path']}: {f['summary']}" for f in findings)
-        kept = f"{slug} stays at version {current.number}" if current else "nothing"
+        kept = f"{slug} stays at version {current.number}" if current else f"{slug} was not created"
         return Outcome(
             "blocked",
-            f"Error: {where}. Nothing was stored ({kept}). Remove that content "
+            f"Error: {where}. Nothing was stored: {kept}. Remove that content "
             "and retry; a skill that needs a secret names where it comes from.",
             skill=skill,
             version=current,
@@ -553,10 +600,21 @@ def _whole(slug: str, text: str, files: dict, *, path=SKILL_FILE, before="", det
     )
 
 
-def _with_files(current: SkillVersion, files: dict, *, path: str, before: str, after: str):
+def _with_files(
+    current: SkillVersion,
+    files: dict,
+    *,
+    path: str,
+    before: str,
+    after: str,
+    binaries: dict | None = None,
+):
+    """The current SKILL.md with other text files (and, if given, other binaries)."""
+    binaries = dict(current.binaries) if binaries is None else binaries
     return Draft(
         skill_md=current.skill_md,
-        files=check_files(files),
+        files=check_files(files, dict.fromkeys(binaries, 0)),
+        binaries=binaries,
         front_matter=current.front_matter,
         path=path,
         before=before,
@@ -664,7 +722,7 @@ def skill_patch(
 
 
 def _missing_file(name: str, path: str, current: SkillVersion) -> _Refused:
-    listed = ", ".join(sorted(current.files)) or "none"
+    listed = ", ".join(sorted([*current.files, *current.binaries])) or "none"
     return _Refused("not_found", f"Error: {name} has no file {path!r}. Its files: {listed}.")
 
 
@@ -677,8 +735,14 @@ def skill_file_write(
         path = normalise_path(file_path)
         content = check_file_content(path, file_content)
         files = {**current.files, path: content}
+        binaries = {key: sha for key, sha in current.binaries.items() if key != path}
         return _with_files(
-            current, files, path=path, before=current.files.get(path, ""), after=content
+            current,
+            files,
+            path=path,
+            before=current.files.get(path, ""),
+            after=content,
+            binaries=binaries,
         )
 
     return _change(
@@ -693,6 +757,11 @@ def skill_file_remove(
 
     def build(skill: Skill, current: SkillVersion) -> Draft:
         path = normalise_path(file_path)
+        if path in current.binaries:
+            binaries = {key: sha for key, sha in current.binaries.items() if key != path}
+            return _with_files(
+                current, current.files, path=path, before="", after="", binaries=binaries
+            )
         if path not in current.files:
             raise _missing_file(name, path, current)
         files = {key: value for key, value in current.files.items() if key != path}
@@ -710,22 +779,87 @@ def skill_delete(*, name: str, author: Author, base_version: int | None = None) 
     )
 
 
-def skill_import(*, name: str, content: str, files: dict, category: str, author: Author) -> Outcome:
-    """Create or update `name` from a folder's content; unchanged content (same hash) stores
-    nothing. Validated and scanned like any write; applies at once (an operator's act)."""
+def _same_origin(skill: Skill, current: SkillVersion | None, origin: dict | None) -> bool:
+    """Whether an import from `origin` continues `skill` rather than clashing with it: the
+    same import root (names are unique within one import, so a folder that moved inside the
+    collection is still the same skill)."""
+    if origin is None:
+        return True
+    if not skill.origin:  # recorded before origins were: an imported skill continues
+        return current is not None and current.change == "import"
+    return skill.origin.get("root") is not None and skill.origin.get("root") == origin.get("root")
+
+
+def skill_import(
+    *,
+    name: str,
+    content: str,
+    files: dict,
+    category: str,
+    author: Author,
+    binaries: dict[str, bytes] | None = None,
+    origin: dict | None = None,
+    replace: bool = False,
+    dry_run: bool = False,
+) -> Outcome:
+    """Create or update `name` from a folder's content (text `files`, binary `binaries`);
+    unchanged content (same hash) stores nothing. Validated and scanned like any write;
+    applies at once (an operator's act). A skill of that name from another `origin` is
+    refused (`conflict`) unless `replace`; `dry_run` answers the same and stores nothing."""
     try:
-        checked = check_files(files)
+        checked_binaries = {}
+        for path, data in (binaries or {}).items():
+            normal = normalise_path(path)
+            if normal in checked_binaries:
+                raise SkillFormatError(f"two files normalise to the same path {normal!r}.")
+            checked_binaries[normal] = check_binary(normal, data)
+        checked = check_files(files, {path: len(data) for path, data in checked_binaries.items()})
     except SkillFormatError as exc:
         return Outcome("invalid", f"Error: {exc}")
+    if dry_run:
+        shas = {path: blob_sha256(data) for path, data in checked_binaries.items()}
+    else:
+        shas = skill_blobs_store(checked_binaries)
 
-    return _change(
-        slug=name,
-        action="import",
-        author=author,
-        category=category,
-        build=lambda skill, current: _folder(name, content, checked, current),
-        apply_now=True,
-    )
+    def build(skill: Skill | None, current: SkillVersion | None) -> Draft:
+        draft = _folder(name, content, checked, current)
+        draft.binaries, draft.origin = dict(sorted(shas.items())), origin
+        unchanged = current is not None and _draft_hash(draft, current) == content_hash(
+            current.skill_md, current.files, current.binaries
+        )
+        if (
+            skill is not None
+            and not unchanged
+            and not replace
+            and not _same_origin(skill, current, origin)
+        ):
+            where = ", ".join(
+                str(skill.origin[key]) for key in ("path", "root", "via") if skill.origin.get(key)
+            )
+            raise _Refused(
+                "conflict",
+                f"Error: a skill named {name!r} already exists from another origin "
+                f"({where or 'not recorded'}). Nothing was changed: import with --replace to "
+                "make this folder its source, or rename the folder.",
+            )
+        return draft
+
+    def change() -> Outcome:
+        return _change(
+            slug=name,
+            action="import",
+            author=author,
+            category=category,
+            build=build,
+            apply_now=True,
+        )
+
+    if not dry_run:
+        return change()
+    with transaction.atomic():
+        outcome = change()
+        transaction.set_rollback(True)  # a dry run stores nothing, not even a blocked event
+    return outcome
 
 
 def skill_propose(

@@ -1,6 +1,7 @@
 """The skills tools: `skills_list`, `skill_view` (progressive disclosure) and `skill_manage`."""
 
 from chats.agent.registry import ORIGIN_REVIEW, Tool, TurnContext
+from skills.blobs import blob_sizes
 from skills.format import SKILL_FILE, SkillFormatError, normalise_path
 from skills.selectors import skill_get, skills_listing
 from skills.services import (
@@ -30,7 +31,7 @@ MANAGE_DESCRIPTION = (
     "(name = the slug, description = one line), then a Markdown body. Actions: create "
     "(content, category), patch (old_string, new_string; in file_path if given; replace_all "
     "for several matches), edit (content), delete (archives), write_file/remove_file "
-    "(file_path under references/ templates/ scripts/ assets/). Shared chats: a reviewer "
+    "(file_path: a text file in the skill, e.g. references/api.md). Shared chats: a reviewer "
     "approves first. No secrets."
 )
 
@@ -121,8 +122,13 @@ def _view(context: TurnContext, arguments: dict) -> str:
             path = normalise_path(path)
         except SkillFormatError as exc:
             return f"Error: {exc}"
+        if path in version.binaries:
+            return (
+                f"Error: {path} is a binary file of {skill.slug}; it is not shown here (people "
+                "download it from the skill's page)."
+            )
         if path not in version.files:
-            listed = ", ".join(sorted(version.files)) or "none"
+            listed = ", ".join(sorted([*version.files, *version.binaries])) or "none"
             return f"Error: {skill.slug} has no file {path!r}. Its files: {listed}."
         if context.origin != ORIGIN_REVIEW:  # a review reading a skill is not a use of it
             skill_usage_record(
@@ -140,12 +146,17 @@ def _view(context: TurnContext, arguments: dict) -> str:
         )
     category = f", category {skill.category}" if skill.category else ""
     parts = [f"Skill {skill.slug} (version {version.number}{category}):", "", version.skill_md]
-    if version.files:
-        parts += ["", "Supporting files (load one with skill_view(name, path)):"]
-        parts += [
-            f"- {file_path} ({len(text.encode('utf-8')):,} bytes)"
+    if version.files or version.binaries:
+        parts += ["", "Supporting files (load a text one with skill_view(name, path)):"]
+        listed = {
+            file_path: f"- {file_path} ({len(text.encode('utf-8')):,} bytes)"
             for file_path, text in version.files.items()
-        ]
+        }
+        stored = blob_sizes(version.binaries.values())
+        for file_path, sha in version.binaries.items():
+            size, kind = stored.get(sha, (0, ""))
+            listed[file_path] = f"- {file_path} (binary, {kind or 'unknown type'}, {size:,} bytes)"
+        parts += [listed[file_path] for file_path in sorted(listed)]
     return "\n".join(parts)
 
 

@@ -12,6 +12,7 @@ urlpatterns = [
     path("", views.library_page, name="skills_library"),
     path("<str:slug>/", views.skill_page, name="skill_page"),
     path("<str:slug>/raw", views.skill_raw, name="skill_raw"),
+    path("<str:slug>/file", views.skill_file, name="skill_file"),
     path("<str:slug>/diff", views.skill_diff, name="skill_diff"),
     path("<str:slug>/rollback", views_actions.skill_rollback_view, name="skill_rollback"),
     path("<str:slug>/pin", views_actions.skill_pin_view, name="skill_pin"),

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.cache import patch_vary_headers
 from django.utils.http import content_disposition_header
@@ -23,10 +23,11 @@ from django.views.decorators.http import require_GET
 from chats.markdown import render_markdown
 from hermes_site.scanning import reveal_hidden
 from skills import policy
+from skills.blobs import blob_sizes
 from skills.diff import content_diff_cached
 from skills.format import SKILL_FILE, SkillFormatError, split_front_matter
 from skills.forms import DiffForm, LibraryFilterForm, VersionForm
-from skills.models import Skill, SkillEvent, SkillVersion
+from skills.models import Skill, SkillBlob, SkillEvent, SkillVersion
 from skills.selectors import (
     skill_event_rows,
     skill_get,
@@ -116,17 +117,26 @@ def _front_matter(version: SkillVersion) -> dict:
 
 
 def _files(version: SkillVersion) -> list[dict]:
+    """Every file of `version` by path: text ones with their (start of) text, binary ones
+    with their size and content type only (never rendered; downloaded as attachments)."""
     files = version.files if isinstance(version.files, dict) else {}
-    return [
+    binaries = version.binaries if isinstance(version.binaries, dict) else {}
+    rows = [
         {
             "path": path,
+            "kind": "text",
             "size": len(text.encode("utf-8", "surrogatepass")),
             "chars": len(text),
             "text": text[:INLINE_FILE_CHARS],
             "cut": len(text) > INLINE_FILE_CHARS,
         }
-        for path, text in sorted(files.items())
+        for path, text in files.items()
     ]
+    stored = blob_sizes(binaries.values())
+    for path, sha in binaries.items():
+        size, content_type = stored.get(sha, (None, ""))
+        rows.append({"path": path, "kind": "binary", "size": size, "content_type": content_type})
+    return sorted(rows, key=lambda row: row["path"])
 
 
 # Lines other apps add under a skill's head (the learning curator: when the skill becomes
@@ -223,6 +233,28 @@ def skill_raw(request: HttpRequest, slug: str) -> HttpResponse:
     response["Content-Disposition"] = content_disposition_header(
         as_attachment=False, filename=posixpath.basename(path)
     )
+    return response
+
+
+@login_required
+@require_GET
+def skill_file(request: HttpRequest, slug: str) -> HttpResponse:
+    """A binary file (`?path=`) of a version (`?version=`, default current), to whoever may
+    read the skill: always an attachment, never sniffed, so no browser renders it here."""
+    skill = skill_or_404(slug)
+    version = _version_asked(request, skill)
+    path = request.GET.get("path") or ""
+    binaries = version.binaries if isinstance(version.binaries, dict) else {}
+    blob = SkillBlob.objects.filter(pk=binaries[path]).first() if path in binaries else None
+    if blob is None:
+        raise Http404(f"Version {version.number} of {skill.slug} has no binary file {path}.")
+    response = FileResponse(
+        blob.file.open("rb"),
+        as_attachment=True,
+        filename=posixpath.basename(path),
+        content_type=blob.content_type or "application/octet-stream",
+    )
+    response["X-Content-Type-Options"] = "nosniff"
     return response
 
 

@@ -62,3 +62,15 @@ def proposal(skill, group_author):
     )
     assert outcome.code == "proposed"
     return outcome.proposal
+
+
+@pytest.fixture(autouse=True)
+def _skill_blobs_in_a_temporary_folder(settings, tmp_path_factory):
+    """Binary files that tests import are stored in a folder of their own, never in var/."""
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "skills": {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": str(tmp_path_factory.mktemp("skill-blobs"))},
+        },
+    }

@@ -4,12 +4,19 @@ that says what to change; good content parses safely."""
 import pytest
 
 from skills.format import (
+    BINARY_MAX_BYTES,
     BODY_MAX,
+    CATEGORY_DEPTH_MAX,
     DESCRIPTION_MAX,
     FILE_MAX_BYTES,
+    MAX_FILES,
+    SKILL_MAX_BYTES,
     SkillFormatError,
+    check_binary,
+    check_category,
     check_file_content,
     check_files,
+    is_binary,
     normalise_path,
     parse_skill_md,
 )
@@ -127,9 +134,9 @@ def test_the_largest_body_is_accepted():
         ("references/a\x00.md", "NUL"),
         ("references/a\u202e.md", "control or invisible"),
         ("references/.env", "hidden segment"),
-        ("notes/a.md", "not allowed"),
-        ("references", "not allowed"),
         ("SKILL.md", "use action `edit` or `patch`"),
+        ("nested/SKILL.md", "would make a skill of its own"),
+        ("./", "names no file"),
         (f"references/{'x' * 101}", "exceeds 100"),
         ("references/" + "/".join(["abcdefgh"] * 30), "more than 255"),
     ],
@@ -146,6 +153,10 @@ def test_bad_paths_are_refused(path, says):
         ("./templates//report.md", "templates/report.md"),
         ("scripts/./deploy.sh", "scripts/deploy.sh"),
         ("assets/cafe\u0301.txt", "assets/caf\u00e9.txt"),
+        # The four folders are a convention: root files and other folders are files too.
+        ("reference.md", "reference.md"),
+        ("LICENSE.txt", "LICENSE.txt"),
+        ("examples/deep/er/serve.md", "examples/deep/er/serve.md"),
     ],
 )
 def test_good_paths_are_normalised(path, normal):
@@ -164,5 +175,41 @@ def test_file_sizes_and_binary_content():
         check_file_content("assets/a.bin", "a\x00b")
     with pytest.raises(SkillFormatError, match="same path"):
         check_files({"references/a.md": "1", "references//a.md": "2"})
-    with pytest.raises(SkillFormatError, match="at most 64 supporting files"):
-        check_files({f"references/{n}.md": "x" for n in range(65)})
+    with pytest.raises(SkillFormatError, match=f"at most {MAX_FILES} supporting files"):
+        check_files({f"references/{n}.md": "x" for n in range(MAX_FILES + 1)})
+    with pytest.raises(SkillFormatError, match=f"at most {MAX_FILES} supporting files"):
+        check_files({"a.md": "x"}, dict.fromkeys((f"f/{n}.ttf" for n in range(MAX_FILES)), 1))
+    with pytest.raises(SkillFormatError, match="64 MiB"):
+        check_files({"a.md": "x"}, {"big.pdf": SKILL_MAX_BYTES})
+    with pytest.raises(SkillFormatError, match="same path"):
+        check_files({"fonts/a.ttf": "x"}, {"fonts/a.ttf": 3})
+
+
+def test_binary_files_are_told_apart_and_bounded():
+    assert is_binary(b"\x00\x01") and is_binary(b"\xff\xfe") and not is_binary("é".encode())
+    assert check_binary("a.pdf", b"%PDF") == b"%PDF"
+    with pytest.raises(SkillFormatError, match="16 MiB"):
+        check_binary("a.pdf", b"x" * (BINARY_MAX_BYTES + 1))
+
+
+@pytest.mark.parametrize(
+    ("category", "says"),
+    [
+        ("mlops/inference", None),
+        ("ops", None),
+        ("", None),
+        ("Ops", "not a valid slug"),
+        (".curated", "not a valid slug"),
+        ("mlops//inference", "empty level"),
+        ("/mlops", "empty level"),
+        ("/".join(["a"] * (CATEGORY_DEPTH_MAX + 1)), "levels"),
+        ("a/" * 130, "characters"),
+        ("mlops/../etc", "not a valid slug"),
+    ],
+)
+def test_categories_are_paths_of_slugs(category, says):
+    if says is None:
+        assert check_category(category) == category
+    else:
+        with pytest.raises(SkillFormatError, match=says):
+            check_category(category)

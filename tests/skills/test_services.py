@@ -192,7 +192,9 @@ def test_a_blocked_create_leaves_no_skill_but_an_event(dm_author):
     outcome = skill_create(
         name="evil", content=skill_md(name="evil", body=HOSTILE), author=dm_author
     )
-    assert outcome.code == "blocked" and "Nothing was stored (nothing)" in outcome.message
+    assert (
+        outcome.code == "blocked" and "Nothing was stored: evil was not created" in outcome.message
+    )
     assert not Skill.objects.exists()
     event = SkillEvent.objects.get()
     assert (event.kind, event.slug, event.skill) == (Kind.BLOCKED, "evil", None)
