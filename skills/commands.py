@@ -1,9 +1,11 @@
-"""`/skills` on every conversational channel: the skills the agent knows, as its prompt
-index lists them (active and stale, pinned first). Skills are team-wide and already in
-every chat's prompt, so anyone who may talk to the agent may list them; proposals and
-archived skills are never listed here."""
+"""`/skills` on every conversational channel: the skills the agent knows in this chat, as its
+prompt index lists them (active and stale, pinned first): team skills, and the asker's
+personal skills only in their own private chat (`skills.scope.in_chat`), marked as such.
+Anyone who may talk to the agent may list them; proposals and archived skills are never
+listed here."""
 
 from chats.slash_commands import CommandContext, SlashCommand
+from skills.scope import for_turn
 from skills.selectors import skills_index_rows
 
 MAX_LINES = 50
@@ -16,13 +18,14 @@ def _line(row) -> str:
         description = description[: DESCRIPTION_CHARS - 1].rstrip() + "…"
     category = f" [{row.category}]" if row.category else ""
     pin = " (pinned)" if row.pinned else ""
-    return f"• {row.slug}{category}{pin}: {description}"
+    mine = " (personal)" if row.personal else ""
+    return f"• {row.slug}{category}{pin}{mine}: {description}"
 
 
 def skills_command(context: CommandContext) -> str:
     """The index as plain text; `/skills word` keeps the skills whose name, category or
     description contains the word."""
-    rows = skills_index_rows()
+    rows = skills_index_rows(audience=for_turn(context))
     query = context.args.strip().lower()
     if query:
         rows = [

@@ -17,7 +17,7 @@ from django.utils import timezone
 from chats.agent.registry import ORIGIN_CHAT, ORIGIN_REVIEW
 from chats.models import Actor, Chat, Turn
 from hermes_site.scanning import scan_text
-from skills import policy, signals
+from skills import scope, signals
 from skills.format import (
     SKILL_FILE,
     SkillFormatError,
@@ -149,16 +149,6 @@ def _event(
     )
 
 
-def _applies_now(author: Author) -> bool:
-    if author.origin == ORIGIN_REVIEW:
-        return False  # a review only proposes, whatever the policy
-    if author.via == Via.AGENT:
-        return policy.applies_at_once(chat=author.chat, person=author.person, actor=author.actor)
-    if author.via in (Via.COMMAND, Via.SYSTEM):
-        return True
-    return policy.may_review(author.person)
-
-
 def _key(finding) -> tuple[str, str, str]:
     return (finding.category, finding.reason, finding.excerpt)
 
@@ -201,12 +191,15 @@ def _apply(
     draft: Draft,
     author: Author,
     reason: str,
+    owner: "scope.Owner | None" = None,
 ) -> tuple[Skill, SkillVersion | None]:
-    """Store `draft` as the skill's next version (or archive it), with its audit event."""
+    """Store `draft` as the skill's next version (or archive it), with its audit event; a new
+    skill is `owner`'s personal skill when given, else a team skill."""
     now = timezone.now()
     current = skill.current_version if skill is not None else None
     if skill is None:
-        skill = Skill.objects.create(slug=slug, category=category, created_at=now)
+        personal = owner.fields() if owner is not None else {}
+        skill = Skill.objects.create(slug=slug, category=category, created_at=now, **personal)
     elif action == "import" and category:
         skill.category = category  # a folder moved to another category in the import
     version = None
@@ -312,20 +305,21 @@ def _change(
     category: str = "",
     apply_now: bool | None = None,
     strict_scan: bool = False,
+    asked_scope: str = "",
 ) -> Outcome:
-    """Validate, scan and apply (or propose) one change under the skill's row lock. With
+    """Validate, scan and apply (or propose) one change under the skill's row lock; where it
+    lands (applied or proposed, team or personal) is `skills.scope.place`'s decision. With
     `strict_scan`, a finding the current version already had blocks too."""
     try:
         slug = check_name(slug)
         category = check_category(category)
     except SkillFormatError as exc:
         return Outcome("invalid", f"Error: {exc}")
-    if apply_now is None:
-        apply_now = _applies_now(author)
     try:
         with transaction.atomic():
             skill = _lock(slug)
             current = skill.current_version if skill is not None else None
+            placement = _placement(author, skill, action, apply_now, asked_scope)
             if action in ("create", "import") and skill is None:
                 pass
             elif action == "create":
@@ -392,7 +386,7 @@ def _change(
                     version=current,
                     findings=findings,
                 )
-            if apply_now:
+            if placement.apply_now:
                 skill, version = _apply(
                     skill=skill,
                     slug=slug,
@@ -401,16 +395,18 @@ def _change(
                     draft=draft,
                     author=author,
                     reason=author.reason,
+                    owner=placement.personal,
                 )
                 return Outcome(
                     "applied",
-                    _describe(skill, version, action, draft),
+                    _describe(skill, version, action, draft) + scope.describe(placement),
                     skill=skill,
                     version=version or current,
                 )
             waiting = _waiting_proposal(slug, author, draft, current)
             if waiting is not None:
                 return waiting
+            _pending_limit(author)
             proposal = SkillProposal.objects.create(
                 skill=skill,
                 slug=slug,
@@ -461,6 +457,25 @@ def _change(
             f"Error: another change of {slug} was saved at the same moment. View it again and "
             "redo your change on the current text.",
         )
+
+
+def _placement(
+    author: Author, skill: Skill | None, action: str, apply_now, asked_scope: str
+) -> "scope.Placement":
+    """`scope.place`, its refusal turned into this module's."""
+    try:
+        return scope.place(
+            author=author, skill=skill, action=action, apply_now=apply_now, asked_scope=asked_scope
+        )
+    except scope.ScopeRefused as refused:
+        raise _Refused(refused.code, str(refused)) from None
+
+
+def _pending_limit(author: Author) -> None:
+    try:
+        scope.check_pending_limit(author)
+    except scope.ScopeRefused as refused:
+        raise _Refused(refused.code, str(refused)) from None
 
 
 # --- Drafts ------------------------------------------------------------------------------
@@ -517,14 +532,18 @@ def _archived(skill: Skill, current: SkillVersion) -> Draft:
 # --- The agent's changes -----------------------------------------------------------------
 
 
-def skill_create(*, name: str, content: str, author: Author, category: str = "") -> Outcome:
-    """Create skill `name` from a whole SKILL.md whose `name` is the same slug."""
+def skill_create(
+    *, name: str, content: str, author: Author, category: str = "", scope: str = ""
+) -> Outcome:
+    """Create skill `name` from a whole SKILL.md whose `name` is the same slug; `scope`
+    ("personal", "team", or "" for the default) as `skills.scope.place` allows it."""
     return _change(
         slug=name,
         action="create",
         author=author,
         category=category,
         build=lambda skill, current: _whole(name, content, {}),
+        asked_scope=scope,
     )
 
 
