@@ -55,7 +55,6 @@ def _identity(actor: Actor, owners: dict[int, str] | None) -> str:
 
 
 def _secondary(name: str) -> str:
-    name = " ".join(name.split())
     if len(name) > NAME_CHARS:
         name = name[: NAME_CHARS - 1] + "…"
     return f' (shown as "{name}")'
@@ -73,7 +72,8 @@ def identity_label(
         name = _identity(actor, owners)
     else:
         return ""
-    shown = actor.display_name if actor is not None else ""
-    if shown and " ".join(shown.split()).casefold() != name.casefold():
+    shown = " ".join(actor.display_name.split()) if actor is not None else ""
+    # No secondary text when it says nothing new (the same name, or the id it defaults to).
+    if shown and shown.casefold() not in (name.casefold(), actor.external_id.casefold()):
         return name + _secondary(shown)
     return name
