@@ -8,8 +8,8 @@ prompts without review. So a skill has a scope (`skills.models.Scope`):
   and every change asked in a shared chat, waits for a skill reviewer.
 - **personal**: owned by one Person (or by one Actor when no Person is linked: an unlinked
   Telegram account, a terminal login). The agent shows it only in chats whose one reader is
-  that owner (`policy.is_own_private_chat`: their DM, terminal, or an API conversation with
-  no other member); everywhere else it does not exist, not even by name in an error. On the
+  that owner (`policy.is_own_private_chat`: their DM or terminal; never an integration's
+  API conversation, whose token owner reads it); everywhere else it does not exist, not even by name in an error. On the
   dashboard only its owner and skill reviewers see it. Its owner's changes apply at once in
   those chats. A skill reviewer can promote it to the team (`reviews.skill_promote`).
 
