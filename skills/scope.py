@@ -11,7 +11,8 @@ prompts without review. So a skill has a scope (`skills.models.Scope`):
   that owner (`policy.is_own_private_chat`: their DM or terminal; never an integration's
   API conversation, whose token owner reads it); everywhere else it does not exist, not
   even by name in an error. On the dashboard only its owner and skill reviewers see it. Its
-  owner's changes apply at once in those chats. A skill reviewer can promote it to the team (`reviews.skill_promote`).
+  owner's changes apply at once in those chats. A skill reviewer can promote it to the team
+  (`reviews.skill_promote`).
 
 A create asked in the author's own private chat makes a personal skill for a non-reviewer,
 and a team skill for a skill reviewer (who could approve their own proposal anyway), unless
