@@ -430,3 +430,12 @@ def test_personal_skills_are_not_exported(alices_skill, skill, tmp_path):
     call_command("export_skills", str(tmp_path / "out"))
     assert (tmp_path / "out" / "deploy-staging" / "SKILL.md").exists()
     assert not (tmp_path / "out" / SECRET).exists()
+
+
+def test_existing_skills_migrate_as_team_skills():
+    from importlib import import_module
+
+    migration = import_module("skills.migrations.0005_personal_scope").Migration
+    [scope] = [op for op in migration.operations if getattr(op, "name", "") == "scope"]
+    assert scope.field.default == "team"  # every row the migration finds becomes a team skill
+    assert not any(type(op).__name__ == "RunPython" for op in migration.operations)
