@@ -238,13 +238,16 @@ def test_auto_writes_the_team_at_once_and_review_makes_every_create_a_proposal(d
     assert review.code == "proposed"
 
 
-def test_a_background_review_in_the_owners_dm_only_proposes(alices_skill, alice_dm):
+def test_a_background_review_in_the_owners_dm_only_proposes(alices_skill, alice_dm, staff_reviewer):
     review = Author(
         actor=alice_dm.actor, person=alice_dm.person, chat=alice_dm.chat, origin="review"
     )
     outcome = skill_patch(name=SECRET, old_string="make image", new_string="make x", author=review)
     assert outcome.code == "proposed"
     assert Skill.objects.get(slug=SECRET).current_version.number == 1
+    # The reviewer deciding it is told it changes a personal skill, not the team's.
+    page = login(staff_reviewer).get("/memory/approvals/").content.decode()
+    assert "a personal skill (only its owner's private chats)" in page
 
 
 # --- Where a personal skill is shown ---------------------------------------------------------
