@@ -43,6 +43,7 @@ ACTION_LABELS = {
 }
 REASON_CHARS = 600
 NAME_CHARS = 80
+LABEL_CHARS = 200  # who proposed: their identity, then the display name they gave (marked)
 TITLE_CHARS = 120
 CUT_NOTE = "The diff is cut to fit Telegram: the Approvals page of the dashboard shows all of it."
 # Room kept free below Telegram's limit, so that an edit or a longer name never overflows.
@@ -133,7 +134,7 @@ def prompt_text(proposal, *, reviewer, diff: str | None = None) -> str:
     lines = [_headline(proposal)]
     if proposal.category:
         lines.append(f"Category: {_text(proposal.category, NAME_CHARS)}")
-    by = f"Proposed by {_text(proposal.author_label, NAME_CHARS)}"
+    by = f"Proposed by {_text(proposal.author_label, LABEL_CHARS)}"
     chat = proposal.source_chat
     if chat is not None and chat.title and chats_readable_by(reviewer).filter(pk=chat.pk).exists():
         by += f" in “{_text(chat.title, TITLE_CHARS)}”"

@@ -348,10 +348,16 @@ MEMORY_APPROVAL_CHAT = env_str("MEMORY_APPROVAL_CHAT", "chat_admin")
 MEMORY_PROPOSAL_TTL_DAYS = env_float("MEMORY_PROPOSAL_TTL_DAYS", 14, minimum=0.001)
 
 # --- Skills -----------------------------------------------------------------------------
-# When a change the agent makes to a skill applies: "own_chat" (default: at once when asked
-# in the author's own private chat — DM, terminal, API — else it waits for a skill reviewer),
-# "review" (every change waits) or "auto" (every change applies at once).
+# When a change the agent makes to a skill applies (docs/SKILLS.md, "Who may change what"):
+# "own_chat" (default: a non-reviewer's create in their own private chat makes a personal
+# skill at once; team skills change at once only for a skill reviewer in their own private
+# chat; everything else waits for a skill reviewer), "review" (every change waits) or "auto"
+# (every change applies at once, to the team: the operator's explicit choice).
 SKILLS_APPROVAL = env_str("SKILLS_APPROVAL", "own_chat")
+# Per-author limits: active personal skills per owner, and skill proposals one author may
+# have waiting for a reviewer (the agent is told the limit and what to do).
+SKILLS_PERSONAL_MAX = env_int("SKILLS_PERSONAL_MAX", 50, minimum=0)
+SKILLS_PENDING_MAX = env_int("SKILLS_PENDING_MAX", 10, minimum=0)
 # Skill reviewers: staff, and the members of this Django group.
 SKILLS_REVIEWERS_GROUP = env_str("SKILLS_REVIEWERS_GROUP", "skill reviewers")
 # Token budget of the skills index in the system prompt; past it, the index says how many

@@ -13,14 +13,15 @@ Each change runs under the skill's row lock with one SkillEvent (via=system) in 
 transaction, and is decided again under the lock, so a second or concurrent run changes
 nothing more. Nothing is deleted: versions and usages are never touched.
 
-Merges (LEARNING_CURATOR_MERGES): pairs of active or stale skills whose name + description
-and whose bodies are both at least LEARNING_CURATOR_MERGE_SIMILARITY alike (rapidfuzz
-token_sort_ratio, 0-100) are proposed for merging, the less used into the more used (a
-pinned or referenced skill is always the one kept): an `edit` of the kept skill whose body
-gains a marked section with the other's body (and its supporting files), and a `delete`
-(archive) of the other. Both are ordinary SkillProposals through `skills.services`
-(validated, scanned strictly) that always wait for a skill reviewer, whatever
-SKILLS_APPROVAL says. A pair with a pending or rejected merge proposal is not proposed again.
+Merges (LEARNING_CURATOR_MERGES): pairs of active or stale team skills (personal ones are
+never merged) whose name + description and whose bodies are both at least
+LEARNING_CURATOR_MERGE_SIMILARITY alike (rapidfuzz token_sort_ratio, 0-100) are proposed
+for merging, the less used into the more used (a pinned or referenced skill is always the
+one kept): an `edit` of the kept skill whose body gains a marked section with the other's
+body (and its supporting files), and a `delete` (archive) of the other. Both are ordinary
+SkillProposals through `skills.services` (validated, scanned strictly) that always wait for
+a skill reviewer, whatever SKILLS_APPROVAL says. A pair with a pending or rejected merge
+proposal is not proposed again.
 """
 
 import logging
@@ -37,7 +38,7 @@ from rapidfuzz import fuzz, utils
 
 from learning.models import CuratorState
 from skills.format import SkillFormatError, split_front_matter
-from skills.models import Skill, SkillEvent, SkillProposal, SkillUsage, Via
+from skills.models import Scope, Skill, SkillEvent, SkillProposal, SkillUsage, Via
 from skills.services import Author, Kind, _cut, _event, _lock, skill_propose
 
 logger = logging.getLogger(__name__)
@@ -296,8 +297,12 @@ def _candidates(*, referenced: set[str]) -> list[_Candidate]:
             busy.update(match.groups())
     skills = (
         _with_activity(
+            # Team skills only: a merge must never move a personal skill's text into the team's
+            # (or a team skill into someone's own) behind a one-line proposal.
             Skill.objects.filter(
-                status__in=(Status.ACTIVE, Status.STALE), current_version__isnull=False
+                status__in=(Status.ACTIVE, Status.STALE),
+                current_version__isnull=False,
+                scope=Scope.TEAM,
             )
         )
         .exclude(slug__in=busy)

@@ -5,9 +5,12 @@ Both the memory block of the system prompt and the memory tool's results go thro
 history, readable by every member) can show never drift apart.
 
 A chat is **private** to its author only when that person is its one reader: their Telegram
-DM, their terminal profile, their API conversation. Every group, forum topic and web room is
-**shared**, whatever its member count today: anyone can be added to a room later and would
-then read its history, tool results included.
+DM, their terminal profile (a chat of kind DM, CLI or API with no other member). Every
+group, forum topic and web room is **shared**, whatever its member count today: anyone can be
+added to a room later and would then read its history, tool results included. So is an
+integration's API conversation: its token's owner is a member and reads it, and the speaker
+is the integration's user, never that person. `skills.policy.is_own_private_chat` applies
+the same test to skills.
 """
 
 from dataclasses import dataclass
@@ -51,7 +54,8 @@ class Audience:
 
 def chat_audience(chat: Chat, *, person=None, actor: Actor | None = None) -> Audience:
     """The audience of `chat` for a turn by `person`/`actor`: private only in a DM, terminal or
-    API chat of theirs that nobody else is a member of."""
+    API chat of theirs that nobody else is a member of (never an integration's API chat,
+    whose token owner is a member)."""
     if person is None and actor is not None and actor.person_id is not None:
         person = actor.person
     private = chat.kind in PRIVATE_KINDS and (person is not None or actor is not None)

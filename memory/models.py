@@ -11,6 +11,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from chats.labels import identity_label
 from chats.models import Actor, Chat, Message
 
 
@@ -210,6 +211,20 @@ class MemoryEntry(models.Model):
     def is_live(self) -> bool:
         """Counts against the budget: approved, or proposed and not yet decided."""
         return self.status in (self.Status.ACTIVE, self.Status.PENDING)
+
+    @property
+    def proposer_label(self) -> str:
+        """Who proposed the waiting change, by identity (the Person, the API token's owner,
+        "Telegram user <id>"), the display name only as marked secondary text
+        (`chats.labels`), else "the agent". `_token_owners` (from
+        `chats.labels.token_owner_names`) saves a query per API user when many are shown."""
+        person = self.proposed_by_person
+        if person is None and self.proposed_by_actor is None and self.pending_change == "add":
+            person = self.author_person
+        label = identity_label(
+            actor=self.proposed_by_actor, person=person, owners=getattr(self, "_token_owners", None)
+        )
+        return label or "the agent"
 
     def summary_line(self) -> str:
         """One line for lists and Telegram: status, change and text."""

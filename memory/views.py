@@ -19,6 +19,7 @@ from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_POST
 
 from chats.approvals import BulkInvalid, approval_sections, bulk_sections
+from chats.labels import token_owner_names
 from chats.models import Chat
 from chats.selectors import chats_readable_by
 from memory.forms import NOTHING_SELECTED, BulkDecisionForm, DecisionForm
@@ -59,9 +60,15 @@ def _annotate(entries: list[MemoryEntry], person, chat_of=_source_chat) -> list[
 def _reviewable(person) -> list[MemoryEntry]:
     """What `person` may decide, annotated; a change a background review proposed says so
     ("proposed by the review after turn N", its review read in the same query)."""
-    entries = list(memory_reviewable(person).select_related("author_person", "review"))
+    entries = list(
+        memory_reviewable(person).select_related(
+            "author_person", "review", "proposed_by_person", "proposed_by_actor__person"
+        )
+    )
+    owners = token_owner_names(entry.proposed_by_actor for entry in entries)
     for entry in entries:
         entry.origin = entry.review.origin_label if entry.review_id else ""
+        entry._token_owners = owners  # proposer_label names API users by their token's owner
     return _annotate(entries, person)
 
 

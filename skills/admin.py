@@ -27,6 +27,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from chats.admin import NoWrites, ReadOnlyAdmin, admin_link
+from chats.labels import identity_label
 from hermes_site.scanning import reveal_hidden
 from skills.admin_common import (
     HEAD_CHARS,
@@ -91,6 +92,8 @@ class SkillAdmin(ReviewerActions, NoWrites, admin.ModelAdmin):
         "slug",
         "category",
         "status",
+        "scope",
+        "owner",
         "pinned",
         "version",
         "short_description",
@@ -98,7 +101,8 @@ class SkillAdmin(ReviewerActions, NoWrites, admin.ModelAdmin):
         "last_used",
         "updated_at",
     )
-    list_filter = ("status", "category", "pinned")
+    list_filter = ("status", "scope", "category", "pinned")
+    list_select_related = ("owner_person", "owner_actor__person")
     search_fields = ("slug", "description")
     ordering = ("slug",)
     actions = ("archive_selected", "restore_selected", "pin_selected", "unpin_selected")
@@ -106,6 +110,8 @@ class SkillAdmin(ReviewerActions, NoWrites, admin.ModelAdmin):
         "slug",
         "category",
         "status",
+        "scope",
+        "owner",
         "pinned",
         "version",
         "description_shown",
@@ -129,6 +135,13 @@ class SkillAdmin(ReviewerActions, NoWrites, admin.ModelAdmin):
                 last_use=Subquery(loads.order_by("-created_at").values("created_at")[:1]),
             )
         )
+
+    @admin.display(description="owner")
+    def owner(self, skill: Skill) -> str:
+        """A personal skill's owner, by identity (promote it on its dashboard page)."""
+        if skill.scope != "personal":
+            return "—"
+        return identity_label(actor=skill.owner_actor, person=skill.owner_person) or "(gone)"
 
     @admin.display(description="version", ordering="current_number")
     def version(self, skill: Skill) -> str:
@@ -193,7 +206,9 @@ class SkillAdmin(ReviewerActions, NoWrites, admin.ModelAdmin):
     def _each(self, request, queryset, change: str) -> None:
         verb, note, unchanged_if, act = SKILL_CHANGES[change]
         done, unchanged, failures = [], [], []
-        for skill in queryset.order_by("slug").only("slug", "status", "pinned"):
+        for skill in (
+            queryset.select_related(None).order_by("slug").only("slug", "status", "pinned")
+        ):
             if unchanged_if(skill):
                 unchanged.append(skill.slug)
                 continue

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from django.db.models import Q
 
 from chats.approvals import ApprovalSection, BulkInvalid, BulkOutcome
+from chats.labels import token_owner_names
 from chats.models import Chat
 from skills import policy
 from skills.diff import FileDiff, content_diff_cached
@@ -87,8 +88,9 @@ def pending_count(person) -> int:
 
 
 def _items(person, proposals: list[SkillProposal]) -> list[ProposalItem]:
-    """Items for `proposals` in four queries whatever their number: the skills now, the base
-    versions, and the source chats `person` may read."""
+    """Items for `proposals` in five queries whatever their number: the skills now, the base
+    versions, the source chats `person` may read, and the owners of API tokens whose users
+    proposed (none without such a proposal)."""
     if not proposals:
         return []
     skills = {
@@ -108,8 +110,10 @@ def _items(person, proposals: list[SkillProposal]) -> list[ProposalItem]:
         )
     }
     readable = readable_chat_ids(person, [proposal.source_chat_id for proposal in proposals])
+    owners = token_owner_names(proposal.author_actor for proposal in proposals)
     items = []
     for proposal in proposals:
+        proposal._token_owners = owners  # author_label names API users by their token's owner
         skill_pk, number = skills.get(proposal.slug, (None, None))
         base = bases.get((skill_pk, proposal.base_number))
         if proposal.action == "delete":

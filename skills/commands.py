@@ -1,9 +1,11 @@
-"""`/skills` on every conversational channel: the skills the agent knows, as its prompt
-index lists them (active and stale, pinned first; a stale one is marked "(stale)", as the
-dashboard labels it). Skills are team-wide and already in every chat's prompt, so anyone who
-may talk to the agent may list them; proposals and archived skills are never listed here."""
+"""`/skills` on every conversational channel: the skills the agent knows in this chat, as its
+prompt index lists them (active and stale, pinned first; a stale one is marked "(stale)", as
+the dashboard labels it): team skills, and the asker's personal skills only in their own
+private chat (`skills.scope.in_chat`), marked as such. Anyone who may talk to the agent may
+list them; proposals and archived skills are never listed here."""
 
 from chats.slash_commands import CommandContext, SlashCommand
+from skills.scope import for_turn
 from skills.selectors import skills_index_rows
 
 MAX_LINES = 50
@@ -16,14 +18,15 @@ def _line(row) -> str:
         description = description[: DESCRIPTION_CHARS - 1].rstrip() + "…"
     category = f" [{row.category}]" if row.category else ""
     pin = " (pinned)" if row.pinned else ""
+    mine = " (personal)" if row.personal else ""
     stale = " (stale)" if row.stale else ""  # as the dashboard's library labels it
-    return f"• {row.slug}{category}{pin}{stale}: {description}"
+    return f"• {row.slug}{category}{pin}{mine}{stale}: {description}"
 
 
 def skills_command(context: CommandContext) -> str:
     """The index as plain text; `/skills word` keeps the skills whose name, category or
     description contains the word."""
-    rows = skills_index_rows()
+    rows = skills_index_rows(audience=for_turn(context))
     query = context.args.strip().lower()
     if query:
         rows = [

@@ -78,3 +78,9 @@ class StatusForm(forms.Form):
         choices=[("1", "Archive"), ("0", "Restore")], coerce=lambda v: v == "1"
     )
     view = version_number(required=False, widget=forms.HiddenInput)
+
+
+class PromoteForm(forms.Form):
+    # The version the page showed as current: a promotion is of what the reviewer read.
+    shown_version = version_number(widget=forms.HiddenInput)
+    view = version_number(required=False, widget=forms.HiddenInput)

@@ -19,6 +19,7 @@ from django.dispatch import receiver
 from django.utils import timezone
 from django.utils.functional import LazyObject, empty
 
+from chats.labels import identity_label
 from chats.models import Actor, Chat, Turn
 
 
@@ -71,8 +72,19 @@ class SkillBlob(models.Model):
         return f"{self.sha256[:12]} ({self.size} bytes)"
 
 
+class Scope(models.TextChoices):
+    """Whose prompts a skill reaches (skills.scope decides where it is shown)."""
+
+    TEAM = "team", "Team"
+    PERSONAL = "personal", "Personal"
+
+
 class Skill(models.Model):
-    """One named procedure; its content is the current version's."""
+    """One named procedure; its content is the current version's.
+
+    A `team` skill is indexed in every chat. A `personal` one belongs to one Person (or, for an
+    author no Person is linked to, one Actor) and is indexed only in chats whose one reader is
+    that owner; a skill reviewer can promote it to the team."""
 
     class Status(models.TextChoices):
         ACTIVE = "active", "Active"
@@ -95,10 +107,39 @@ class Skill(models.Model):
     origin = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
+    # Slugs stay unique across scopes: a name means one skill wherever it is mentioned.
+    scope = models.CharField(max_length=16, choices=Scope.choices, default=Scope.TEAM)
+    owner_person = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="personal_skills",
+    )
+    owner_actor = models.ForeignKey(
+        Actor, null=True, blank=True, on_delete=models.SET_NULL, related_name="personal_skills"
+    )
 
     class Meta:
         ordering = ["slug"]
-        indexes = [models.Index(fields=["status", "slug"], name="skill_status_slug")]
+        indexes = [
+            models.Index(fields=["status", "slug"], name="skill_status_slug"),
+            models.Index(fields=["scope", "owner_person"], name="skill_scope_owner_person"),
+            models.Index(fields=["scope", "owner_actor"], name="skill_scope_owner_actor"),
+        ]
+        constraints = [
+            # A team skill has no owner; a personal one at most one (a Person or an Actor).
+            # Deleting that owner leaves the skill personal with none: it reaches nobody's
+            # prompt, and skill reviewers still see it (to promote or archive it).
+            models.CheckConstraint(
+                condition=(
+                    models.Q(scope="team", owner_person__isnull=True, owner_actor__isnull=True)
+                    | models.Q(scope="personal", owner_person__isnull=True)
+                    | models.Q(scope="personal", owner_actor__isnull=True)
+                ),
+                name="skill_scope_has_its_owner",
+            )
+        ]
 
     def __str__(self) -> str:
         return self.slug
@@ -219,13 +260,16 @@ class SkillProposal(models.Model):
 
     @property
     def author_label(self) -> str:
-        """Who proposed it, as pages and messages name them: the actor's display name, else the
-        person's username, else "the agent"."""
-        if self.author_actor is not None and self.author_actor.display_name:
-            return self.author_actor.display_name
-        if self.author_person is not None:
-            return self.author_person.get_username()
-        return "the agent"
+        """Who proposed it, as pages and messages name them: by identity (the Person, the API
+        token's owner, "Telegram user <id>"), the display name only as marked secondary text
+        (`chats.labels`), else "the agent". select_related("author_actor__person") to show many;
+        `_token_owners` (from `chats.labels.token_owner_names`) saves a query per API user."""
+        label = identity_label(
+            actor=self.author_actor,
+            person=self.author_person,
+            owners=getattr(self, "_token_owners", None),
+        )
+        return label or "the agent"
 
     @property
     def origin_label(self) -> str:
@@ -261,6 +305,8 @@ class SkillEvent(models.Model):
         STALE = "stale", "Marked stale"
         REACTIVATE = "reactivate", "Reactivated"
         EXPIRED = "expired", "Proposal expired"  # skills.expiry, via=system
+        # A skill reviewer made a personal skill a team skill.
+        PROMOTE = "promote", "Promoted to the team"
 
     skill = models.ForeignKey(
         Skill, null=True, blank=True, on_delete=models.CASCADE, related_name="events"

@@ -1,9 +1,11 @@
-"""Who may decide skill changes, and when the agent's change applies without a reviewer.
+"""Who reviews skills, and which chat is its author's own private chat.
 
-Skills are team-wide: one skill reaches every chat's prompt index. So a change applies at
-once only when the person asking is the one reader of the chat it was asked in (their DM,
-terminal or API conversation, nobody else a member), under SKILLS_APPROVAL="own_chat"; a
-change from a group, a topic, a web room or a background job waits for a skill reviewer.
+A chat is the author's own private chat when they are its one reader: their Telegram DM,
+their terminal profile, an API conversation no one else is a member of. An API conversation
+of an integration token is never one: the token's owner is a member and reads it (its
+users are the integration's, not that person), so the agent's changes there wait for a skill
+reviewer, as in every group, topic and web room. Where a change lands (team or personal,
+applied or proposed) is decided by `skills.scope`, from these two answers.
 """
 
 from django.conf import settings
@@ -34,16 +36,6 @@ def is_own_private_chat(chat: Chat | None, *, person=None, actor: Actor | None =
     if person is not None:
         others = others.exclude(person=person)
     return not others.exists()
-
-
-def applies_at_once(*, chat: Chat | None, person=None, actor: Actor | None = None) -> bool:
-    """Does an agent's change asked for in `chat` by this author apply without a reviewer?"""
-    policy = approval_policy()
-    if policy == "auto":
-        return True
-    if policy == "review":
-        return False
-    return is_own_private_chat(chat, person=person, actor=actor)
 
 
 def reviewers_filter(prefix: str = "") -> Q:

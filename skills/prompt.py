@@ -4,6 +4,7 @@ from django.conf import settings
 
 from chats.agent.registry import TurnContext
 from chats.agent.tokens import count_tokens
+from skills.scope import for_turn
 from skills.selectors import skills_index_rows
 
 HEADER = (
@@ -52,7 +53,8 @@ class SkillsSection:
     order = 40
 
     def render(self, context: TurnContext) -> str:
-        return render_index(skills_index_rows(), settings.SKILLS_INDEX_TOKENS)
+        rows = skills_index_rows(audience=for_turn(context))
+        return render_index(rows, settings.SKILLS_INDEX_TOKENS)
 
 
 skills_section = SkillsSection()

@@ -1,4 +1,5 @@
-"""What skill reviewers do: decide proposals, roll back, archive, restore and pin.
+"""What skill reviewers do: decide proposals, roll back, archive, restore, pin and promote a
+personal skill to the team.
 
 Only a skill reviewer (policy.may_review) acts; everyone else is refused with
 SkillNotAllowed and changes nothing. A decision names the version the reviewer was shown,
@@ -11,7 +12,7 @@ from django.utils import timezone
 
 from skills import policy
 from skills.format import SKILL_FILE
-from skills.models import Skill, SkillProposal, SkillVersion, Via
+from skills.models import Scope, Skill, SkillProposal, SkillVersion, Via
 from skills.services import (
     Author,
     Draft,
@@ -239,3 +240,57 @@ def skill_pin(*, name: str, pinned: bool, person, via: str = Via.DASHBOARD) -> S
             version=skill.current_version,
         )
         return skill
+
+
+def skill_promote(*, name: str, shown_version: int, person, via: str = Via.DASHBOARD) -> Skill:
+    """Make the personal skill `name` a team skill (indexed in every chat), as a skill
+    reviewer, exactly as shown: refused (SkillStale) if it moved past `shown_version`, and
+    (SkillInvalid) if today's scanner blocks its content, which is about to reach everyone.
+    Audited as `promote` with the former owner, under the skill's row lock."""
+    _reviewer(person)
+    with transaction.atomic():
+        skill = _locked_skill(name)
+        current = skill.current_version
+        if skill.scope != Scope.PERSONAL:
+            raise SkillConflict(f"{name} is already a team skill")
+        if current.number != shown_version:
+            raise SkillStale(f"{name} is at version {current.number} now, not {shown_version}")
+        author = Author(person=person, via=via)
+        draft = Draft(
+            skill_md=current.skill_md,
+            files=current.files,
+            front_matter=current.front_matter,
+            scan=[(SKILL_FILE, current.skill_md), *current.files.items()],
+        )
+        findings = _scan(draft)
+        if findings:
+            _event(
+                kind=Kind.BLOCKED,
+                slug=name,
+                author=author,
+                skill=skill,
+                version=current,
+                detail={"action": "promote", "findings": findings},
+            )
+        else:
+            owner = skill.owner_person or skill.owner_actor
+            former = {
+                "former_owner": (
+                    skill.owner_person.get_username()
+                    if skill.owner_person is not None
+                    else str(skill.owner_actor or "")
+                )
+            }
+            skill.scope, skill.owner_person, skill.owner_actor = Scope.TEAM, None, None
+            skill.updated_at = timezone.now()
+            skill.save(update_fields=["scope", "owner_person", "owner_actor", "updated_at"])
+            _event(
+                kind=Kind.PROMOTE,
+                slug=name,
+                author=author,
+                skill=skill,
+                version=current,
+                detail=former if owner is not None else {},
+            )
+            return skill
+    raise SkillInvalid(f"{name} is blocked by today's content scan: {findings}")

@@ -1,7 +1,10 @@
 """Reads of skills: the prompt index, listings, one skill's content, usage and proposals.
 
-Skills are team-wide: every chat's agent sees the same active skills, and every person may
-read them. Proposals are never shown to the model; they are for skill reviewers only
+Every read of skills takes an `audience` (a filter from `skills.scope`): `scope.in_chat(...)`
+for what the agent may index, list and load in a chat (team skills, and the author's personal
+skills in their own private chat), `scope.for_person(person)` for the dashboard (team skills
+and the person's own; everything for skill reviewers). Without one, team skills only.
+Proposals are never shown to the model; they are for skill reviewers only
 (`skill_proposals_reviewable`). The dashboard's rows (`skill_version_rows`, `skill_event_rows`,
 `skill_usage_rows`) name a chat only to a person who may read it.
 """
@@ -27,7 +30,7 @@ from django.db.models.functions import Cast, Coalesce
 from chats.models import Chat, Message
 from chats.selectors import chats_readable_by
 from skills import policy
-from skills.models import Skill, SkillEvent, SkillProposal, SkillUsage, SkillVersion
+from skills.models import Scope, Skill, SkillEvent, SkillProposal, SkillUsage, SkillVersion
 
 INDEX_STATUSES = (Skill.Status.ACTIVE, Skill.Status.STALE)
 # A version's content: a listing that needs its number, author or hash leaves these unread.
@@ -42,27 +45,44 @@ class IndexRow:
     description: str
     pinned: bool
     stale: bool = False  # listed, but unused long enough for the curator to mark it
+    personal: bool = False
 
 
-def skills_index_rows() -> list[IndexRow]:
-    """Active (and stale) skills for the prompt index: pinned first, then by category and
-    name. Only the short columns are read, never a body."""
+TEAM_ONLY = Q(scope=Scope.TEAM)
+
+
+def skills_index_rows(*, audience: Q | None = None) -> list[IndexRow]:
+    """Active (and stale) skills of `audience` (team only without one) for the prompt index:
+    pinned first, then by category and name. Only the short columns are read, never a body."""
     rows = (
-        Skill.objects.filter(status__in=INDEX_STATUSES, current_version__isnull=False)
+        Skill.objects.filter(
+            audience if audience is not None else TEAM_ONLY,
+            status__in=INDEX_STATUSES,
+            current_version__isnull=False,
+        )
         .order_by("-pinned", "category", "slug")
-        .values_list("slug", "category", "description", "pinned", "status")
+        .values_list("slug", "category", "description", "pinned", "status", "scope")
     )
     return [
-        IndexRow(slug, category, description, pinned, status == Skill.Status.STALE)
-        for slug, category, description, pinned, status in rows
+        IndexRow(
+            slug,
+            category,
+            description,
+            pinned,
+            stale=status == Skill.Status.STALE,
+            personal=scope == Scope.PERSONAL,
+        )
+        for slug, category, description, pinned, status, scope in rows
     ]
 
 
-def _skills_matching(*, category: str, query: str) -> QuerySet[Skill]:
-    """Skills with content in `category` or below it (`mlops` also lists `mlops/inference`;
-    any for "") whose name or description contains `query` (case-insensitive), pinned
-    first, then by category and name."""
-    skills = Skill.objects.filter(current_version__isnull=False)
+def _skills_matching(*, category: str, query: str, audience: Q | None = None) -> QuerySet[Skill]:
+    """Skills of `audience` (team only without one) with content in `category` or below it
+    (`mlops` also lists `mlops/inference`; any for "") whose name or description contains
+    `query` (case-insensitive), pinned first, then by category and name."""
+    skills = Skill.objects.filter(
+        audience if audience is not None else TEAM_ONLY, current_version__isnull=False
+    )
     if category:
         category = category.strip("/")
         skills = skills.filter(Q(category=category) | Q(category__startswith=f"{category}/"))
@@ -71,19 +91,28 @@ def _skills_matching(*, category: str, query: str) -> QuerySet[Skill]:
     return skills.order_by("-pinned", "category", "slug")
 
 
-def skills_listing(*, category: str = "", query: str = "", include_archived: bool = False):
-    """Skills with their category, status and description, filtered by category and a
-    case-insensitive search in name and description."""
-    skills = _skills_matching(category=category, query=query)
+def skills_listing(
+    *,
+    category: str = "",
+    query: str = "",
+    include_archived: bool = False,
+    audience: Q | None = None,
+):
+    """Skills of `audience` (team only without one) with their category, status and
+    description, filtered by category and a case-insensitive search in name and description."""
+    skills = _skills_matching(category=category, query=query, audience=audience)
     if not include_archived:
         skills = skills.exclude(status=Skill.Status.ARCHIVED)
     return skills.select_related("current_version")
 
 
-def skill_get(name: str, *, include_archived: bool = False) -> Skill | None:
-    """The skill called `name` with its current version, or None."""
-    skills = Skill.objects.select_related("current_version").filter(
-        slug=name, current_version__isnull=False
+def skill_get(
+    name: str, *, include_archived: bool = False, audience: Q | None = None
+) -> Skill | None:
+    """The skill called `name` with its current version, or None (also when it is not in
+    `audience`, team only without one)."""
+    skills = Skill.objects.select_related("current_version", "owner_person", "owner_actor").filter(
+        audience if audience is not None else TEAM_ONLY, slug=name, current_version__isnull=False
     )
     if not include_archived:
         skills = skills.exclude(status=Skill.Status.ARCHIVED)
@@ -91,9 +120,10 @@ def skill_get(name: str, *, include_archived: bool = False) -> Skill | None:
 
 
 def skill_categories() -> list[tuple[str, int]]:
-    """(category, number of listed skills), by category."""
+    """(category, number of listed team skills), by category."""
     rows = (
-        Skill.objects.exclude(status=Skill.Status.ARCHIVED)
+        Skill.objects.filter(TEAM_ONLY)
+        .exclude(status=Skill.Status.ARCHIVED)
         .filter(current_version__isnull=False)
         .values("category")
         .annotate(n=Count("id"))
@@ -159,7 +189,7 @@ def skill_proposals_reviewable(person) -> QuerySet[SkillProposal]:
     if not policy.may_review(person):
         return SkillProposal.objects.none()
     return SkillProposal.objects.filter(status=SkillProposal.Status.PENDING).select_related(
-        "skill", "author_person", "author_actor", "source_chat"
+        "skill", "author_person", "author_actor__person", "source_chat"
     )
 
 
@@ -185,12 +215,15 @@ NOT_CHANGES = (
 UNREVIEWED_TEXT = (SkillEvent.Kind.PROPOSED, SkillEvent.Kind.BLOCKED, SkillEvent.Kind.REJECTED)
 
 
-def skills_library(*, query: str = "", category: str = "", status: str = "") -> QuerySet[Skill]:
-    """Skills for the library page (`status` a key of LIBRARY_STATUSES), pinned first, each
-    with its current version number, usage count, last use and last change annotated by
-    subqueries: one query for a page, however many skills there are. Bodies are not read."""
-    skills = _skills_matching(category=category, query=query).only(
-        "slug", "category", "status", "pinned", "description", "updated_at"
+def skills_library(
+    *, query: str = "", category: str = "", status: str = "", audience: Q | None = None
+) -> QuerySet[Skill]:
+    """Skills of `audience` (team only without one) for the library page (`status` a key of
+    LIBRARY_STATUSES), pinned first, each with its current version number, usage count, last
+    use and last change annotated by subqueries: one query for a page, however many skills
+    there are. Bodies are not read."""
+    skills = _skills_matching(category=category, query=query, audience=audience).only(
+        "slug", "category", "status", "pinned", "description", "updated_at", "scope"
     )
     statuses = LIBRARY_STATUSES[status]
     if statuses is not None:
@@ -211,10 +244,13 @@ def skills_library(*, query: str = "", category: str = "", status: str = "") -> 
     )
 
 
-def skill_library_categories() -> list[str]:
-    """Every category that a skill with content has, archived ones included, by name."""
+def skill_library_categories(*, audience: Q | None = None) -> list[str]:
+    """Every category that a skill of `audience` (team only without one) with content has,
+    archived ones included, by name."""
     return list(
-        Skill.objects.filter(current_version__isnull=False)
+        Skill.objects.filter(
+            audience if audience is not None else TEAM_ONLY, current_version__isnull=False
+        )
         .exclude(category="")
         .order_by("category")
         .values_list("category", flat=True)
@@ -232,13 +268,15 @@ def skill_version_numbers(skill: Skill) -> list[int]:
     return list(skill.versions.order_by("-number").values_list("number", flat=True))
 
 
-def skills_existing(names) -> set[str]:
-    """Which of `names` are skills with content (archived ones too: their pages exist)."""
-    return set(
-        Skill.objects.filter(slug__in=list(names), current_version__isnull=False).values_list(
-            "slug", flat=True
-        )
+def skills_existing(names, *, audience: Q | None = None) -> set[str]:
+    """Which of `names` are skills of `audience` (team only without one) with content
+    (archived ones too: their pages exist)."""
+    skills = Skill.objects.filter(
+        audience if audience is not None else TEAM_ONLY,
+        slug__in=list(names),
+        current_version__isnull=False,
     )
+    return set(skills.values_list("slug", flat=True))
 
 
 def readable_chat_ids(person, chat_ids) -> set[int]:

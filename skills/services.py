@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from chats.agent.registry import ORIGIN_CHAT, ORIGIN_REVIEW
 from chats.models import Actor, Chat, Turn
-from skills import policy, signals
+from skills import scope, signals
 from skills.blobs import blob_sha256, skill_blobs_store
 from skills.diff import content_diff_cached
 from skills.format import (
@@ -158,16 +158,6 @@ def _event(
     )
 
 
-def _applies_now(author: Author) -> bool:
-    if author.origin == ORIGIN_REVIEW:
-        return False  # a review only proposes, whatever the policy
-    if author.via == Via.AGENT:
-        return policy.applies_at_once(chat=author.chat, person=author.person, actor=author.actor)
-    if author.via in (Via.COMMAND, Via.SYSTEM):
-        return True
-    return policy.may_review(author.person)
-
-
 # skills.reviews scans approvals and rollbacks with this (and stores with _apply).
 _scan = scan_draft
 
@@ -220,13 +210,18 @@ def _apply(
     draft: Draft,
     author: Author,
     reason: str,
+    owner: "scope.Owner | None" = None,
 ) -> tuple[Skill, SkillVersion | None]:
-    """Store `draft` as the skill's next version (or archive it), with its audit event."""
+    """Store `draft` as the skill's next version (or archive it), with its audit event; a new
+    skill is `owner`'s personal skill when given, else a team skill."""
     now = timezone.now()
     current = skill.current_version if skill is not None else None
     if skill is None:
         origin = draft.origin or _author_origin(author)
-        skill = Skill.objects.create(slug=slug, category=category, origin=origin, created_at=now)
+        personal = owner.fields() if owner is not None else {}
+        skill = Skill.objects.create(
+            slug=slug, category=category, origin=origin, created_at=now, **personal
+        )
     elif action == "import":
         skill.category = category  # a folder moved to another category in the import
         skill.origin = draft.origin or skill.origin
@@ -372,12 +367,17 @@ def _prepare(
     base_version: int | None,
     category: str,
     strict_scan: bool,
+    apply_now: bool | None,
+    asked_scope: str,
 ) -> tuple[Skill | None, SkillVersion | None, Draft] | Outcome:
     """Phase 1 of a change, with no lock and no transaction open: read the skill as it is
     now, build the draft, validate and scan it. Returns what to store, or the Outcome that
     ends the change (unchanged, blocked; refusals raise _Refused)."""
     skill = Skill.objects.select_related("current_version").filter(slug=slug).first()
     current = skill.current_version if skill is not None else None
+    # Where it would land, before anything is built: a skill this chat may not see answers
+    # as a name nobody uses, and a refused scope costs no build. Decided again under the lock.
+    _placement(author, skill, action, apply_now, asked_scope)
     refusal = _state_refusal(slug, action, skill, current, base_version)
     if refusal is not None:
         raise refusal
@@ -439,7 +439,8 @@ def _store(
     action: str,
     author: Author,
     category: str,
-    apply_now: bool,
+    apply_now: bool | None,
+    asked_scope: str,
     seen: Skill | None,
     current: SkillVersion | None,
     draft: Draft,
@@ -459,7 +460,9 @@ def _store(
             raise _Moved
         if skill is not None:
             skill.current_version = current  # the same row, already read: not fetched again
-        if apply_now:
+        # Again under the lock: a promotion meanwhile changes where the change lands.
+        placement = _placement(author, skill, action, apply_now, asked_scope)
+        if placement.apply_now:
             skill, version = _apply(
                 skill=skill,
                 slug=slug,
@@ -468,16 +471,18 @@ def _store(
                 draft=draft,
                 author=author,
                 reason=author.reason,
+                owner=placement.personal,
             )
             return Outcome(
                 "applied",
-                _describe(skill, version, action, draft),
+                _describe(skill, version, action, draft) + scope.describe(placement),
                 skill=skill,
                 version=version or current,
             )
         waiting = _waiting_proposal(slug, author, draft, current)
         if waiting is not None:
             return waiting
+        _pending_limit(author)
         proposal = SkillProposal.objects.create(
             skill=skill,
             slug=slug,
@@ -535,17 +540,18 @@ def _change(
     category: str = "",
     apply_now: bool | None = None,
     strict_scan: bool = False,
+    asked_scope: str = "",
 ) -> Outcome:
     """Validate, scan and apply (or propose) one change: prepared without any lock, stored
     under the skill's row lock only if the skill did not move meanwhile (see the module
-    docstring). With `strict_scan`, a finding the current version already had blocks too."""
+    docstring); where it lands (applied or proposed, team or personal) is
+    `skills.scope.place`'s decision, taken before the build and again under the lock. With
+    `strict_scan`, a finding the current version already had blocks too."""
     try:
         slug = check_name(slug)
         category = check_category(category)
     except SkillFormatError as exc:
         return Outcome("invalid", f"Error: {exc}")
-    if apply_now is None:
-        apply_now = _applies_now(author)  # the policy first: it decides what is stored
     for _attempt in range(PREPARE_ATTEMPTS):
         try:
             prepared = _prepare(
@@ -556,6 +562,8 @@ def _change(
                 base_version=base_version,
                 category=category,
                 strict_scan=strict_scan,
+                apply_now=apply_now,
+                asked_scope=asked_scope,
             )
             if isinstance(prepared, Outcome):
                 return prepared
@@ -566,6 +574,7 @@ def _change(
                 author=author,
                 category=category,
                 apply_now=apply_now,
+                asked_scope=asked_scope,
                 seen=seen,
                 current=current,
                 draft=draft,
@@ -581,6 +590,25 @@ def _change(
         f"Error: another change of {slug} was saved at the same moment. View it again and "
         "redo your change on the current text.",
     )
+
+
+def _placement(
+    author: Author, skill: Skill | None, action: str, apply_now, asked_scope: str
+) -> "scope.Placement":
+    """`scope.place`, its refusal turned into this module's."""
+    try:
+        return scope.place(
+            author=author, skill=skill, action=action, apply_now=apply_now, asked_scope=asked_scope
+        )
+    except scope.ScopeRefused as refused:
+        raise _Refused(refused.code, str(refused)) from None
+
+
+def _pending_limit(author: Author) -> None:
+    try:
+        scope.check_pending_limit(author)
+    except scope.ScopeRefused as refused:
+        raise _Refused(refused.code, str(refused)) from None
 
 
 # --- Drafts ------------------------------------------------------------------------------
@@ -648,14 +676,18 @@ def _archived(skill: Skill, current: SkillVersion) -> Draft:
 # --- The agent's changes -----------------------------------------------------------------
 
 
-def skill_create(*, name: str, content: str, author: Author, category: str = "") -> Outcome:
-    """Create skill `name` from a whole SKILL.md whose `name` is the same slug."""
+def skill_create(
+    *, name: str, content: str, author: Author, category: str = "", scope: str = ""
+) -> Outcome:
+    """Create skill `name` from a whole SKILL.md whose `name` is the same slug; `scope`
+    ("personal", "team", or "" for the default) as `skills.scope.place` allows it."""
     return _change(
         slug=name,
         action="create",
         author=author,
         category=category,
         build=lambda skill, current: _whole(name, content, {}),
+        asked_scope=scope,
     )
 
 

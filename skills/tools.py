@@ -1,8 +1,14 @@
-"""The skills tools: `skills_list`, `skill_view` (progressive disclosure) and `skill_manage`."""
+"""The skills tools: `skills_list`, `skill_view` (progressive disclosure) and `skill_manage`.
+
+What they list and load is what the chat may see (`skills.scope.in_chat`): team skills, and
+the author's personal skills only in the author's own private chat. Elsewhere a personal
+skill answers as a name nobody uses.
+"""
 
 from chats.agent.registry import ORIGIN_REVIEW, Tool, TurnContext
 from skills.blobs import blob_sizes
 from skills.format import SKILL_FILE, SkillFormatError, normalise_path
+from skills.scope import for_turn
 from skills.selectors import skill_get, skills_listing
 from skills.services import (
     Author,
@@ -19,20 +25,23 @@ LIST_PAGE = 100
 SHORT_DESCRIPTION = 120
 
 LIST_DESCRIPTION = (
-    "List the team's skills (saved procedures): name, category, short description. Filter "
-    "by category or a query; use it when the prompt's skills index is cut."
+    "List the skills (saved procedures) of this chat: name, category, short description; "
+    "personal ones are marked. Filter by category or a query; use it when the prompt's "
+    "skills index is cut."
 )
 VIEW_DESCRIPTION = (
     "Load a skill (its SKILL.md and the list of its files) before a task it covers; with "
     "path, one of its files. Says the version to pass as base_version to skill_manage."
 )
 MANAGE_DESCRIPTION = (
-    "Save or change a team skill after a task worth repeating. SKILL.md: YAML front matter "
+    "Save or change a skill after a task worth repeating. SKILL.md: YAML front matter "
     "(name = the slug, description = one line), then a Markdown body. Actions: create "
-    "(content, category), patch (old_string, new_string; in file_path if given; replace_all "
-    "for several matches), edit (content), delete (archives), write_file/remove_file "
-    "(file_path: a text file in the skill, e.g. references/api.md). Shared chats: a reviewer "
-    "approves first. No secrets."
+    "(content, category, scope), patch (old_string, new_string; in file_path if given; "
+    "replace_all for several matches), edit (content), delete (archives), "
+    "write_file/remove_file (file_path: a text file in the skill, e.g. references/api.md). In "
+    "a person's own private chat a create is their personal skill at once (scope='team' "
+    "proposes it to the team); team skills and shared chats: a reviewer approves first. "
+    "No secrets."
 )
 
 LIST_PARAMETERS = {
@@ -63,6 +72,7 @@ MANAGE_PARAMETERS = {
         "name": {"type": "string"},
         "content": {"type": "string"},
         "category": {"type": "string"},
+        "scope": {"type": "string", "enum": ["personal", "team"]},
         "old_string": {"type": "string"},
         "new_string": {"type": "string"},
         "replace_all": {"type": "boolean"},
@@ -84,7 +94,9 @@ def _short(text: str, limit: int = SHORT_DESCRIPTION) -> str:
 def _list(context: TurnContext, arguments: dict) -> str:
     offset = max(0, arguments.get("offset") or 0)
     skills = skills_listing(
-        category=arguments.get("category") or "", query=arguments.get("query") or ""
+        category=arguments.get("category") or "",
+        query=arguments.get("query") or "",
+        audience=for_turn(context),
     )
     total = skills.count()
     if not total:
@@ -100,6 +112,7 @@ def _list(context: TurnContext, arguments: dict) -> str:
     lines = [
         f"- {skill.slug}"
         + (f" [{skill.category}]" if skill.category else "")
+        + (" (personal)" if skill.scope == "personal" else "")
         + f": {_short(skill.description)}"
         for skill in page
     ]
@@ -112,7 +125,7 @@ def _list(context: TurnContext, arguments: dict) -> str:
 
 def _view(context: TurnContext, arguments: dict) -> str:
     name = arguments["name"].strip()
-    skill = skill_get(name)
+    skill = skill_get(name, audience=for_turn(context))
     if skill is None:
         return f"Error: there is no active skill named {name!r}. Call skills_list to see the names."
     version = skill.current_version
@@ -145,6 +158,8 @@ def _view(context: TurnContext, arguments: dict) -> str:
             skill=skill, version=version, chat=context.chat, turn=context.turn, actor=context.actor
         )
     category = f", category {skill.category}" if skill.category else ""
+    if skill.scope == "personal":
+        category += ", personal: only in its owner's own private chats"
     parts = [f"Skill {skill.slug} (version {version.number}{category}):", "", version.skill_md]
     if version.files or version.binaries:
         parts += ["", "Supporting files (load a text one with skill_view(name, path)):"]
@@ -191,6 +206,7 @@ def _manage(context: TurnContext, arguments: dict) -> str:
             name=name,
             content=arguments["content"],
             category=arguments.get("category") or "",
+            scope=arguments.get("scope") or "",
             author=author,
         )
     elif action == "edit":

@@ -17,4 +17,5 @@ urlpatterns = [
     path("<str:slug>/rollback", views_actions.skill_rollback_view, name="skill_rollback"),
     path("<str:slug>/pin", views_actions.skill_pin_view, name="skill_pin"),
     path("<str:slug>/status", views_actions.skill_status_view, name="skill_status"),
+    path("<str:slug>/promote", views_actions.skill_promote_view, name="skill_promote"),
 ]

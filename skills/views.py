@@ -1,11 +1,12 @@
 """The skills pages of the dashboard: the library, one skill (any version), diffs, raw text.
 
-Skills are team-wide, so every logged-in person reads them; a chat is named only to people
-who may read it (the selectors' rows). One template per page with named partials: htmx
-requests from the library's filters get `"skills/library.html#list"`; the reviewer actions
-(`skills.views_actions`) answer with `"skills/skill.html#page"` or `#head_and_events`. Every text
-a skill holds is shown escaped with hidden code points revealed; the body is rendered by
-`chats.markdown` (sanitised).
+Every logged-in person reads the team's skills; a personal skill only its owner and skill
+reviewers (`skills.scope.for_person`: anyone else gets 404, as for a name nobody uses). A chat
+is named only to people who may read it (the selectors' rows). One template per page with
+named partials: htmx requests from the library's filters get `"skills/library.html#list"`;
+the reviewer actions (`skills.views_actions`) answer with `"skills/skill.html#page"` or
+`#head_and_events`. Every text a skill holds is shown escaped with hidden code points
+revealed; the body is rendered by `chats.markdown` (sanitised).
 """
 
 import json
@@ -20,6 +21,7 @@ from django.utils.cache import patch_vary_headers
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET
 
+from chats.labels import identity_label
 from chats.markdown import render_markdown
 from hermes_site.scanning import reveal_hidden
 from skills import policy
@@ -28,6 +30,7 @@ from skills.diff import content_diff_cached
 from skills.format import SKILL_FILE, SkillFormatError, split_front_matter
 from skills.forms import DiffForm, LibraryFilterForm, VersionForm
 from skills.models import Skill, SkillBlob, SkillEvent, SkillVersion
+from skills.scope import for_person
 from skills.selectors import (
     skill_event_rows,
     skill_get,
@@ -63,10 +66,12 @@ def library_page(request: HttpRequest) -> HttpResponse:
     """Every skill with content, searched (name, description) and filtered (category,
     status: active and stale unless asked otherwise), 50 a page, with usage and last change;
     htmx gets the list partial."""
-    form = LibraryFilterForm(request.GET, categories=skill_library_categories())
+    audience = for_person(request.user)
+    form = LibraryFilterForm(request.GET, categories=skill_library_categories(audience=audience))
     form.is_valid()  # an invalid filter counts as not set; the form shows why
     filters = form.filters()
-    page = Paginator(skills_library(**filters), PAGE_SIZE).get_page(request.GET.get("page"))
+    skills = skills_library(**filters, audience=audience)
+    page = Paginator(skills, PAGE_SIZE).get_page(request.GET.get("page"))
     page.object_list = list(page.object_list)
     labels = dict(SkillEvent.Kind.choices)
     for skill in page.object_list:
@@ -78,9 +83,9 @@ def library_page(request: HttpRequest) -> HttpResponse:
     return response
 
 
-def skill_or_404(slug: str) -> Skill:
-    """The skill called `slug` (archived ones too), or 404."""
-    skill = skill_get(slug, include_archived=True)
+def skill_or_404(slug: str, person) -> Skill:
+    """The skill called `slug` (archived ones too) if `person` may see it, or 404."""
+    skill = skill_get(slug, include_archived=True, audience=for_person(person))
     if skill is None:
         raise Http404("There is no skill with this name.")
     return skill
@@ -97,10 +102,10 @@ def _json(value) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
 
 
-def _front_matter(version: SkillVersion) -> dict:
+def _front_matter(version: SkillVersion, person) -> dict:
     front = version.front_matter if isinstance(version.front_matter, dict) else {}
     related = [name for name in front.get("related_skills") or [] if isinstance(name, str)]
-    existing = skills_existing(related) if related else set()
+    existing = skills_existing(related, audience=for_person(person)) if related else set()
     metadata = front.get("metadata")
     others = {key: value for key, value in front.items() if key not in KNOWN_FIELDS}
     others.pop("metadata", None)
@@ -171,7 +176,7 @@ def skill_context(
         "shown": shown,
         "is_current": shown.pk == current.pk,
         "previous": previous,
-        "front": _front_matter(shown),
+        "front": _front_matter(shown, person),
         "body_html": render_markdown(reveal_hidden(_body(shown.skill_md))),
         "files": _files(shown),
         "versions": skill_version_rows(skill, person=person, limit=SHOWN_VERSIONS),
@@ -182,6 +187,7 @@ def skill_context(
         "usage_last": counts["last"],
         "may_review": policy.may_review(person),
         "page_notes": [note for name in sorted(_page_notes) if (note := _page_notes[name](skill))],
+        "owner_label": identity_label(actor=skill.owner_actor, person=skill.owner_person),
         "notice": notice,
         "failed": failed,
     }
@@ -210,7 +216,7 @@ def _version_asked(request: HttpRequest, skill: Skill) -> SkillVersion:
 def skill_page(request: HttpRequest, slug: str) -> HttpResponse:
     """One skill as any logged-in person may read it: the current version (or `?version=N`)
     rendered, its files, versions, audit trail and usage; reviewers also get the actions."""
-    skill = skill_or_404(slug)
+    skill = skill_or_404(slug, request.user)
     shown = _version_asked(request, skill)
     return render(request, "skills/skill.html", skill_context(request, skill, shown=shown))
 
@@ -220,7 +226,7 @@ def skill_page(request: HttpRequest, slug: str) -> HttpResponse:
 def skill_raw(request: HttpRequest, slug: str) -> HttpResponse:
     """SKILL.md or one file (`?path=`) of a version (`?version=`, default current) as plain
     text, exactly as stored."""
-    skill = skill_or_404(slug)
+    skill = skill_or_404(slug, request.user)
     version = _version_asked(request, skill)
     path = request.GET.get("path") or SKILL_FILE
     if path == SKILL_FILE:
@@ -241,7 +247,7 @@ def skill_raw(request: HttpRequest, slug: str) -> HttpResponse:
 def skill_file(request: HttpRequest, slug: str) -> HttpResponse:
     """A binary file (`?path=`) of a version (`?version=`, default current), to whoever may
     read the skill: always an attachment, never sniffed, so no browser renders it here."""
-    skill = skill_or_404(slug)
+    skill = skill_or_404(slug, request.user)
     version = _version_asked(request, skill)
     path = request.GET.get("path") or ""
     binaries = version.binaries if isinstance(version.binaries, dict) else {}
@@ -264,7 +270,7 @@ def skill_diff(request: HttpRequest, slug: str) -> HttpResponse:
     """Two versions of a skill side by side (`?a=N&b=M`; by default the previous version
     against the current one): SKILL.md first, then files. Unknown versions answer 404 with
     the form to choose others."""
-    skill = skill_or_404(slug)
+    skill = skill_or_404(slug, request.user)
     numbers = skill_version_numbers(skill)
     current = skill.current_version.number
     defaults = {"a": max((n for n in numbers if n < current), default=current), "b": current}

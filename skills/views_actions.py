@@ -1,4 +1,5 @@
-"""What skill reviewers do on the skill page: roll back, pin / unpin, archive / restore.
+"""What skill reviewers do on the skill page: roll back, pin / unpin, archive / restore, and
+promote a personal skill to the team.
 
 POST only, CSRF on, and only for skill reviewers (`skills.policy.may_review`): anyone else
 gets 403 and nothing changes (the services in `skills.reviews` refuse them too). A rollback
@@ -18,9 +19,9 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import replace_url
 
 from skills import policy
-from skills.forms import PinForm, RollbackForm, StatusForm
+from skills.forms import PinForm, PromoteForm, RollbackForm, StatusForm
 from skills.models import Skill, Via
-from skills.reviews import skill_pin, skill_rollback, skill_set_status
+from skills.reviews import skill_pin, skill_promote, skill_rollback, skill_set_status
 from skills.services import SkillConflict, SkillInvalid, SkillNotAllowed, SkillStale
 from skills.views import shown_version, skill_context, skill_or_404
 
@@ -39,8 +40,8 @@ def _page_url(skill: Skill, view: int | None = None) -> str:
     return url
 
 
-def _fresh(slug: str) -> Skill:
-    return skill_or_404(slug)  # as it is after the action (or after someone else's)
+def _fresh(slug: str, person) -> Skill:
+    return skill_or_404(slug, person)  # as it is after the action (or after someone else's)
 
 
 def _shown(skill: Skill, view: int | None):
@@ -58,7 +59,7 @@ def _shown(skill: Skill, view: int | None):
 def skill_rollback_view(request: HttpRequest, slug: str) -> HttpResponse:
     """Make version `to_version` current again (as a new version), bound to the version the
     page showed as current; the page then shows the new current version."""
-    skill = skill_or_404(slug)
+    skill = skill_or_404(slug, request.user)
     if not policy.may_review(request.user):
         return _forbidden()
     form = RollbackForm(request.POST)
@@ -77,7 +78,7 @@ def skill_rollback_view(request: HttpRequest, slug: str) -> HttpResponse:
     except SkillNotAllowed:
         return _forbidden()
     except SkillStale:
-        skill = _fresh(slug)
+        skill = _fresh(slug, request.user)
         notice = (
             f"Not rolled back: {skill.slug} changed after you loaded this page (you saw "
             f"version {shown}, it is at version {skill.current_version.number} now). Here it "
@@ -89,14 +90,14 @@ def skill_rollback_view(request: HttpRequest, slug: str) -> HttpResponse:
             f"Not rolled back: version {to_number} is blocked by today's content scan. "
             "The audit trail below lists what was found; nothing changed."
         )
-        return _refused(request, _fresh(slug), notice)
+        return _refused(request, _fresh(slug, request.user), notice)
     except SkillConflict as exc:
-        return _refused(request, _fresh(slug), f"Not rolled back: {exc}.")
+        return _refused(request, _fresh(slug, request.user), f"Not rolled back: {exc}.")
     done = (
         f"Rolled back to version {to_number}: version {version.number} has its content "
         "and is current now."
     )
-    skill = _fresh(slug)
+    skill = _fresh(slug, request.user)
     if not request.htmx:
         messages.success(request, done)
         return redirect(_page_url(skill))
@@ -130,7 +131,7 @@ def _switch(
 ):
     """Pin / unpin or archive / restore: the form's `field` is the wanted state, passed to
     `service` under the same name; `done[value]` says what happened."""
-    skill = skill_or_404(slug)
+    skill = skill_or_404(slug, request.user)
     if not policy.may_review(request.user):
         return _forbidden()
     form = form_class(request.POST)
@@ -144,7 +145,7 @@ def _switch(
         return _forbidden()
     except SkillConflict as exc:  # the skill is gone
         return HttpResponse(f"{exc}.", status=409, content_type="text/plain; charset=utf-8")
-    skill = _fresh(slug)
+    skill = _fresh(slug, request.user)
     if not request.htmx:
         messages.success(request, done[value])
         return redirect(_page_url(skill, view))
@@ -164,3 +165,46 @@ def skill_pin_view(request: HttpRequest, slug: str) -> HttpResponse:
 def skill_status_view(request: HttpRequest, slug: str) -> HttpResponse:
     """Archive a skill (out of every chat's index, versions kept) or restore it."""
     return _switch(request, slug, StatusForm, "archived", skill_set_status, ARCHIVED)
+
+
+@login_required
+@require_POST
+def skill_promote_view(request: HttpRequest, slug: str) -> HttpResponse:
+    """Make a personal skill a team skill, bound to the version the page showed as current:
+    if it changed since, or today's scanner blocks it, nothing changes and the page says why
+    (409). Anyone but a skill reviewer gets 403 (404 if they may not even see the skill)."""
+    skill = skill_or_404(slug, request.user)
+    if not policy.may_review(request.user):
+        return _forbidden()
+    form = PromoteForm(request.POST)
+    if not form.is_valid():
+        return HttpResponse(RELOAD, status=400, content_type="text/plain; charset=utf-8")
+    shown = form.cleaned_data["shown_version"]
+    view = form.cleaned_data.get("view")
+    try:
+        skill_promote(name=skill.slug, shown_version=shown, person=request.user)
+    except SkillNotAllowed:
+        return _forbidden()
+    except SkillStale:
+        skill = _fresh(slug, request.user)
+        notice = (
+            f"Not promoted: {skill.slug} changed after you loaded this page (you saw version "
+            f"{shown}, it is at version {skill.current_version.number} now). Read it again, "
+            "then decide."
+        )
+        return _refused(request, skill, notice)
+    except SkillInvalid:
+        notice = (
+            "Not promoted: today's content scan blocks this skill. The audit trail below lists "
+            "what was found; nothing changed."
+        )
+        return _refused(request, _fresh(slug, request.user), notice)
+    except SkillConflict as exc:
+        return _refused(request, _fresh(slug, request.user), f"Not promoted: {exc}.")
+    done = "Promoted: a team skill now, in every chat's skills index."
+    skill = _fresh(slug, request.user)
+    if not request.htmx:
+        messages.success(request, done)
+        return redirect(_page_url(skill, view))
+    context = skill_context(request, skill, shown=_shown(skill, view), notice=done)
+    return render(request, "skills/skill.html#head_and_events", context)

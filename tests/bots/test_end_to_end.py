@@ -379,9 +379,10 @@ def test_inline_buttons_approve_memory_only_for_the_entitled_person(telegram_liv
     assert "prefers tea" in final_text(prompt)
     approve = prompt.reply_markup["inline_keyboard"][0][0]["callback_data"]
 
-    tg.press(BOB, prompt, approve)  # someone else's press (or forged data)
+    tg.press(BOB, prompt, approve)  # someone else's press (or forged data) in Alice's chat
     wait(lambda: tg.calls_of("answerCallbackQuery"), what="the answer")
-    assert "Only the person" in tg.calls_of("answerCallbackQuery")[0].params["text"]
+    # Not Bob's own private chat: refused before anyone's entitlement is even considered.
+    assert "in your private chat" in tg.calls_of("answerCallbackQuery")[0].params["text"]
     assert MemoryEntry.objects.get(pk=outcome.entry.pk).status == "pending"
     assert tg.bot_messages(1001)[0].edits == 0
 

@@ -23,6 +23,7 @@ from tests.fakes.telegram_server import (
     tg_user,
     utf16_len,
 )
+from tests.skills.conftest import make_team
 from tests.skills.helpers import BODY, skill_md
 
 pytestmark = [pytest.mark.storage, pytest.mark.django_db]
@@ -74,7 +75,7 @@ def author(person, *, kind=ChatKind.GROUP, title="Ops"):
 @pytest.fixture
 def skill(people):
     own = author(people["marco"], kind=ChatKind.DM, title="Marco")
-    return skill_create(name="deploy-staging", content=skill_md(), author=own).skill
+    return make_team(skill_create(name="deploy-staging", content=skill_md(), author=own).skill)
 
 
 @pytest.fixture
@@ -134,7 +135,7 @@ def test_each_linked_skill_reviewer_gets_the_change_and_buttons_in_private(propo
     assert set(rows) == {1001, 1002}
     shown = visible(rows[1001].payload["text"])
     assert "Skill change: patch deploy-staging" in shown
-    assert "Proposed by Marco" in shown and "Why: the image build got faster" in shown
+    assert "Proposed by marco" in shown and "Why: the image build got faster" in shown
     assert "Based on version 1." in shown
     assert "-     make image\n+     make image-fast" in shown
     assert "<pre>" in rows[1001].payload["text"]
@@ -149,7 +150,7 @@ def test_the_source_chat_title_is_shown_only_to_reviewers_who_may_read_it(propos
     assert "Ops" not in visible(sent()[1001].payload["text"])
     chat_member_ensure(chat=proposal.source_chat, person=people["stella"])
     proposal.refresh_from_db()
-    assert "Proposed by Marco in “Ops”" in visible(prompt_text(proposal, reviewer=people["stella"]))
+    assert "Proposed by marco in “Ops”" in visible(prompt_text(proposal, reviewer=people["stella"]))
     assert "Ops" not in visible(prompt_text(proposal, reviewer=people["greta"]))
 
 
@@ -231,8 +232,9 @@ def test_a_press_names_no_reviewer_only_the_presser_counts(proposal, people):
 
 def test_a_button_of_an_older_version_answers_so_and_edits_the_message(proposal, people):
     row = sent()[1001]
-    # Meanwhile the skill moved on: Marco edited it in his own chat.
-    own = author(people["marco"], kind=ChatKind.DM, title="Marco")
+    # Meanwhile the skill moved on: Stella (a skill reviewer) edited it in her own chat.
+    chat, _ = chat_get_or_create(channel="telegram", chat_id=STELLA["id"], kind=ChatKind.DM)
+    own = Author(actor=linked(STELLA, people["stella"]), person=people["stella"], chat=chat)
     content = skill_md(body=BODY + "4. Tell the channel.\n")
     assert skill_edit(name="deploy-staging", content=content, author=own).code == "applied"
 

@@ -14,6 +14,7 @@ from skills.services import Author, skill_create, skill_patch
 from tests.bots.conftest import GROUP_ID
 from tests.bots.test_end_to_end import final_text, wait
 from tests.fakes.telegram_server import group_chat, private_chat, tg_user
+from tests.skills.conftest import make_team
 from tests.skills.helpers import skill_md
 
 pytestmark = pytest.mark.timeout(240)
@@ -41,10 +42,12 @@ def test_reviewers_decide_a_skill_change_by_buttons_and_only_they_can(
         )
     marco_actor = actor_get_or_create(channel="telegram", user_id=1003, display_name="Marco")
     own, _ = chat_get_or_create(channel="telegram", chat_id="1003", kind=ChatKind.DM)
-    skill_create(
-        name="deploy-staging",
-        content=skill_md(),
-        author=Author(actor=marco_actor, person=marco, chat=own),
+    make_team(
+        skill_create(
+            name="deploy-staging",
+            content=skill_md(),
+            author=Author(actor=marco_actor, person=marco, chat=own),
+        ).skill
     )
     group, _ = chat_get_or_create(
         channel="telegram", chat_id=str(GROUP_ID), kind=ChatKind.GROUP, title="Ops"

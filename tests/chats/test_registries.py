@@ -46,6 +46,7 @@ def dm_author_factory(member):
     from chats.models import ChatKind
     from chats.services import actor_get_or_create, chat_get_or_create
     from skills.services import Author, skill_create
+    from tests.skills.conftest import make_team
     from tests.skills.helpers import skill_md
 
     def make():
@@ -54,7 +55,9 @@ def dm_author_factory(member):
             channel="telegram", user_id="501", display_name="Marco", person=member
         )
         author = Author(actor=actor, person=member, chat=chat)
-        return skill_create(name="deploy-staging", content=skill_md(), author=author)
+        outcome = skill_create(name="deploy-staging", content=skill_md(), author=author)
+        make_team(outcome.skill)  # made in Marco's DM it is his; listed in any chat as a team one
+        return outcome
 
     return make
 

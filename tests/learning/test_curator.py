@@ -510,6 +510,14 @@ def test_two_pinned_skills_are_never_merged(twins, settings):
     assert curator_run().merges == [] and not SkillProposal.objects.exists()
 
 
+def test_a_personal_skill_is_never_merged_with_a_team_skill(twins, settings, make_person):
+    settings.LEARNING_CURATOR_MERGES = True
+    Skill.objects.filter(slug="staging-deploy").update(
+        scope="personal", owner_person=make_person("alice")
+    )
+    assert curator_run().merges == [] and not SkillProposal.objects.exists()
+
+
 def test_the_similarity_threshold_decides(twins, settings):
     settings.LEARNING_CURATOR_MERGES = True
     settings.LEARNING_CURATOR_MERGE_SIMILARITY = 100

@@ -83,7 +83,7 @@ def test_memory_and_skill_proposals_of_a_review_name_it(review, staff, owner, gr
     assert label not in item(page, f"proposal-{by_turn.pk}")
     assert "proposed by olivia" in item(page, f"proposal-{by_turn.pk}")
     assert label not in item(page, f"skill-proposal-{by_person.pk}")
-    assert "proposed by Marco" in item(page, f"skill-proposal-{by_person.pk}")
+    assert "proposed by marco" in item(page, f"skill-proposal-{by_person.pk}")
 
 
 def test_the_labels_cost_no_query_per_proposal(review, staff):

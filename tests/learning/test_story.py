@@ -146,7 +146,12 @@ def test_three_deploys_a_review_learns_the_pitfall_a_patch_refines_it_the_third_
     assert viewed.startswith(f"Skill {SKILL} (version 1, category devops):")
     assert "Push the image before kubectl apply" in viewed
     patched = tool_result(requests[-1], "billing-2.0.1-8")
-    assert patched.startswith(f"Applied: {SKILL} is now version 2 (patch")
+    # A team skill: Alice's refinement waits for a skill reviewer, even in her own DM.
+    assert patched.startswith("Proposed as change #") and "based on version 1" in patched
+    refinement = SkillProposal.objects.get(status=SkillProposal.Status.PENDING)
+    skill_proposal_decide(
+        proposal_id=refinement.pk, decision="approve", shown_version=1, person=stella
+    )
     skill.refresh_from_db()
     assert skill.current_version.number == 2
     assert "Django apps answer on `/healthz/`" in skill.current_version.skill_md

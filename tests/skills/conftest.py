@@ -5,6 +5,7 @@ from django.contrib.auth.models import Group
 
 from chats.models import ChatKind
 from chats.services import actor_get_or_create, chat_get_or_create
+from skills.models import Skill
 from skills.services import Author, skill_create, skill_patch
 from tests.skills.helpers import skill_md
 
@@ -37,6 +38,17 @@ def staff_reviewer(make_person):
 
 
 @pytest.fixture
+def reviewer_author(staff_reviewer):
+    """stella, a skill reviewer, in her own Telegram DM: her changes of team skills apply at
+    once (a non-reviewer's wait for a reviewer even in their own DM)."""
+    chat, _ = chat_get_or_create(channel="telegram", chat_id="601", kind=ChatKind.DM)
+    actor = actor_get_or_create(
+        channel="telegram", user_id="601", display_name="Stella", person=staff_reviewer
+    )
+    return Author(actor=actor, person=staff_reviewer, chat=chat)
+
+
+@pytest.fixture
 def group_reviewer(make_person, settings):
     """A member of the skill reviewers group (not staff)."""
     person = make_person("greta")
@@ -45,10 +57,20 @@ def group_reviewer(make_person, settings):
     return person
 
 
+def make_team(skill):
+    """`skill` as a team skill, as every skill written before personal skills is."""
+    Skill.objects.filter(pk=skill.pk).update(scope="team", owner_person=None, owner_actor=None)
+    skill.refresh_from_db()
+    return skill
+
+
 @pytest.fixture
 def skill(dm_author):
-    """deploy-staging at version 1, created in marco's DM."""
-    return skill_create(name="deploy-staging", content=skill_md(), author=dm_author).skill
+    """deploy-staging at version 1, created in marco's DM, as a team skill (a team skill a
+    non-reviewer changes from his DM waits for a reviewer; see tests/skills/test_scope.py)."""
+    return make_team(
+        skill_create(name="deploy-staging", content=skill_md(), author=dm_author).skill
+    )
 
 
 @pytest.fixture

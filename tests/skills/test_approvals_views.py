@@ -92,7 +92,8 @@ def test_skill_reviewers_see_each_change_with_its_diff_and_where_it_came_from(
         item = item_of(page, proposal)
         assert '<span class="label label-skill label-skill-patch">patch</span>' in item
         assert "deploy-staging" in item and skill_link("deploy-staging") in item
-        assert "based on version 1" in item and "proposed by Marco R." in item
+        assert "based on version 1" in item
+        assert "proposed by marco (shown as &quot;Marco R.&quot;)" in item
         assert "Reason:</span> Builds are slow." in item
         assert f'datetime="{proposal.created_at.isoformat()}"' in item
         assert 'is-removed">    make image</td>' in item  # side by side: before…
@@ -129,14 +130,14 @@ def test_a_new_skill_shows_everything_added_with_its_category_and_no_link_yet(
 
 
 def test_added_content_is_shown_as_plain_content_not_beside_an_empty_column(
-    skill, dm_author, group_author, staff_reviewer
+    skill, reviewer_author, group_author, staff_reviewer
 ):
     new = skill_create(name="triage", content=skill_md(name="triage"), author=group_author)
     applied = skill_file_write(
         name="deploy-staging",
         file_path="references/old.md",
         file_content="gone\n",
-        author=dm_author,
+        author=reviewer_author,
     )
     assert applied.code == "applied"
     written = skill_file_write(
@@ -193,8 +194,9 @@ def test_files_archives_and_long_diffs(skill, group_author, staff_reviewer):
 
 
 def test_at_most_twenty_changes_are_shown_and_the_queries_do_not_grow(
-    group_author, staff_reviewer, django_assert_max_num_queries
+    group_author, staff_reviewer, django_assert_max_num_queries, settings
 ):
+    settings.SKILLS_PENDING_MAX = 30  # one author makes them all here
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -382,9 +384,11 @@ def test_the_empty_state_only_when_nothing_waits_anywhere(proposal, staff_review
 
 
 def test_a_page_shown_for_version_2_decides_nothing_once_the_skill_is_at_3(
-    skill, dm_author, group_author, staff_reviewer
+    skill, reviewer_author, group_author, staff_reviewer
 ):
-    skill_patch(name="deploy-staging", old_string="Ship it:", new_string="Ship:", author=dm_author)
+    skill_patch(
+        name="deploy-staging", old_string="Ship it:", new_string="Ship:", author=reviewer_author
+    )
     proposal = skill_patch(
         name="deploy-staging",
         old_string="make image",
@@ -398,7 +402,7 @@ def test_a_page_shown_for_version_2_decides_nothing_once_the_skill_is_at_3(
         name="deploy-staging",
         old_string="Check the health page.",
         new_string="Check /health.",
-        author=dm_author,
+        author=reviewer_author,
     )
     response = client.post(
         decide_url(proposal), {"decision": "approve", "shown_version": "2"}, headers=HTMX
@@ -414,16 +418,20 @@ def test_a_page_shown_for_version_2_decides_nothing_once_the_skill_is_at_3(
 
 
 def test_a_pending_change_whose_skill_moved_on_says_so_and_a_decision_supersedes_it(
-    skill, dm_author, group_author, staff_reviewer
+    skill, reviewer_author, group_author, staff_reviewer
 ):
-    skill_patch(name="deploy-staging", old_string="Ship it:", new_string="Ship:", author=dm_author)
+    skill_patch(
+        name="deploy-staging", old_string="Ship it:", new_string="Ship:", author=reviewer_author
+    )
     proposal = skill_patch(
         name="deploy-staging",
         old_string="make image",
         new_string="make image-fast",
         author=group_author,
     ).proposal
-    skill_patch(name="deploy-staging", old_string="Ship:", new_string="Ship now:", author=dm_author)
+    skill_patch(
+        name="deploy-staging", old_string="Ship:", new_string="Ship now:", author=reviewer_author
+    )
     # As a proposal left pending by an older release, which did not supersede on apply.
     SkillProposal.objects.filter(pk=proposal.pk).update(status=Status.PENDING)
     client = login(staff_reviewer)
@@ -440,13 +448,13 @@ def test_a_pending_change_whose_skill_moved_on_says_so_and_a_decision_supersedes
 
 
 def test_a_new_skill_created_meanwhile_by_someone_else_supersedes_the_proposal(
-    group_author, dm_author, staff_reviewer
+    group_author, reviewer_author, staff_reviewer
 ):
     proposal = skill_create(name="triage", content=skill_md(name="triage"), author=group_author)
     client = login(staff_reviewer)
     assert item_of(client.get(APPROVALS).text, proposal.proposal)  # the reviewer's open page
     skill_create(
-        name="triage", content=skill_md(name="triage", description="Other."), author=dm_author
+        name="triage", content=skill_md(name="triage", description="Other."), author=reviewer_author
     )
     assert SkillProposal.objects.get().status == Status.SUPERSEDED  # at once, not on a decision
     assert f'id="skill-proposal-{proposal.proposal.pk}"' not in client.get(APPROVALS).text

@@ -67,7 +67,7 @@ def test_outsiders_other_groups_and_deactivated_staff_cannot_decide(
 
 
 def test_a_decision_on_a_version_the_reviewer_did_not_see_is_refused(
-    proposal, dm_author, staff_reviewer
+    proposal, reviewer_author, staff_reviewer
 ):
     with pytest.raises(SkillStale, match="another version"):
         skill_proposal_decide(
@@ -79,7 +79,7 @@ def test_a_decision_on_a_version_the_reviewer_did_not_see_is_refused(
         name="deploy-staging",
         old_string="Check the health page.",
         new_string="Check /health.",
-        author=dm_author,
+        author=reviewer_author,
     )
     assert SkillProposal.objects.get().status == "superseded"
     with pytest.raises(SkillConflict):
@@ -123,9 +123,9 @@ def test_a_proposal_blocked_by_todays_scanner_is_rejected_on_approval(proposal, 
     assert SkillEvent.objects.last().kind == Kind.BLOCKED
 
 
-def test_rollback_is_a_new_version_with_the_old_content(skill, dm_author, staff_reviewer):
+def test_rollback_is_a_new_version_with_the_old_content(skill, reviewer_author, staff_reviewer):
     skill_patch(
-        name="deploy-staging", old_string="make image", new_string="make x", author=dm_author
+        name="deploy-staging", old_string="make image", new_string="make x", author=reviewer_author
     )
     version = skill_rollback(
         name="deploy-staging", to_number=1, shown_version=2, person=staff_reviewer
@@ -168,9 +168,11 @@ def test_a_reviewers_note_is_kept_on_the_decision(proposal, staff_reviewer):
     assert event.detail == {"note": "use the fast target only on CI"}
 
 
-def test_a_rollback_to_the_content_already_current_is_refused(skill, dm_author, staff_reviewer):
+def test_a_rollback_to_the_content_already_current_is_refused(
+    skill, reviewer_author, staff_reviewer
+):
     skill_patch(
-        name="deploy-staging", old_string="make image", new_string="make x", author=dm_author
+        name="deploy-staging", old_string="make image", new_string="make x", author=reviewer_author
     )
     skill_rollback(name="deploy-staging", to_number=1, shown_version=2, person=staff_reviewer)
     with pytest.raises(SkillConflict, match="same content"):

@@ -15,7 +15,7 @@ from skills.services import (
     skill_file_write,
     skill_patch,
 )
-from tests.skills.conftest import HOSTILE
+from tests.skills.conftest import HOSTILE, make_team
 from tests.skills.helpers import BODY, skill_md
 
 pytestmark = pytest.mark.django_db
@@ -220,7 +220,7 @@ def test_changes_from_a_group_wait_for_a_reviewer(group_author, dm_author):
     assert (proposal.action, proposal.base_number, proposal.status) == ("create", None, "pending")
     assert SkillEvent.objects.get().kind == Kind.PROPOSED
 
-    create(dm_author)
+    make_team(create(dm_author))
     patch = skill_patch(
         name="deploy-staging", old_string="make image", new_string="make x", author=group_author
     )

@@ -120,14 +120,14 @@ def test_an_import_with_a_hostile_file_name_is_blocked_and_a_plain_one_passes(dm
     assert outcome.code == "applied", outcome.message
 
 
-def test_a_file_name_already_stored_does_not_block_a_change_of_its_content(skill, dm_author):
+def test_a_file_name_already_stored_does_not_block_a_change_of_its_content(skill, reviewer_author):
     """Only paths a write adds are scanned as names (and an old one would be known)."""
     assert (
         skill_file_write(
             name="deploy-staging",
             file_path="references/hosts.md",
             file_content="staging-1\n",
-            author=dm_author,
+            author=reviewer_author,
         ).code
         == "applied"
     )
@@ -135,7 +135,7 @@ def test_a_file_name_already_stored_does_not_block_a_change_of_its_content(skill
         name="deploy-staging",
         file_path="references/hosts.md",
         file_content="staging-2\n",
-        author=dm_author,
+        author=reviewer_author,
     )
     assert outcome.code == "applied", outcome.message
 

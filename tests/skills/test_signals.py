@@ -34,11 +34,11 @@ def test_a_proposal_is_announced_after_commit(
 
 
 def test_applied_refused_and_blocked_changes_announce_nothing(
-    dm_author, group_author, announced, django_capture_on_commit_callbacks
+    reviewer_author, group_author, announced, django_capture_on_commit_callbacks
 ):
     with django_capture_on_commit_callbacks(execute=True):
         assert (
-            skill_create(name="deploy-staging", content=skill_md(), author=dm_author).code
+            skill_create(name="deploy-staging", content=skill_md(), author=reviewer_author).code
             == "applied"
         )
         refused = skill_patch(

@@ -85,7 +85,11 @@ def test_create_index_view_patch_and_every_refusal_through_the_engine(fake):
     )
     assert SKILL.split("---\n")[-1] not in system_prompt(index_request)  # the body is not
     viewed = tool_results(view_result_request)["v1"]
-    assert viewed.startswith("Skill deploy-staging (version 1, category ops):")
+    # Created in the person's own DM: their personal skill, and the view says so.
+    assert viewed.startswith(
+        "Skill deploy-staging (version 1, category ops, personal: only in its owner's own "
+        "private chats):"
+    )
     assert 'deploy --env "staging" --wait' in viewed
     report = Turn.objects.get(pk=viewing.pk).prompt_report
     skills_report = next(s for s in report["sections"] if s["name"] == "skills")
@@ -180,7 +184,7 @@ def test_skills_list_and_a_supporting_file(fake):
     results = tool_results(fake.requests[-1])
     assert "now version 2 (write_file)" in results["w1"]
     assert results["l1"].startswith("1 skill; showing 1–1.")
-    assert "- deploy-staging: How to deploy" in results["l1"]
+    assert "- deploy-staging (personal): How to deploy" in results["l1"]
     assert results["v1"].endswith("staging-1.internal\n")
     assert "leaves the skill" in results["v2"]
     assert "invalid arguments" in results["x1"]

@@ -31,7 +31,10 @@ def hostile_skill(name: str, description: str) -> str:
     )
 
 
-def test_escaped_descriptions_and_hostile_file_names_never_reach_another_chat(fake):
+def test_escaped_descriptions_and_hostile_file_names_never_reach_another_chat(fake, settings):
+    # Alice's writes go straight to the team (as a reviewer's would): the scanner alone stands
+    # between them and Bob's prompt.
+    settings.SKILLS_APPROVAL = "auto"
     fake.script(
         manage("c0", "deploy-staging", action="create", content=SKILL),
         manage(
@@ -54,7 +57,7 @@ def test_escaped_descriptions_and_hostile_file_names_never_reach_another_chat(fa
         ),
         fake_openai.text("Saved."),
     )
-    run(say("save these skills"))  # Alice's own DM: her changes apply at once
+    run(say("save these skills"))
     results = tool_results(fake.requests[-1])
     assert "now version 1" in results["c0"]
     assert "the escape `\\x49`" in results["c1"] and "Nothing was changed" in results["c1"]

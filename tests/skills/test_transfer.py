@@ -40,22 +40,26 @@ def write(path, text: str | bytes):
 
 
 @pytest.mark.storage
-def test_export_then_import_into_an_empty_database_gives_identical_skills(dm_author, tmp_path):
-    skill_create(name="deploy-staging", content=skill_md(), author=dm_author, category="ops")
+def test_export_then_import_into_an_empty_database_gives_identical_skills(
+    reviewer_author, tmp_path
+):
+    skill_create(name="deploy-staging", content=skill_md(), author=reviewer_author, category="ops")
     skill_file_write(
         name="deploy-staging",
         file_path="references/hosts.md",
         file_content="staging-1\r\nstaging-2\n  trailing  \n",
-        author=dm_author,
+        author=reviewer_author,
     )
     skill_file_write(
         name="deploy-staging",
         file_path="templates/nested/report.md",
         file_content="# Report \u2014 {{ date }}\n",
-        author=dm_author,
+        author=reviewer_author,
     )
     unicode_body = "# Café\n\nÜse “quotes” — and CRLF\r\nlines.\n"
-    skill_create(name="notes", content=skill_md(name="notes", body=unicode_body), author=dm_author)
+    skill_create(
+        name="notes", content=skill_md(name="notes", body=unicode_body), author=reviewer_author
+    )
     before = snapshot()
 
     out, _ = run("export_skills", str(tmp_path / "out"))

@@ -204,18 +204,23 @@ def test_symlinks_are_reported(tmp_path):
 
 
 def test_export_keeps_a_skill_whose_folder_would_fall_inside_another_skills_files(
-    tmp_path, dm_author
+    tmp_path, reviewer_author
 ):
     # `ops` has a file under scripts/; `scripts` lives in category `ops`, and `deploy` in
     # category `ops/scripts`: written naively, both would land inside ops's folder (issue 19
     # item 8: re-import then lost a skill).
-    skill_create(name="ops", content=skill_md(name="ops"), author=dm_author)
+    skill_create(name="ops", content=skill_md(name="ops"), author=reviewer_author)
     skill_file_write(
-        name="ops", file_path="scripts/deploy/notes.md", file_content="n\n", author=dm_author
+        name="ops", file_path="scripts/deploy/notes.md", file_content="n\n", author=reviewer_author
     )
-    skill_create(name="scripts", content=skill_md(name="scripts"), author=dm_author, category="ops")
     skill_create(
-        name="deploy", content=skill_md(name="deploy"), author=dm_author, category="ops/scripts"
+        name="scripts", content=skill_md(name="scripts"), author=reviewer_author, category="ops"
+    )
+    skill_create(
+        name="deploy",
+        content=skill_md(name="deploy"),
+        author=reviewer_author,
+        category="ops/scripts",
     )
     before = snapshot()
     out, _ = run("export_skills", str(tmp_path / "out"))
@@ -265,7 +270,9 @@ def test_import_refuses_a_skill_over_the_limits_with_a_clear_line(tmp_path, monk
     assert outcome.code == "invalid" and f"at most {skill_format.MAX_FILES}" in outcome.message
 
 
-def test_the_agents_changes_keep_remove_or_replace_binaries(tmp_path, dm_author, staff_reviewer):
+def test_the_agents_changes_keep_remove_or_replace_binaries(
+    tmp_path, reviewer_author, staff_reviewer
+):
     from skills.reviews import skill_rollback
     from skills.services import skill_file_remove, skill_patch
 
@@ -276,12 +283,12 @@ def test_the_agents_changes_keep_remove_or_replace_binaries(tmp_path, dm_author,
     first = Skill.objects.get(slug="canvas").current_version
 
     patched = skill_patch(
-        name="canvas", old_string="make image", new_string="make poster", author=dm_author
+        name="canvas", old_string="make image", new_string="make poster", author=reviewer_author
     )
     assert patched.code == "applied", patched.message
     assert patched.version.binaries == first.binaries  # a text change keeps the font
 
-    removed = skill_file_remove(name="canvas", file_path=font, author=dm_author)
+    removed = skill_file_remove(name="canvas", file_path=font, author=reviewer_author)
     assert removed.code == "applied" and removed.version.binaries == {}
     assert removed.version.content_hash != patched.version.content_hash
 
@@ -290,7 +297,7 @@ def test_the_agents_changes_keep_remove_or_replace_binaries(tmp_path, dm_author,
     assert rolled.binaries == first.binaries and rolled.content_hash == first.content_hash
 
     replaced = skill_file_write(
-        name="canvas", file_path=font, file_content="now a text file\n", author=dm_author
+        name="canvas", file_path=font, file_content="now a text file\n", author=reviewer_author
     )
     assert replaced.code == "applied"
     assert font in replaced.version.files and font not in replaced.version.binaries

@@ -116,8 +116,8 @@ def body_of(page: str) -> str:
 
 
 @pytest.fixture
-def deploy(dm_author):
-    return make_skill("deploy-staging", dm_author, category="ops")
+def deploy(reviewer_author):
+    return make_skill("deploy-staging", reviewer_author, category="ops")
 
 
 @pytest.fixture
@@ -161,10 +161,12 @@ def test_an_unknown_skill_is_404(member):
 
 
 def test_the_library_shows_category_status_pin_description_usage_and_last_change(
-    dm_author, staff_reviewer, member, team_chat
+    reviewer_author, staff_reviewer, member, team_chat
 ):
-    make_skill("deploy-staging", dm_author, category="ops")
-    make_skill("write-report", dm_author, description="House style <b>for</b> incident reports.")
+    make_skill("deploy-staging", reviewer_author, category="ops")
+    make_skill(
+        "write-report", reviewer_author, description="House style <b>for</b> incident reports."
+    )
     skill_pin(name="write-report", pinned=True, person=staff_reviewer)
     deploy = Skill.objects.get(slug="deploy-staging")
     for _ in range(3):
@@ -184,11 +186,13 @@ def test_the_library_shows_category_status_pin_description_usage_and_last_change
     assert "House style &lt;b&gt;for&lt;/b&gt; incident reports." in pinned_row
 
 
-def test_search_category_and_status_filters(dm_author, staff_reviewer, member):
-    make_skill("deploy-staging", dm_author, category="ops")
-    make_skill("deploy-prod", dm_author, category="ops", description="Ship it to production.")
-    make_skill("write-report", dm_author, category="writing", description="Reports on deploys.")
-    make_skill("old-runbook", dm_author, category="ops")
+def test_search_category_and_status_filters(reviewer_author, staff_reviewer, member):
+    make_skill("deploy-staging", reviewer_author, category="ops")
+    make_skill("deploy-prod", reviewer_author, category="ops", description="Ship it to production.")
+    make_skill(
+        "write-report", reviewer_author, category="writing", description="Reports on deploys."
+    )
+    make_skill("old-runbook", reviewer_author, category="ops")
     skill_set_status(name="old-runbook", archived=True, person=staff_reviewer)
     Skill.objects.filter(slug="deploy-prod").update(status=Skill.Status.STALE)
     client = login(member)
@@ -273,11 +277,11 @@ Run **make image** and <script>alert("pwned")</script> then [click](javascript:a
 """
 
 
-def test_the_skill_page_renders_the_body_sanitised_and_the_front_matter(dm_author, member):
-    make_skill("rollback-staging", dm_author)
+def test_the_skill_page_renders_the_body_sanitised_and_the_front_matter(reviewer_author, member):
+    make_skill("rollback-staging", reviewer_author)
     make_skill(
         "deploy-staging",
-        dm_author,
+        reviewer_author,
         body=HOSTILE_BODY,
         version="1.2",
         license="MIT",
@@ -303,13 +307,13 @@ def test_the_skill_page_renders_the_body_sanitised_and_the_front_matter(dm_autho
 
 
 def test_files_are_listed_with_sizes_and_shown_escaped_with_hidden_code_points_revealed(
-    deploy, dm_author, member
+    deploy, reviewer_author, member
 ):
     skill_file_write(
         name="deploy-staging",
         file_path="references/hosts.md",
         file_content="staging-1.internal <b>\n",
-        author=dm_author,
+        author=reviewer_author,
     )
     # Text stored before the scanner knew a rule: the page shows what the model would read.
     version = Skill.objects.get().current_version
@@ -322,12 +326,12 @@ def test_files_are_listed_with_sizes_and_shown_escaped_with_hidden_code_points_r
     assert "echo ok⟦U+200B⟧ # zero width" in files and "\u200b" not in files
 
 
-def test_the_raw_view_returns_the_stored_text_exactly(deploy, dm_author, member):
+def test_the_raw_view_returns_the_stored_text_exactly(deploy, reviewer_author, member):
     skill_file_write(
         name="deploy-staging",
         file_path="scripts/run.sh",
         file_content="#!/bin/sh\necho <x>\n",
-        author=dm_author,
+        author=reviewer_author,
     )
     client = login(member)
     raw = client.get("/skills/deploy-staging/raw")
@@ -340,8 +344,10 @@ def test_the_raw_view_returns_the_stored_text_exactly(deploy, dm_author, member)
     assert client.get("/skills/deploy-staging/raw?path=../../etc/passwd").status_code == 404
 
 
-def test_an_older_version_is_shown_the_same_way_and_bad_versions_are_404(deploy, dm_author, member):
-    make_it_faster(dm_author)
+def test_an_older_version_is_shown_the_same_way_and_bad_versions_are_404(
+    deploy, reviewer_author, member
+):
+    make_it_faster(reviewer_author)
     client = login(member)
     current = client.get("/skills/deploy-staging/").content.decode()
     assert "make image-fast" in body_of(current) and "Version 2, the current one" in current
@@ -438,8 +444,10 @@ def test_an_archived_skill_is_shown_with_a_banner(deploy, staff_reviewer, member
     )
 
 
-def test_only_reviewers_see_the_actions(deploy, dm_author, staff_reviewer, group_reviewer, member):
-    make_it_faster(dm_author)
+def test_only_reviewers_see_the_actions(
+    deploy, reviewer_author, staff_reviewer, group_reviewer, member
+):
+    make_it_faster(reviewer_author)
     for person in (staff_reviewer, group_reviewer):
         page = login(person).get("/skills/deploy-staging/").content.decode()
         assert 'id="skill-actions"' in page and "Roll back to version 1" in page
@@ -453,14 +461,14 @@ def test_only_reviewers_see_the_actions(deploy, dm_author, staff_reviewer, group
 
 
 def test_the_diff_shows_the_changed_lines_side_by_side_previous_against_current_by_default(
-    deploy, dm_author, member
+    deploy, reviewer_author, member
 ):
-    make_it_faster(dm_author)
+    make_it_faster(reviewer_author)
     skill_file_write(
         name="deploy-staging",
         file_path="references/hosts.md",
         file_content="staging-1\n",
-        author=dm_author,
+        author=reviewer_author,
     )
     client = login(member)
     page = client.get("/skills/deploy-staging/diff").content.decode()

@@ -24,12 +24,12 @@ STATUS = "/skills/deploy-staging/status"
 
 
 @pytest.fixture
-def deploy(dm_author):
+def deploy(reviewer_author):
     """deploy-staging at version 3: created, then two patches."""
-    make_skill("deploy-staging", dm_author, category="ops")
+    make_skill("deploy-staging", reviewer_author, category="ops")
     for old, new in (("make image", "make image-fast"), ("--wait", "--wait --timeout 600")):
         outcome = skill_patch(
-            name="deploy-staging", old_string=old, new_string=new, author=dm_author
+            name="deploy-staging", old_string=old, new_string=new, author=reviewer_author
         )
         assert outcome.code == "applied"
     return Skill.objects.get(slug="deploy-staging")
@@ -90,14 +90,14 @@ def test_a_rollback_with_htmx_swaps_the_skill_and_shows_the_new_version(deploy, 
 
 @pytest.mark.parametrize("headers", [HTMX, {}], ids=["htmx", "no-js"])
 def test_a_stale_rollback_answers_409_with_the_reason_and_the_page_as_it_is_now(
-    deploy, dm_author, staff_reviewer, headers
+    deploy, reviewer_author, staff_reviewer, headers
 ):
     # The page was loaded at version 3; meanwhile the agent made version 4.
     skill_patch(
         name="deploy-staging",
         old_string="Check the health page.",
         new_string="Check /health.",
-        author=dm_author,
+        author=reviewer_author,
     )
     before = state()
     response = login(staff_reviewer).post(
