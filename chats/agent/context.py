@@ -277,12 +277,16 @@ def _render_sections(
             error = repr(exc)[:300]
             reports.append({"name": name, "status": "failed", "tokens": 0, "error": error})
             continue
+        details = getattr(text, "details", None)
         text = text.strip()
         if not text:
             reports.append({"name": name, "status": "empty", "tokens": 0})
             continue
         rendered.append((name, text))
-        reports.append({"name": name, "status": "included", "tokens": count_tokens(text)})
+        report = {"name": name, "status": "included", "tokens": count_tokens(text)}
+        if isinstance(details, dict) and details:
+            report["details"] = details
+        reports.append(report)
     texts: list[str] = []
     measured = [report for report in reports if report["status"] == "included"]
     level = _water_level([report["tokens"] + 2 for report in measured], available) - 2

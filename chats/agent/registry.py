@@ -60,6 +60,18 @@ class Tool:
         }
 
 
+class SectionText(str):
+    """A prompt section's text that also tells the turn's prompt report something about
+    itself (`details`, JSON-serialisable: e.g. how many items it listed and left out)."""
+
+    details: dict
+
+    def __new__(cls, text: str = "", details: dict | None = None) -> "SectionText":
+        section_text = super().__new__(cls, text)
+        section_text.details = dict(details or {})
+        return section_text
+
+
 class ToolProvider(Protocol):
     def tools(self) -> Iterable[Tool]: ...
 
@@ -69,7 +81,8 @@ class PromptSectionProvider(Protocol):
     order: int  # lower renders first
 
     def render(self, context: TurnContext) -> str:
-        """The section's text for this turn, or "" to leave it out."""
+        """The section's text for this turn, or "" to leave it out; a SectionText adds its
+        details to the prompt report."""
         ...
 
 

@@ -1,0 +1,370 @@
+"""Which skills the prompt index lists, and how much of each description it shows.
+
+* **Lines.** A description is shortened to what the skill does and when to use it
+  (`index_description`): the sentences up to the first one that says when ("Use when…",
+  "When Claude needs…"), or the first sentence and that one when it comes late; never more
+  than DESCRIPTION_CHARS, cut at a word boundary.
+* **Choice.** When not every skill fits SKILLS_INDEX_TOKENS, the index lists pinned skills
+  first, then the skills the conversation is about: a BM25 score of name, category and
+  description against the chat's newest user messages (the newest weighs most), plus a
+  bonus for skills loaded in this chat lately. Ties go round-robin across categories, so no
+  category is dropped for sorting last.
+* **Stability.** The choice is kept per chat in the cache and reused while the conversation
+  stays on its topic, so the system prompt is byte-identical from turn to turn (providers
+  cache prompt prefixes; a prompt that changes every turn pays full price every time). It is
+  chosen again when the context was compressed or reset, when the current message is
+  clearly about something the listed skills do not cover, when a listed skill is gone, or
+  when a new skill fits the current message better than what is listed.
+"""
+
+import logging
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+from django.core.cache import cache
+
+from chats.agent.tokens import count_tokens
+from skills.selectors import (
+    IndexRow,
+    index_context_epoch,
+    index_recent_loads,
+    index_recent_user_texts,
+)
+
+logger = logging.getLogger(__name__)
+
+# --- Lines -------------------------------------------------------------------------------
+
+DESCRIPTION_CHARS = 300  # the most of a description one line shows (≈ 60–75 tokens)
+ENOUGH_CHARS = 80  # a shorter description is shown whole; a shown part grows to this
+HEAD_CHARS = 60  # the least of "what it does" kept when "when to use" comes late
+
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+")
+# A sentence that says when to load the skill: it starts with "When…", "Use…", "For…",
+# "If…", or says "use (this) when/for/if", "when to use", "triggers on"; 用于/适用/当.
+_WHEN = re.compile(
+    r"^(?:when|whenever|use|used|useful|for|if|trigger)\b"
+    r"|\buse (?:it |this |this skill |me )?(?:when|whenever|for|if|to)\b"
+    r"|\bwhen to use\b|\btrigger(?:s|ed)? (?:on|when|by|for)\b"
+    r"|用于|适用|当",
+    re.IGNORECASE,
+)
+_WEAK_WHEN = re.compile(r"\b(?:when|whenever|if)\b", re.IGNORECASE)
+
+
+def _cut(text: str, limit: int) -> str:
+    """`text` in at most `limit` characters, cut at a word boundary with "…"."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    space = cut.rfind(" ")
+    if space > limit // 2:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:-–—") + "…"
+
+
+def index_description(description: str) -> str:
+    """The part of `description` the index shows: at most DESCRIPTION_CHARS characters that
+    keep the sentence saying when to use the skill, whole when it is short."""
+    text = " ".join(description.split())
+    if len(text) <= ENOUGH_CHARS:
+        return text
+    sentences = _SENTENCE_END.split(text)
+    when = next((i for i, s in enumerate(sentences) if _WHEN.search(s)), None)
+    if when is None:
+        when = next((i for i, s in enumerate(sentences) if _WEAK_WHEN.search(s)), 0)
+    shown = " ".join(sentences[: when + 1])
+    if len(shown) > DESCRIPTION_CHARS and when > 0:
+        # "When to use" comes late: the first sentence (what it does), then that one.
+        gap = " … " if when > 1 else " "
+        cue = sentences[when]
+        head = _cut(sentences[0], max(DESCRIPTION_CHARS - len(cue) - len(gap), HEAD_CHARS))
+        shown = head + gap + cue
+    following = when + 1
+    while len(shown) < ENOUGH_CHARS and following < len(sentences):
+        shown = f"{shown} {sentences[following]}"
+        following += 1
+    return _cut(shown, DESCRIPTION_CHARS)
+
+
+def index_line(row: IndexRow) -> str:
+    where = f" [{row.category}]" if row.category else ""
+    return f"- {row.slug}{where}: {index_description(row.description)}"
+
+
+def pointer_line(left_out: int) -> str:
+    return f"- … and {left_out} more: call skills_list (by category or query) to see them."
+
+
+@lru_cache(maxsize=16_384)
+def line_tokens(line: str) -> int:
+    """Tokens of one line of the index with its newline (lines repeat from turn to turn)."""
+    return count_tokens(line) + 1
+
+
+# --- Relevance ---------------------------------------------------------------------------
+
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_WORD = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+")
+_CJK_RUN = re.compile(rf"[{_CJK}]+")
+_STOPWORDS = frozenset(
+    """\
+    a about after again all also am an and any are as at be been before but by can could
+    did do does doing done for from get got had has have how i if in into is it its just
+    let lets like make me more my need no not now of ok okay on or our please should so
+    some than thank thanks that the their them then there these they this those to up us
+    use used using want was we were what when where which who why will with would yes you
+    your hi hello hey
+    """.split()  # noqa: SIM905 - a list literal of 100 words is harder to read
+)
+K1, B = 1.2, 0.75  # BM25's usual term saturation and length normalisation
+NAME_WEIGHT = 2  # a word of the name or category counts like two of the description
+
+
+def _stem(word: str) -> str:
+    """A light English stemmer: "locks", "locked", "locking" and "lock" are one term."""
+    if len(word) > 4 and word.endswith(("ies", "ied")):
+        word = word[:-3] + "y"
+    elif len(word) > 5 and word.endswith("ing"):
+        word = word[:-3]
+    elif len(word) > 4 and word.endswith("ed"):
+        word = word[:-2]
+    elif len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+        word = word[:-1]
+    if len(word) > 4 and word.endswith("e"):
+        word = word[:-1]
+    return word
+
+
+@lru_cache(maxsize=16_384)
+def _terms(text: str) -> tuple[str, ...]:
+    """Search terms of `text`: stemmed words without stop words or bare numbers; runs of
+    Chinese or Japanese characters as overlapping pairs."""
+    terms = []
+    for word in _WORD.findall(text.casefold()):
+        if _CJK_RUN.fullmatch(word):
+            terms.extend(word[i : i + 2] for i in range(max(len(word) - 1, 1)))
+            continue
+        if word in _STOPWORDS or word.isdigit() or len(word) < 2:
+            continue
+        stem = _stem(word)
+        if stem not in _STOPWORDS:
+            terms.append(stem)
+    return tuple(terms)
+
+
+@lru_cache(maxsize=16_384)
+def _document(slug: str, category: str, description: str) -> tuple[dict[str, int], int]:
+    """Term counts and length of one skill as the score reads it (never modified)."""
+    counts: dict[str, int] = {}
+    for term in _terms(description):
+        counts[term] = counts.get(term, 0) + 1
+    for term in _terms(f"{slug} {category}"):
+        counts[term] = counts.get(term, 0) + NAME_WEIGHT
+    return counts, sum(counts.values())
+
+
+def conversation_query(texts: Sequence[str]) -> dict[str, float]:
+    """Term weights of user messages given newest first: the newest weighs 1, earlier ones
+    less; a term takes its highest weight."""
+    query: dict[str, float] = {}
+    for age, text in enumerate(texts):
+        weight = 1 / (1 + 0.75 * age)
+        for term in _terms(text or ""):
+            if query.get(term, 0) < weight:
+                query[term] = weight
+    return query
+
+
+def relevance(rows: Sequence[IndexRow], query: dict[str, float]) -> list[float]:
+    """A BM25 score of each row's name, category and description against `query`."""
+    if not query or not rows:
+        return [0.0] * len(rows)
+    documents = [_document(row.slug, row.category, row.description) for row in rows]
+    total = len(documents)
+    average = sum(length for _, length in documents) / total or 1.0
+    frequency = dict.fromkeys(query, 0)
+    for counts, _ in documents:
+        for term in query:
+            if term in counts:
+                frequency[term] += 1
+    weights = {
+        term: query[term] * math.log(1 + (total - found + 0.5) / (found + 0.5))
+        for term, found in frequency.items()
+        if found
+    }
+    scores = []
+    for counts, length in documents:
+        score = 0.0
+        norm = K1 * (1 - B + B * length / average)
+        for term, weight in weights.items():
+            count = counts.get(term)
+            if count:
+                score += weight * count * (K1 + 1) / (count + norm)
+        scores.append(score)
+    return scores
+
+
+# --- Choice ------------------------------------------------------------------------------
+
+RECENT_MESSAGES = 4  # user messages the choice reads (the current one and three before)
+USE_BONUS = 1.0  # a skill loaded lately in this chat ranks like one weak word match
+TOP = 3  # how many of the best scores stand for "what the list covers"
+SIGNAL = 2.0  # a best score below this says nothing about which skills matter
+TOPIC_CHANGE = 0.5  # the list covers less than this share of the best: a new topic
+NEW_SKILL_GAIN = 1.5  # a new skill this many times better than the weakest listed joins
+
+
+@dataclass
+class IndexChoice:
+    """The rows the index lists (in the selector's order), how many it leaves out, and how
+    the list came about: "all" fit, "kept" from an earlier turn, or "chosen" now (why)."""
+
+    rows: list[IndexRow]
+    left_out: int
+    choice: str
+    reason: str = ""
+
+    def details(self) -> dict:
+        details = {"listed": len(self.rows), "left_out": self.left_out, "choice": self.choice}
+        if self.reason:
+            details["reason"] = self.reason
+        return details
+
+
+def _fits_all(rows: Sequence[IndexRow], available: int) -> bool:
+    used = 0
+    for row in rows:
+        used += line_tokens(index_line(row))
+        if used > available:
+            return False
+    return True
+
+
+def _pick(
+    rows: Sequence[IndexRow], scores: Sequence[float], loads: dict[str, int], available: int
+) -> set[str]:
+    """Names of the rows to list within `available` tokens: pinned first, then by score and
+    recent loads, ties round-robin across categories (rows come by category and name)."""
+    rank_in_category: list[int] = []
+    seen: dict[str, int] = {}
+    for row in rows:
+        rank_in_category.append(seen.get(row.category, 0))
+        seen[row.category] = rank_in_category[-1] + 1
+
+    def priority(index: int):
+        row = rows[index]
+        bonus = USE_BONUS * min(loads.get(row.slug, 0), 3) ** 0.5
+        return (not row.pinned, -(scores[index] + bonus), rank_in_category[index], index)
+
+    chosen: set[str] = set()
+    used = 0
+    for index in sorted(range(len(rows)), key=priority):
+        cost = line_tokens(index_line(rows[index]))
+        if used + cost <= available:
+            chosen.add(rows[index].slug)
+            used += cost
+        elif available - used < 12:  # not even a short line fits any more
+            break
+    return chosen
+
+
+def _top(scores) -> float:
+    return sum(sorted(scores)[-TOP:])
+
+
+def _reason_to_choose(state, rows, epoch, trigger_text, chat) -> str:
+    """Why the kept list cannot serve this turn ("" when it can)."""
+    if not isinstance(state, dict) or state.get("chat") != chat.created_at.isoformat():
+        return "a new conversation"
+    if state.get("epoch") != epoch:
+        return "the context was compressed or reset"
+    listed = set(state.get("slugs", ()))
+    present = {row.slug for row in rows}
+    if not listed <= present:
+        return "a listed skill is gone"
+    query = conversation_query([trigger_text])
+    if not query:
+        return ""
+    scores = relevance(rows, query)
+    free = [(row, score) for row, score in zip(rows, scores, strict=True) if not row.pinned]
+    best = max((score for _, score in free), default=0.0)
+    if best < SIGNAL:
+        return ""  # the message names nothing any skill is about
+    shown = [score for row, score in free if row.slug in listed]
+    if _top(shown) < TOPIC_CHANGE * _top(score for _, score in free):
+        return "the topic changed"
+    known = set(state.get("known", ()))
+    weakest = min(shown, default=0.0)
+    for row, score in free:
+        if row.slug not in known and score >= SIGNAL and score > NEW_SKILL_GAIN * weakest:
+            return "a new skill fits better"
+    return ""
+
+
+def _cache_key(chat) -> str:
+    return f"skills:index:{chat.pk}"
+
+
+def _cache_get(chat):
+    try:
+        return cache.get(_cache_key(chat))
+    except Exception:  # noqa: BLE001 - without the cache the index is chosen every turn
+        logger.warning("skills index: cache unreadable, choosing anew", exc_info=True)
+        return None
+
+
+def _cache_set(chat, state: dict) -> None:
+    try:
+        cache.set(_cache_key(chat), state, timeout=CHOICE_TTL_SECONDS)
+    except Exception:  # noqa: BLE001
+        logger.warning("skills index: cache unwritable", exc_info=True)
+
+
+CHOICE_TTL_SECONDS = 14 * 24 * 3600  # an idle chat chooses anew after two weeks
+
+
+def choose_index(rows: list[IndexRow], *, available: int, context=None) -> IndexChoice:
+    """The rows the index lists within `available` tokens (besides the pointer line): all of
+    them when they fit; else the choice kept for this chat while it still serves the turn,
+    or a new choice by relevance to the conversation and recent loads, remembered."""
+    if _fits_all(rows, available):
+        return IndexChoice(list(rows), 0, "all")
+    available -= line_tokens(pointer_line(len(rows)))
+    chat = getattr(context, "chat", None)
+    trigger = getattr(context, "trigger", None)
+    if chat is None or trigger is None:
+        chosen = _pick(rows, [0.0] * len(rows), {}, available)
+        return _listing(rows, chosen, "chosen", "no conversation")
+
+    epoch = index_context_epoch(chat)
+    state = _cache_get(chat)
+    reason = _reason_to_choose(state, rows, epoch, trigger.text or "", chat)
+    if not reason:
+        listed = set(state["slugs"])
+        kept = [row for row in rows if row.slug in listed]
+        if sum(line_tokens(index_line(row)) for row in kept) <= available:
+            return _listing(rows, listed, "kept")
+        reason = "the listed skills outgrew the budget"
+
+    texts = [trigger.text or "", *index_recent_user_texts(chat, before_id=trigger.pk, limit=3)]
+    scores = relevance(rows, conversation_query(texts[:RECENT_MESSAGES]))
+    chosen = _pick(rows, scores, index_recent_loads(chat), available)
+    _cache_set(
+        chat,
+        {
+            "chat": chat.created_at.isoformat(),
+            "epoch": epoch,
+            "slugs": sorted(chosen),
+            "known": [row.slug for row in rows],
+        },
+    )
+    return _listing(rows, chosen, "chosen", reason)
+
+
+def _listing(rows: Sequence[IndexRow], chosen: set[str], choice: str, reason: str = ""):
+    listed = [row for row in rows if row.slug in chosen]
+    return IndexChoice(listed, len(rows) - len(listed), choice, reason)
