@@ -250,3 +250,32 @@ def test_when_every_skill_fits_nothing_is_chosen():
     text = skills_section.render(turn("anything"))
     assert "more: call skills_list" not in text
     assert text.details == {"listed": 1, "left_out": 0, "choice": "all"}
+
+
+# --- The prompt report -------------------------------------------------------------------
+
+
+def test_the_context_report_shows_the_index_tokens_and_how_many_were_left_out():
+    from chats.agent.context import build_context
+    from chats.agent.llm.base import ProviderInfo
+    from chats.prompt_report import render_prompt_report
+
+    library()
+    context = turn("terraform state lock stuck")
+    built = build_context(
+        chat=context.chat,
+        trigger=context.trigger,
+        provider_info=ProviderInfo(
+            name="fake", model="fake", context_tokens=32_000, supports_tools=True
+        ),
+        tool_specs=[],
+        turn_context=context,
+        sections=[skills_section],
+    )
+    [report] = built.report["sections"]
+    shown = listed(skills_section.render(context))
+    assert report["tokens"] == built.report["tokens"]["sections"]["skills"] > 0
+    assert report["details"]["listed"] == len(shown)
+    assert report["details"]["left_out"] == Skill.objects.count() - len(shown)
+    html = render_prompt_report(built.report)
+    assert f"section: skills (listed {len(shown)}, left out " in html
