@@ -66,6 +66,7 @@ def _cut(text: str, limit: int) -> str:
     return cut.rstrip(" ,;:-–—") + "…"
 
 
+@lru_cache(maxsize=16_384)  # the same descriptions come back every turn
 def index_description(description: str) -> str:
     """The part of `description` the index shows: at most DESCRIPTION_CHARS characters that
     keep the sentence saying when to use the skill, whole when it is short."""
@@ -181,30 +182,30 @@ def conversation_query(texts: Sequence[str]) -> dict[str, float]:
 
 def relevance(rows: Sequence[IndexRow], query: dict[str, float]) -> list[float]:
     """A BM25 score of each row's name, category and description against `query`."""
+    scores = [0.0] * len(rows)
     if not query or not rows:
-        return [0.0] * len(rows)
+        return scores
     documents = [_document(row.slug, row.category, row.description) for row in rows]
     total = len(documents)
     average = sum(length for _, length in documents) / total or 1.0
     frequency = dict.fromkeys(query, 0)
-    for counts, _ in documents:
-        for term in query:
-            if term in counts:
+    hits = []  # one pass finds the matches; only matching rows are scored
+    for index, (counts, length) in enumerate(documents):
+        found = [(term, counts[term]) for term in query if term in counts]
+        if found:
+            hits.append((index, length, found))
+            for term, _ in found:
                 frequency[term] += 1
     weights = {
         term: query[term] * math.log(1 + (total - found + 0.5) / (found + 0.5))
         for term, found in frequency.items()
         if found
     }
-    scores = []
-    for counts, length in documents:
-        score = 0.0
+    for index, length, found in hits:
         norm = K1 * (1 - B + B * length / average)
-        for term, weight in weights.items():
-            count = counts.get(term)
-            if count:
-                score += weight * count * (K1 + 1) / (count + norm)
-        scores.append(score)
+        scores[index] = sum(
+            weights[term] * count * (K1 + 1) / (count + norm) for term, count in found
+        )
     return scores
 
 
