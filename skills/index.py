@@ -287,6 +287,8 @@ def _reason_to_choose(state, rows, epoch, trigger_text, chat) -> str:
     present = {row.slug for row in rows}
     if not listed <= present:
         return "a listed skill is gone"
+    if state.get("pinned") != [row.slug for row in rows if row.pinned]:
+        return "the pinned skills changed"
     query = conversation_query([trigger_text])
     if not query:
         return ""
@@ -360,6 +362,7 @@ def choose_index(rows: list[IndexRow], *, available: int, context=None) -> Index
             "chat": chat.created_at.isoformat(),
             "epoch": epoch,
             "slugs": sorted(chosen),
+            "pinned": [row.slug for row in rows if row.pinned],
             "known": [row.slug for row in rows],
         },
     )

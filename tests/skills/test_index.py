@@ -224,6 +224,16 @@ def test_an_archived_listed_skill_leaves_and_the_choice_is_recomputed():
     assert after.details["reason"] == "a listed skill is gone"
 
 
+def test_a_newly_pinned_skill_is_listed_from_the_next_turn():
+    library()
+    first = skills_section.render(turn("terraform apply failed with a state lock error"))
+    assert "writing-tone" not in listed(first)
+    Skill.objects.filter(slug="writing-tone").update(pinned=True)
+    after = skills_section.render(turn("and the state lock again?"))
+    assert after.splitlines()[2].startswith("- writing-tone [writing]:")
+    assert after.details["reason"] == "the pinned skills changed"
+
+
 def test_a_new_skill_that_fits_the_topic_much_better_joins_the_list():
     library()
     skills_section.render(turn("terraform apply failed with a state lock error"))
