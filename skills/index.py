@@ -353,8 +353,8 @@ def choose_index(rows: list[IndexRow], *, available: int, context=None) -> Index
             return _listing(rows, listed, "kept")
         reason = "the listed skills outgrew the budget"
 
-    texts = [trigger.text or "", *index_recent_user_texts(chat, before_id=trigger.pk, limit=3)]
-    scores = relevance(rows, conversation_query(texts[:RECENT_MESSAGES]))
+    earlier = index_recent_user_texts(chat, before_id=trigger.pk, limit=RECENT_MESSAGES - 1)
+    scores = relevance(rows, conversation_query([trigger.text or "", *earlier]))
     chosen = _pick(rows, scores, index_recent_loads(chat), available)
     _cache_set(
         chat,
