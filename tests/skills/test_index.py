@@ -289,3 +289,23 @@ def test_the_context_report_shows_the_index_tokens_and_how_many_were_left_out():
     assert report["details"]["left_out"] == Skill.objects.count() - len(shown)
     html = render_prompt_report(built.report)
     assert f"section: skills (listed {len(shown)}, left out " in html
+
+
+def test_five_hundred_long_skills_stay_within_every_budget(monkeypatch, settings):
+    from skills import prompt
+    from skills.selectors import IndexRow
+
+    long = ("Builds and checks the thing for the team with many careful steps. " * 15)[:1000]
+    rows = [
+        IndexRow(f"skill-{n:03d}", f"cat-{n % 7}", f"{long} Use when task {n} comes up.", False)
+        for n in range(500)
+    ]
+    monkeypatch.setattr(prompt, "skills_index_rows", lambda: rows)
+    context = turn("task 42 comes up again")
+    for budget in (100, 400, 1200, 3000):
+        settings.SKILLS_INDEX_TOKENS = budget
+        text = skills_section.render(context)
+        assert count_tokens(text) <= budget
+        shown = len(listed(text))
+        assert f"- … and {500 - shown} more: call skills_list" in text
+        assert text.details["listed"] == shown
