@@ -20,6 +20,7 @@
 import logging
 import math
 import re
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -300,29 +301,42 @@ def _reason_to_choose(state, rows, epoch, trigger_text, chat) -> str:
     shown = [score for row, score in free if row.slug in listed]
     if _top(shown) < TOPIC_CHANGE * _top(score for _, score in free):
         return "the topic changed"
-    known = set(state.get("known", ()))
-    weakest = min(shown, default=0.0)
-    for row, score in free:
-        if row.slug not in known and score >= SIGNAL and score > NEW_SKILL_GAIN * weakest:
-            return "a new skill fits better"
+    if state.get("known") != _fingerprint(rows):  # some skill came or went since
+        known = set(_cache_get(chat, KNOWN) or ())
+        weakest = min(shown, default=0.0)
+        for row, score in free:
+            if row.slug not in known and score >= SIGNAL and score > NEW_SKILL_GAIN * weakest:
+                return "a new skill fits better"
     return ""
 
 
-def _cache_key(chat) -> str:
-    return f"skills:index:{chat.pk}"
+def _fingerprint(rows: Sequence[IndexRow]) -> int:
+    """Which skills exist, in a number: the kept state stays small (read every turn) and
+    the full list of names is read only when this changes."""
+    return zlib.crc32("\n".join(row.slug for row in rows).encode())
 
 
-def _cache_get(chat):
+KNOWN = "known"  # the second key of a chat: the names of the skills when it chose
+
+
+def _cache_key(chat, part: str = "") -> str:
+    return f"skills:index:{chat.pk}" + (f":{part}" if part else "")
+
+
+def _cache_get(chat, part: str = ""):
     try:
-        return cache.get(_cache_key(chat))
+        return cache.get(_cache_key(chat, part))
     except Exception:  # noqa: BLE001 - without the cache the index is chosen every turn
         logger.warning("skills index: cache unreadable, choosing anew", exc_info=True)
         return None
 
 
-def _cache_set(chat, state: dict) -> None:
+def _cache_set(chat, values: dict) -> None:
     try:
-        cache.set(_cache_key(chat), state, timeout=CHOICE_TTL_SECONDS)
+        cache.set_many(
+            {_cache_key(chat, part): value for part, value in values.items()},
+            timeout=CHOICE_TTL_SECONDS,
+        )
     except Exception:  # noqa: BLE001
         logger.warning("skills index: cache unwritable", exc_info=True)
 
@@ -356,16 +370,14 @@ def choose_index(rows: list[IndexRow], *, available: int, context=None) -> Index
     earlier = index_recent_user_texts(chat, before_id=trigger.pk, limit=RECENT_MESSAGES - 1)
     scores = relevance(rows, conversation_query([trigger.text or "", *earlier]))
     chosen = _pick(rows, scores, index_recent_loads(chat), available)
-    _cache_set(
-        chat,
-        {
-            "chat": chat.created_at.isoformat(),
-            "epoch": epoch,
-            "slugs": sorted(chosen),
-            "pinned": [row.slug for row in rows if row.pinned],
-            "known": [row.slug for row in rows],
-        },
-    )
+    state = {
+        "chat": chat.created_at.isoformat(),
+        "epoch": epoch,
+        "slugs": sorted(chosen),
+        "pinned": [row.slug for row in rows if row.pinned],
+        "known": _fingerprint(rows),
+    }
+    _cache_set(chat, {"": state, KNOWN: [row.slug for row in rows]})
     return _listing(rows, chosen, "chosen", reason)
 
 

@@ -156,17 +156,16 @@ INDEX_RECENT_LOADS = 50  # a chat's newest loads that count as "used lately"
 def index_context_epoch(chat: Chat) -> int:
     """The id of the chat's newest summary or reset marker (0 if none): it changes exactly
     when the context was compressed or reset."""
-    rows = (
-        Message.objects.filter(chat=chat, role__in=(Message.Role.SUMMARY, Message.Role.MARKER))
+    newest = (
+        Message.objects.filter(chat=chat)
+        .filter(
+            Q(role=Message.Role.SUMMARY) | Q(role=Message.Role.MARKER, metadata__marker="reset")
+        )
         .order_by("-id")
-        .values_list("id", "role", "metadata")[:20]
+        .values_list("id", flat=True)
+        .first()
     )
-    for message_id, role, metadata in rows:
-        if role == Message.Role.SUMMARY or (
-            isinstance(metadata, dict) and metadata.get("marker") == "reset"
-        ):
-            return message_id
-    return 0
+    return newest or 0
 
 
 def index_recent_user_texts(chat: Chat, *, before_id: int, limit: int) -> list[str]:
