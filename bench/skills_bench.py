@@ -144,6 +144,7 @@ def plant():
 
 def index_conversation():
     """A web chat whose user messages are about the planted skills' topic."""
+    from chats.agent.history import history_bounds
     from chats.agent.registry import TurnContext
     from chats.services import message_ingest
 
@@ -151,7 +152,11 @@ def index_conversation():
         message = message_ingest(
             channel="web", chat_id="bench-index", user_id="bob", user_name="Bob", text=text
         ).message
-    return TurnContext(chat=message.chat, trigger=message, actor=message.actor)
+    # As the context builder passes it to prompt sections: where the history starts.
+    start = history_bounds(message.chat, before_id=message.pk).start_id
+    return TurnContext(
+        chat=message.chat, trigger=message, actor=message.actor, history_start_id=start
+    )
 
 
 def _working_cache():

@@ -27,13 +27,9 @@ from functools import lru_cache
 
 from django.core.cache import cache
 
+from chats.agent.history import history_bounds
 from chats.agent.tokens import count_tokens
-from skills.selectors import (
-    IndexRow,
-    index_context_epoch,
-    index_recent_loads,
-    index_recent_user_texts,
-)
+from skills.selectors import IndexRow, index_recent_loads, index_recent_user_texts
 
 logger = logging.getLogger(__name__)
 
@@ -357,7 +353,9 @@ def choose_index(rows: list[IndexRow], *, available: int, context=None) -> Index
         chosen = _pick(rows, [0.0] * len(rows), {}, available)
         return _listing(rows, chosen, "chosen", "no conversation")
 
-    epoch = index_context_epoch(chat)
+    epoch = getattr(context, "history_start_id", None)
+    if epoch is None:  # rendered outside the context builder
+        epoch = history_bounds(chat, before_id=trigger.pk).start_id
     state = _cache_get(chat)
     reason = _reason_to_choose(state, rows, epoch, trigger.text or "", chat)
     if not reason:

@@ -153,21 +153,6 @@ def skill_usage_counts(skills: list[Skill]) -> dict[int, dict]:
 INDEX_RECENT_LOADS = 50  # a chat's newest loads that count as "used lately"
 
 
-def index_context_epoch(chat: Chat) -> int:
-    """The id of the chat's newest summary or reset marker (0 if none): it changes exactly
-    when the context was compressed or reset."""
-    newest = (
-        Message.objects.filter(chat=chat)
-        .filter(
-            Q(role=Message.Role.SUMMARY) | Q(role=Message.Role.MARKER, metadata__marker="reset")
-        )
-        .order_by("-id")
-        .values_list("id", flat=True)
-        .first()
-    )
-    return newest or 0
-
-
 def index_recent_user_texts(chat: Chat, *, before_id: int, limit: int) -> list[str]:
     """The texts of the chat's newest `limit` user messages before `before_id`, newest first."""
     rows = (

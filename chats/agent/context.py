@@ -15,7 +15,7 @@ so the builder reaches the same number without re-encoding history.
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from django.conf import settings
 from django.utils import timezone
@@ -486,8 +486,11 @@ def build_context(
         sections = registry.sections()
 
     bounds = history_bounds(chat, before_id=trigger.pk)
+    # Sections learn where the history starts, e.g. to keep their text stable until the
+    # context is compressed or reset.
+    section_context = replace(turn_context, history_start_id=bounds.start_id)
     system_item, section_reports, summary_report = _system_item(
-        chat, sections, turn_context, budget, bounds.summary
+        chat, sections, section_context, budget, bounds.summary
     )
     trigger_item = _trigger_item(trigger, turn_context, shared=shared)
     trigger_original = trigger_item.tokens

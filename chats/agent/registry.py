@@ -30,6 +30,10 @@ class TurnContext:
     # tools must only ever propose (never apply) and never count as the chat's own use.
     origin: str = ORIGIN_CHAT
     review_id: int | None = None  # the review run this context serves (origin "review")
+    # Set by the context builder for prompt sections: the history the model sees comes after
+    # this message id (the newest summary's range or reset marker; 0: from the start). It
+    # changes exactly when the context is compressed or reset.
+    history_start_id: int | None = None
 
     @property
     def channel(self) -> str:

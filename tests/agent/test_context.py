@@ -502,6 +502,24 @@ def test_a_section_can_tell_the_report_about_itself():
     json.dumps(built.report)  # stored as the turn's prompt report
 
 
+def test_sections_learn_where_the_history_starts():
+    seen = []
+
+    class Spy:
+        name, order = "spy", 1
+
+        def render(self, context):
+            seen.append(context.history_start_id)
+            return ""
+
+    first = say("starts", "hi", channel="web", kind="dm")
+    build(first.chat, first, sections=[Spy()])
+    marker = chat_reset(chat=first.chat)
+    later = say("starts", "again", channel="web", kind="dm")
+    build(later.chat, later, sections=[Spy()])
+    assert seen == [0, marker.pk]
+
+
 def test_registered_sections_are_used_by_default(monkeypatch):
     from chats.agent import context
 

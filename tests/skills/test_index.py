@@ -309,3 +309,32 @@ def test_five_hundred_long_skills_stay_within_every_budget(monkeypatch, settings
         shown = len(listed(text))
         assert f"- … and {500 - shown} more: call skills_list" in text
         assert text.details["listed"] == shown
+
+
+def test_through_the_context_builder_the_index_stays_until_a_reset():
+    from chats.agent.context import build_context
+    from chats.agent.llm.base import ProviderInfo
+
+    library()
+    provider = ProviderInfo(name="fake", model="fake", context_tokens=32_000, supports_tools=True)
+
+    def index_of(text):
+        context = turn(text)
+        built = build_context(
+            chat=context.chat,
+            trigger=context.trigger,
+            provider_info=provider,
+            tool_specs=[],
+            turn_context=context,
+            sections=[skills_section],
+        )
+        system = built.messages[0]["content"]
+        details = built.report["sections"][0]["details"]
+        return system[system.index("## Skills") :], details, context.chat
+
+    first, _, chat = index_of("terraform apply failed with a state lock error")
+    second, details, _ = index_of("ok, once the lock is gone should we run plan again?")
+    assert first == second and details["choice"] == "kept"
+    chat_reset(chat=chat)
+    _, details, _ = index_of("and the lock?")
+    assert details["reason"] == "the context was compressed or reset"
