@@ -13,8 +13,9 @@
   stays on its topic, so the system prompt is byte-identical from turn to turn (providers
   cache prompt prefixes; a prompt that changes every turn pays full price every time). It is
   chosen again when the context was compressed or reset, when the current message is
-  clearly about something the listed skills do not cover, when a listed skill is gone, or
-  when a new skill fits the current message better than what is listed.
+  clearly about something the listed skills do not cover, when a listed skill is gone or a
+  skill was pinned or unpinned, or when a new skill fits the current message better than
+  what is listed.
 """
 
 import logging
