@@ -178,32 +178,53 @@ def conversation_query(texts: Sequence[str]) -> dict[str, float]:
     return query
 
 
+@dataclass(frozen=True)
+class _Corpus:
+    """The skills as the score reads them: each one's length in terms, the average, and per
+    term the skills holding it with its count."""
+
+    lengths: list[int]
+    average: float
+    postings: dict[str, list[tuple[int, int]]]
+
+
+_CORPORA: dict[int, _Corpus] = {}  # by the rows' contents: skills change rarely
+_CORPORA_KEPT = 8  # a few audiences (team-wide, personal skills) at once
+
+
+def _corpus(rows: Sequence[IndexRow]) -> _Corpus:
+    key = hash(tuple((row.slug, row.category, row.description) for row in rows))
+    corpus = _CORPORA.get(key)
+    if corpus is None:
+        lengths, postings = [], {}
+        for index, row in enumerate(rows):
+            counts, length = _document(row.slug, row.category, row.description)
+            lengths.append(length)
+            for term, count in counts.items():
+                postings.setdefault(term, []).append((index, count))
+        corpus = _Corpus(lengths, sum(lengths) / len(lengths) or 1.0, postings)
+        if len(_CORPORA) >= _CORPORA_KEPT:
+            _CORPORA.clear()
+        _CORPORA[key] = corpus
+    return corpus
+
+
 def relevance(rows: Sequence[IndexRow], query: dict[str, float]) -> list[float]:
     """A BM25 score of each row's name, category and description against `query`."""
     scores = [0.0] * len(rows)
     if not query or not rows:
         return scores
-    documents = [_document(row.slug, row.category, row.description) for row in rows]
-    total = len(documents)
-    average = sum(length for _, length in documents) / total or 1.0
-    frequency = dict.fromkeys(query, 0)
-    hits = []  # one pass finds the matches; only matching rows are scored
-    for index, (counts, length) in enumerate(documents):
-        found = [(term, counts[term]) for term in query if term in counts]
-        if found:
-            hits.append((index, length, found))
-            for term, _ in found:
-                frequency[term] += 1
-    weights = {
-        term: query[term] * math.log(1 + (total - found + 0.5) / (found + 0.5))
-        for term, found in frequency.items()
-        if found
-    }
-    for index, length, found in hits:
-        norm = K1 * (1 - B + B * length / average)
-        scores[index] = sum(
-            weights[term] * count * (K1 + 1) / (count + norm) for term, count in found
-        )
+    corpus = _corpus(rows)
+    total = len(rows)
+    for term, weight in query.items():
+        postings = corpus.postings.get(term)
+        if not postings:
+            continue
+        found = len(postings)
+        idf = weight * math.log(1 + (total - found + 0.5) / (found + 0.5))
+        for index, count in postings:
+            norm = K1 * (1 - B + B * corpus.lengths[index] / corpus.average)
+            scores[index] += idf * count * (K1 + 1) / (count + norm)
     return scores
 
 

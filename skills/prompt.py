@@ -51,7 +51,7 @@ class SkillsSection:
         rows = skills_index_rows()
         if not rows:
             return ""
-        available = settings.SKILLS_INDEX_TOKENS - count_tokens(HEADER) - 1
+        available = settings.SKILLS_INDEX_TOKENS - line_tokens(HEADER)
         choice = choose_index(rows, available=available, context=context)
         lines = [index_line(row) for row in choice.rows]
         if choice.left_out:
