@@ -36,11 +36,12 @@ logger = logging.getLogger(__name__)
 
 # --- Lines -------------------------------------------------------------------------------
 
-DESCRIPTION_CHARS = 300  # the most of a description one line shows (≈ 60–75 tokens)
+DESCRIPTION_CHARS = 300  # the most of a description one line shows (≈ 60–75 tokens; see _width)
 ENOUGH_CHARS = 80  # a shorter description is shown whole; a shown part grows to this
 HEAD_CHARS = 60  # the least of "what it does" kept when "when to use" comes late
 
-_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])\s*")
+_CJK_CHAR = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\uff60]")
 # A sentence that says when to load the skill: it starts with "When…", "Use…", "For…",
 # "If…", or says "use (this) when/for/if", "when to use", "triggers on"; 用于/适用/当.
 _WHEN = re.compile(
@@ -53,38 +54,57 @@ _WHEN = re.compile(
 _WEAK_WHEN = re.compile(r"\b(?:when|whenever|if)\b", re.IGNORECASE)
 
 
+def _width(text: str) -> int:
+    """Characters, a Chinese or Japanese one counting as four: what a line may hold is about
+    tokens, and such a character costs about as much as four Latin letters."""
+    return len(text) + 3 * len(_CJK_CHAR.findall(text))
+
+
 def _cut(text: str, limit: int) -> str:
-    """`text` in at most `limit` characters, cut at a word boundary with "…"."""
-    if len(text) <= limit:
+    """`text` in at most `limit` of width, cut at a word boundary with "…"."""
+    if _width(text) <= limit:
         return text
-    cut = text[: limit - 1]
+    end = used = 0
+    for end, character in enumerate(text):
+        used += 4 if _CJK_CHAR.match(character) else 1
+        if used > limit - 1:
+            break
+    cut = text[:end]
     space = cut.rfind(" ")
-    if space > limit // 2:
+    if space > len(cut) // 2:
         cut = cut[:space]
     return cut.rstrip(" ,;:-–—") + "…"
 
 
+def _join(sentences: Sequence[str]) -> str:
+    """Sentences back into one text: a space after Latin punctuation, none after 。！？."""
+    text = ""
+    for sentence in sentences:
+        text += sentence if not text or text[-1] in "。！？" else f" {sentence}"
+    return text
+
+
 @lru_cache(maxsize=16_384)  # the same descriptions come back every turn
 def index_description(description: str) -> str:
-    """The part of `description` the index shows: at most DESCRIPTION_CHARS characters that
+    """The part of `description` the index shows: at most DESCRIPTION_CHARS of width that
     keep the sentence saying when to use the skill, whole when it is short."""
     text = " ".join(description.split())
-    if len(text) <= ENOUGH_CHARS:
+    if _width(text) <= ENOUGH_CHARS:
         return text
-    sentences = _SENTENCE_END.split(text)
+    sentences = [s for s in _SENTENCE_END.split(text) if s]
     when = next((i for i, s in enumerate(sentences) if _WHEN.search(s)), None)
     if when is None:
         when = next((i for i, s in enumerate(sentences) if _WEAK_WHEN.search(s)), 0)
-    shown = " ".join(sentences[: when + 1])
-    if len(shown) > DESCRIPTION_CHARS and when > 0:
+    shown = _join(sentences[: when + 1])
+    if _width(shown) > DESCRIPTION_CHARS and when > 0:
         # "When to use" comes late: the first sentence (what it does), then that one.
         gap = " … " if when > 1 else " "
         cue = sentences[when]
-        head = _cut(sentences[0], max(DESCRIPTION_CHARS - len(cue) - len(gap), HEAD_CHARS))
-        shown = head + gap + cue
+        room = max(DESCRIPTION_CHARS - _width(cue) - len(gap), HEAD_CHARS)
+        shown = _cut(sentences[0], room) + gap + cue
     following = when + 1
-    while len(shown) < ENOUGH_CHARS and following < len(sentences):
-        shown = f"{shown} {sentences[following]}"
+    while _width(shown) < ENOUGH_CHARS and following < len(sentences):
+        shown = _join([shown, sentences[following]])
         following += 1
     return _cut(shown, DESCRIPTION_CHARS)
 

@@ -338,3 +338,17 @@ def test_through_the_context_builder_the_index_stays_until_a_reset():
     chat_reset(chat=chat)
     _, details, _ = index_of("and the lock?")
     assert details["reason"] == "the context was compressed or reset"
+
+
+def test_a_chinese_conversation_finds_its_chinese_skill():
+    library()
+    add(
+        "rollback-release",
+        category="zz-ops",
+        description="回滚生产环境的部署。用于发布失败、需要恢复旧版本时。",
+    )
+    assert index_description("回滚生产环境的部署。用于发布失败、需要恢复旧版本时。" * 3).startswith(
+        "回滚生产环境的部署。用于发布失败"
+    )
+    text = skills_section.render(turn("发布失败了，怎么回滚部署？"))
+    assert "rollback-release" in listed(text)
