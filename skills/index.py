@@ -65,10 +65,11 @@ def _cut(text: str, limit: int) -> str:
     if _width(text) <= limit:
         return text
     end = used = 0
-    for end, character in enumerate(text):
-        used += 4 if _CJK_CHAR.match(character) else 1
+    while end < len(text):
+        used += 4 if _CJK_CHAR.match(text[end]) else 1
         if used > limit - 1:
             break
+        end += 1
     cut = text[:end]
     space = cut.rfind(" ")
     if space > len(cut) // 2:
