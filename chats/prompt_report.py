@@ -67,7 +67,7 @@ def render_prompt_report(report: dict) -> str:
 
 
 def _section_label(name: str, section: dict | None) -> str:
-    """ "section: skills (cut from 1190; listed 17, left out 39)": how the engine fitted the
+    """ "section: skills (cut from 1190; left out 39, listed 17)": how the engine fitted the
     section, then what the section said about itself (its `details`)."""
     notes = []
     if section:
@@ -77,7 +77,9 @@ def _section_label(name: str, section: dict | None) -> str:
             notes.append(f"left out, {section.get('original_tokens')} tokens")
         details = section.get("details")
         if isinstance(details, dict) and details:
-            notes.append(", ".join(f"{str(k).replace('_', ' ')} {v}" for k, v in details.items()))
+            # By name: PostgreSQL's jsonb does not keep the order a section wrote them in.
+            pairs = sorted((str(key).replace("_", " "), value) for key, value in details.items())
+            notes.append(", ".join(f"{key} {value}" for key, value in pairs))
     return f"section: {name} ({'; '.join(notes)})" if notes else f"section: {name}"
 
 

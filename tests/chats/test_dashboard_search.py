@@ -191,7 +191,7 @@ def test_context_view_says_what_a_section_listed_and_left_out(member, reply):
     page = login(member).get(context_url(reply)).content.decode()
     assert "<td>section: memory</td><td>42</td>" in page
     assert (
-        "<td>section: skills (cut from 1190; listed 17, left out 39, choice kept)</td><td>1130</td>"
+        "<td>section: skills (cut from 1190; choice kept, left out 39, listed 17)</td><td>1130</td>"
     ) in page
 
 

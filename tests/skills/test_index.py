@@ -288,7 +288,8 @@ def test_the_context_report_shows_the_index_tokens_and_how_many_were_left_out():
     assert report["details"]["listed"] == len(shown)
     assert report["details"]["left_out"] == Skill.objects.count() - len(shown)
     html = render_prompt_report(built.report)
-    assert f"section: skills (listed {len(shown)}, left out " in html
+    left_out = Skill.objects.count() - len(shown)
+    assert f"section: skills (choice chosen, left out {left_out}, listed {len(shown)}, " in html
 
 
 def test_five_hundred_long_skills_stay_within_every_budget(monkeypatch, settings):
