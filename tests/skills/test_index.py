@@ -353,3 +353,20 @@ def test_a_chinese_conversation_finds_its_chinese_skill():
     )
     text = skills_section.render(turn("发布失败了，怎么回滚部署？"))
     assert "rollback-release" in listed(text)
+
+
+def test_without_a_working_cache_the_index_is_still_chosen_and_rendered(monkeypatch, caplog):
+    from skills import index
+
+    class Down:
+        def get(self, *args, **kwargs):
+            raise ConnectionError("redis is down")
+
+        set_many = get
+
+    library()
+    monkeypatch.setattr(index, "cache", Down())
+    text = skills_section.render(turn("terraform state lock stuck"))
+    assert {slug for slug, _ in TERRAFORM} <= listed(text)
+    assert text.details["choice"] == "chosen"
+    assert "cache unreadable" in caplog.text
