@@ -4,8 +4,11 @@
 
 Measures, on a throw-away database holding `--skills` skills (≈ 2 KB SKILL.md each, every
 fifth with a references/ file, across 12 categories):
-* the skills index of the system prompt (the work added to every turn's context build):
-  build time, its tokens within SKILLS_INDEX_TOKENS, and how many skills it lists;
+* the skills index of the system prompt (the work added to every turn's context build), with
+  10 more skills about one topic (Kafka consumers) planted in a category that sorts late and
+  a conversation about that topic: build time when the chat's choice is kept (the common
+  turn) and when it is chosen anew, its tokens within SKILLS_INDEX_TOKENS, how many skills
+  it lists and how many of the 10 planted ones, against the plain alphabetical listing;
 * `skill_view` through the tool handler (read, format, usage row);
 * `skill_patch` applied at once (row lock, tolerant match, parse, scan, new version, audit),
   on a 2 KB skill and on a 50 KB one;
@@ -102,32 +105,162 @@ def turn_context():
     return TurnContext(chat=message.chat, trigger=message, actor=message.actor, person=person)
 
 
-def index_rows(runs: int, context) -> list[list]:
+PLANTED_CATEGORY = "streaming"
+PLANTED = [
+    ("kafka-consumer-lag", "Find why a Kafka consumer group falls behind: lag per partition, "
+     "slow handlers, stuck offsets. Use when consumer lag keeps growing."),
+    ("kafka-rebalance-storm", "Stop a consumer group from rebalancing in a loop. Use when "
+     "Kafka consumers keep rejoining the group after a deploy."),
+    ("kafka-stuck-partition", "Locate and unblock a stuck Kafka partition. Use when one "
+     "partition's lag grows while the others drain."),
+    ("kafka-offset-reset", "Reset consumer group offsets safely, with a dry run first. Use "
+     "when a consumer must replay or skip Kafka messages."),
+    ("kafka-dead-letter", "Route poison messages to a dead-letter topic. Use when one bad "
+     "Kafka message blocks a consumer."),
+    ("kafka-partition-count", "Choose and change the partition count of a topic. Use when "
+     "consumers cannot keep up and more partitions are needed."),
+    ("kafka-broker-disk", "Free disk on a Kafka broker: retention, segment size, "
+     "reassignment. Use when a broker disk alarm fires."),
+    ("kafka-schema-change", "Roll out a schema change to a Kafka topic without breaking "
+     "consumers. Use when the message format changes."),
+    ("kafka-consumer-deploy", "Deploy a new consumer version without lag spikes: cooperative "
+     "rebalancing, canaries. Use when shipping a consumer."),
+    ("kafka-lag-alert", "Tune consumer lag alerts per group and partition. Use when the lag "
+     "alert is noisy or silent."),
+]  # fmt: skip
+CONVERSATION = [
+    "The orders service is slow to pick up new events since this morning.",
+    "Grafana shows the Kafka consumer group lag for orders-events climbing on one partition.",
+    "How do we find the stuck partition and get the group to catch up without losing messages?",
+]
+
+
+def plant():
+    """Ten skills about one topic (Kafka consumers) in a category that sorts after the 40
+    skills an alphabetical listing would show."""
+    from skills.format import render_skill_md
+    from skills.models import Via
+    from skills.services import Author, skill_import
+
+    for slug, description in PLANTED:
+        outcome = skill_import(
+            name=slug,
+            content=render_skill_md(name=slug, description=description, body=f"# {slug}\n"),
+            files={},
+            category=PLANTED_CATEGORY,
+            author=Author(via=Via.COMMAND),
+        )
+        assert outcome.code == "applied", outcome.message
+
+
+def index_conversation():
+    """A web chat whose user messages are about the planted skills' topic."""
+    from chats.agent.history import history_bounds
+    from chats.agent.registry import TurnContext
+    from chats.services import message_ingest
+
+    for text in CONVERSATION:
+        message = message_ingest(
+            channel="web", chat_id="bench-index", user_id="bob", user_name="Bob", text=text
+        ).message
+    # As the context builder passes it to prompt sections: where the history starts.
+    start = history_bounds(message.chat, before_id=message.pk).start_id
+    return TurnContext(
+        chat=message.chat, trigger=message, actor=message.actor, history_start_id=start
+    )
+
+
+def _working_cache():
+    """The configured cache when it answers, else a local-memory one (said in the output)."""
+    from django.conf import settings
+    from django.core.cache import cache
+    from django.test.utils import override_settings
+
+    try:
+        cache.set("skills-bench-probe", 1, 5)
+        NOTES.append(f"cache: {settings.CACHES['default']['BACKEND'].rsplit('.', 1)[-1]}")
+        return contextlib.nullcontext()
+    except Exception:  # noqa: BLE001
+        NOTES.append("cache: LocMemCache (the configured Redis did not answer; set REDIS_URL)")
+        locmem = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+        return override_settings(CACHES=locmem)
+
+
+NOTES: list[str] = []
+
+
+def index_rows(runs: int) -> list[list]:
+    """The index as a turn builds it: kept (the same topic as the turn before: the common
+    case), chosen anew (a new conversation, a compressed context or a new topic), and the
+    plain alphabetical listing for comparison; how many of the 10 planted skills each lists."""
     from django.conf import settings
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
     from chats.agent.tokens import count_tokens
+    from skills import index
     from skills.prompt import render_index, skills_section
     from skills.selectors import skills_index_rows
 
-    text = skills_section.render(context)
-    with CaptureQueriesContext(connection) as queries:
-        skills_section.render(context)
-    timings = common.timings_ms(lambda: skills_section.render(context), runs=runs, warmup=3)
-    listed = sum(1 for line in text.splitlines() if line.startswith("- ") and "more:" not in line)
-    whole = render_index(skills_index_rows(), 10**7)
-    return [
-        [
-            f"skills index, budget {settings.SKILLS_INDEX_TOKENS:,} tokens",
-            common.percentile(timings, 50),
-            common.percentile(timings, 95),
-            count_tokens(text),
-            listed,
-            len(queries.captured_queries),
-        ],
-        ["(the whole index, uncut, for comparison)", "—", "—", count_tokens(whole), "all", "—"],
-    ]
+    plant()
+    context = index_conversation()
+    planted = {slug for slug, _ in PLANTED}
+    rows = []
+
+    def described(label, render, text, timings):
+        with CaptureQueriesContext(connection) as queries:
+            render()
+        names = [line[2:].split(" ", 1)[0].rstrip(":") for line in text.splitlines()[2:]]
+        names = [name for name in names if name != "…"]
+        rows.append(
+            [
+                label,
+                common.percentile(timings, 50) if timings else "—",
+                common.percentile(timings, 95) if timings else "—",
+                count_tokens(text),
+                len(names),
+                f"{len(planted & set(names))} of 10",
+                len(queries.captured_queries),
+            ]
+        )
+
+    NOTES.append(f"SKILLS_INDEX_TOKENS: {settings.SKILLS_INDEX_TOKENS:,}")
+    with _working_cache():
+        text = skills_section.render(context)  # chooses once
+        kept = lambda: skills_section.render(context)  # noqa: E731
+        assert kept() == text, "the kept index must not change between turns"
+        described(
+            "kept (same topic as the turn before)",
+            kept,
+            text,
+            common.timings_ms(kept, runs=runs, warmup=3),
+        )
+        remembered = index._cache_get
+        index._cache_get = lambda chat, part="": None  # every turn a new conversation
+        try:
+            chosen = lambda: skills_section.render(context)  # noqa: E731
+            described(
+                "chosen anew (new conversation or topic)",
+                chosen,
+                chosen(),
+                common.timings_ms(chosen, runs=runs, warmup=3),
+            )
+        finally:
+            index._cache_get = remembered
+    # The listing before the choice existed (one query, the first lines that fit), timed
+    # under the same load as the rows above.
+    alphabetical = lambda: render_index(skills_index_rows(), settings.SKILLS_INDEX_TOKENS)  # noqa: E731
+    described(
+        "alphabetical listing (no choice), for comparison",
+        alphabetical,
+        alphabetical(),
+        common.timings_ms(alphabetical, runs=runs, warmup=3),
+    )
+    everything = skills_index_rows()
+    whole = render_index(everything, 10**7)
+    rows.append(["(the whole index, uncut)", "—", "—", count_tokens(whole), len(everything),
+                 "10 of 10", "—"])  # fmt: skip
+    return rows
 
 
 def view_rows(runs: int, context) -> list[list]:
@@ -368,15 +501,27 @@ def main() -> int:
         database = common.database_description()
         fill(args.skills)
         context = turn_context()
-        index = index_rows(args.runs, context)
+        index = index_rows(args.runs)
         view = view_rows(args.runs, context)
         patch = patch_rows(args.runs, context)
         worst = worst_patch_rows(args.worst_runs, context) + worst_diff_rows(args.worst_runs)
         common.close_django_connections()
-    print(f"Database: {database}; {args.skills} skills; {args.runs} runs each.\n")
+    print(
+        f"Database: {database}; {args.skills} skills + {len(PLANTED)} planted; "
+        f"{args.runs} runs each; {'; '.join(NOTES)}.\n"
+    )
     print(
         common.markdown_table(
-            ["prompt", "p50 ms", "p95 ms", "tokens", "skills listed", "SQL queries"], index
+            [
+                "skills index",
+                "p50 ms",
+                "p95 ms",
+                "tokens",
+                "skills listed",
+                "planted listed",
+                "SQL queries",
+            ],
+            index,
         )
     )
     print()

@@ -184,6 +184,34 @@ def skill_usage_counts(skills: list[Skill]) -> dict[int, dict]:
     return {row["skill_id"]: {"count": row["n"], "last": row["last"]} for row in rows}
 
 
+# --- what the prompt index reads of a conversation ----------------------------------------
+
+INDEX_RECENT_LOADS = 50  # a chat's newest loads that count as "used lately"
+
+
+def index_recent_user_texts(chat: Chat, *, before_id: int, limit: int) -> list[str]:
+    """The texts of the chat's newest `limit` user messages before `before_id`, newest first."""
+    rows = (
+        Message.objects.filter(chat=chat, role=Message.Role.USER, id__lt=before_id)
+        .order_by("-id")
+        .values_list("text", flat=True)[:limit]
+    )
+    return list(rows)
+
+
+def index_recent_loads(chat: Chat) -> dict[str, int]:
+    """Per skill name: how many of the chat's newest INDEX_RECENT_LOADS loads were of it."""
+    slugs = (
+        SkillUsage.objects.filter(chat=chat)
+        .order_by("-created_at", "-id")
+        .values_list("skill__slug", flat=True)[:INDEX_RECENT_LOADS]
+    )
+    loads: dict[str, int] = {}
+    for slug in slugs:
+        loads[slug] = loads.get(slug, 0) + 1
+    return loads
+
+
 def skill_proposals_reviewable(person) -> QuerySet[SkillProposal]:
     """Pending proposals, oldest first, for a skill reviewer; none for anyone else."""
     if not policy.may_review(person):

@@ -15,7 +15,7 @@ so the builder reaches the same number without re-encoding history.
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from django.conf import settings
 from django.utils import timezone
@@ -277,12 +277,16 @@ def _render_sections(
             error = repr(exc)[:300]
             reports.append({"name": name, "status": "failed", "tokens": 0, "error": error})
             continue
+        details = getattr(text, "details", None)
         text = text.strip()
         if not text:
             reports.append({"name": name, "status": "empty", "tokens": 0})
             continue
         rendered.append((name, text))
-        reports.append({"name": name, "status": "included", "tokens": count_tokens(text)})
+        report = {"name": name, "status": "included", "tokens": count_tokens(text)}
+        if isinstance(details, dict) and details:
+            report["details"] = details
+        reports.append(report)
     texts: list[str] = []
     measured = [report for report in reports if report["status"] == "included"]
     level = _water_level([report["tokens"] + 2 for report in measured], available) - 2
@@ -482,8 +486,11 @@ def build_context(
         sections = registry.sections()
 
     bounds = history_bounds(chat, before_id=trigger.pk)
+    # Sections learn where the history starts, e.g. to keep their text stable until the
+    # context is compressed or reset.
+    section_context = replace(turn_context, history_start_id=bounds.start_id)
     system_item, section_reports, summary_report = _system_item(
-        chat, sections, turn_context, budget, bounds.summary
+        chat, sections, section_context, budget, bounds.summary
     )
     trigger_item = _trigger_item(trigger, turn_context, shared=shared)
     trigger_original = trigger_item.tokens

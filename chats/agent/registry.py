@@ -30,6 +30,10 @@ class TurnContext:
     # tools must only ever propose (never apply) and never count as the chat's own use.
     origin: str = ORIGIN_CHAT
     review_id: int | None = None  # the review run this context serves (origin "review")
+    # Set by the context builder for prompt sections: the history the model sees comes after
+    # this message id (the newest summary's range or reset marker; 0: from the start). It
+    # changes exactly when the context is compressed or reset.
+    history_start_id: int | None = None
 
     @property
     def channel(self) -> str:
@@ -60,6 +64,18 @@ class Tool:
         }
 
 
+class SectionText(str):
+    """A prompt section's text that also tells the turn's prompt report something about
+    itself (`details`, JSON-serialisable: e.g. how many items it listed and left out)."""
+
+    details: dict
+
+    def __new__(cls, text: str = "", details: dict | None = None) -> "SectionText":
+        section_text = super().__new__(cls, text)
+        section_text.details = dict(details or {})
+        return section_text
+
+
 class ToolProvider(Protocol):
     def tools(self) -> Iterable[Tool]: ...
 
@@ -69,7 +85,8 @@ class PromptSectionProvider(Protocol):
     order: int  # lower renders first
 
     def render(self, context: TurnContext) -> str:
-        """The section's text for this turn, or "" to leave it out."""
+        """The section's text for this turn, or "" to leave it out; a SectionText adds its
+        details to the prompt report."""
         ...
 
 

@@ -487,6 +487,39 @@ def test_a_failing_section_is_reported_and_a_huge_one_is_cut():
     assert "Today's date is" in system
 
 
+def test_a_section_can_tell_the_report_about_itself():
+    from chats.agent.registry import SectionText
+
+    trigger = say("details", "hi", channel="web", kind="dm")
+    listing = SectionText("LISTING: a, b", details={"listed": 2, "left_out": 7})
+    sections = [Section("listing", listing), Section("plain", "PLAIN")]
+    built = build(trigger.chat, trigger, window=4_000, sections=sections)
+    reports = {s["name"]: s for s in built.report["sections"]}
+    assert reports["listing"]["details"] == {"listed": 2, "left_out": 7}
+    assert reports["listing"]["tokens"] == count_tokens("LISTING: a, b")
+    assert "details" not in reports["plain"]
+    assert "LISTING: a, b" in built.messages[0]["content"]
+    json.dumps(built.report)  # stored as the turn's prompt report
+
+
+def test_sections_learn_where_the_history_starts():
+    seen = []
+
+    class Spy:
+        name, order = "spy", 1
+
+        def render(self, context):
+            seen.append(context.history_start_id)
+            return ""
+
+    first = say("starts", "hi", channel="web", kind="dm")
+    build(first.chat, first, sections=[Spy()])
+    marker = chat_reset(chat=first.chat)
+    later = say("starts", "again", channel="web", kind="dm")
+    build(later.chat, later, sections=[Spy()])
+    assert seen == [0, marker.pk]
+
+
 def test_registered_sections_are_used_by_default(monkeypatch):
     from chats.agent import context
 

@@ -171,6 +171,30 @@ def test_context_view_shows_the_turn_and_its_prompt_report(member, reply):
     assert f'href="{page_url(reply.chat)}#message-{reply.pk}"' in page
 
 
+def test_context_view_says_what_a_section_listed_and_left_out(member, reply):
+    turn = Turn.objects.get(pk=reply.metadata["turn"])
+    turn.prompt_report = {
+        **turn.prompt_report,
+        "tokens": {**REPORT["tokens"], "sections": {"memory": 42, "skills": 1130}},
+        "sections": [
+            {"name": "memory", "status": "included", "tokens": 42},
+            {
+                "name": "skills",
+                "status": "cut",
+                "tokens": 1130,
+                "original_tokens": 1190,
+                "details": {"listed": 17, "left_out": 39, "choice": "kept"},
+            },
+        ],
+    }
+    turn.save(update_fields=["prompt_report"])
+    page = login(member).get(context_url(reply)).content.decode()
+    assert "<td>section: memory</td><td>42</td>" in page
+    assert (
+        "<td>section: skills (cut from 1190; choice kept, left out 39, listed 17)</td><td>1130</td>"
+    ) in page
+
+
 def test_context_view_is_404_for_outsiders(outsider, reply):
     assert login(outsider).get(context_url(reply)).status_code == 404
 

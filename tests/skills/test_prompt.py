@@ -1,8 +1,10 @@
-"""The skills index of the system prompt: short lines, pinned first, within its budget."""
+"""The skills index of the system prompt: lines cut to what and when, pinned first, within
+its budget."""
 
 import pytest
 
 from chats.agent.tokens import count_tokens
+from skills.index import DESCRIPTION_CHARS
 from skills.models import Skill, SkillVersion
 from skills.prompt import render_index, skills_section
 from skills.selectors import IndexRow, skills_index_rows
@@ -27,14 +29,14 @@ def test_no_skills_no_section():
 
 def test_active_skills_listed_pinned_first_archived_never():
     add("zeta", pinned=True)
-    add("alpha", category="ops", description="Line one.\nLine two " + "long " * 40)
+    add("alpha", category="ops", description="Line one.\nLine two " + "long " * 80)
     add("gone", status="archived")
     text = skills_section.render(None)
     lines = text.splitlines()
     assert lines[0] == "## Skills"
     assert lines[2] == "- zeta: Does a thing."
     assert lines[3].startswith("- alpha [ops]: Line one. Line two long") and lines[3].endswith("…")
-    assert len(lines[3]) < 100
+    assert len(lines[3]) <= len("- alpha [ops]: ") + DESCRIPTION_CHARS
     assert "gone" not in text
 
 
