@@ -5,17 +5,21 @@ puts in front of the model, so that what is scanned is what is used: the raw SKI
 supporting files, the front matter after YAML decoding (the index and `skills_list` show the
 decoded values, not the raw text), the description as the index line shows it, and every new
 file name (`skill_view` lists them), each also read as words (`ignore_all-previous.md`).
+What a skill can run is the concatenation of its files, so its text files are also read
+together (`hermes_site.scanning.scan_skill_files`): a payload split across two files is
+blocked though each file passes alone.
 """
 
 import re
 from dataclasses import dataclass, field
 
-from hermes_site.scanning import scan_text
+from hermes_site.scanning import ScanResult, scan_skill_files, scan_text
 from skills.format import SKILL_FILE
 from skills.models import SkillVersion
 
 FRONT_MATTER_TARGET = f"{SKILL_FILE} front matter"
 NAME_SEPARATORS = re.compile(r"[-_./]+")
+ACROSS_FILES = "(across files"  # how scan_skill_files marks a finding only the join shows
 
 
 @dataclass
@@ -112,4 +116,38 @@ def scan_draft(draft: Draft, current: SkillVersion | None = None) -> list[dict]:
         if new:
             blocked = type(result)(allowed=False, findings=new, kind=result.kind)
             findings.append({"path": path, "summary": blocked.summary()})
+    if not draft.archive and draft.files:
+        findings += _scan_across_files(draft, current)
     return findings
+
+
+def _across_files(skill_md: str, files: dict) -> dict[str, list]:
+    """Per path, the findings only the skill's files read together show (each file alone is
+    scanned as a target of its own)."""
+    results = scan_skill_files({SKILL_FILE: skill_md, **files}, kind="skill")
+    return {
+        path: [f for f in result.findings if ACROSS_FILES in f.reason]
+        for path, result in results.items()
+    }
+
+
+def _scan_across_files(draft: Draft, current: SkillVersion | None) -> list[dict]:
+    """The findings that block `draft` because of what its text files say together (run on
+    every change of a skill with supporting files: removing or adding one file can complete a
+    payload as much as editing one). One the current version already had does not block."""
+    new = _across_files(draft.skill_md, draft.files)
+    if not any(new.values()):
+        return []
+    # Known by place and rule, not excerpt: a joined excerpt shows the neighbouring files'
+    # text, which any other change of the skill moves.
+    known = set()
+    if current is not None and current.files:
+        old = _across_files(current.skill_md, current.files)
+        known = {(path, f.category, f.reason) for path, found in old.items() for f in found}
+    blocked = []
+    for path, found in new.items():
+        fresh = [f for f in found if (path, f.category, f.reason) not in known]
+        if fresh:
+            result = ScanResult(allowed=False, findings=fresh, kind="skill")
+            blocked.append({"path": path, "summary": result.summary()})
+    return blocked
