@@ -18,15 +18,14 @@ version stays current.
 """
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from chats.agent.registry import ORIGIN_CHAT, ORIGIN_REVIEW
+from chats.agent.registry import ORIGIN_REVIEW
 from chats.models import Actor, Chat, Turn
-from skills import scope, signals
+from skills import drafts, scope, signals
 from skills.blobs import blob_sha256, skill_blobs_store
 from skills.diff import content_diff_cached
 from skills.format import (
@@ -42,10 +41,21 @@ from skills.format import (
     check_name,
     content_hash,
     normalise_path,
-    parse_skill_md,
 )
 from skills.matching import PatchError, apply_patch
 from skills.models import Skill, SkillEvent, SkillProposal, SkillUsage, SkillVersion, Via
+from skills.outcomes import (  # noqa: F401 (re-exported: callers import them from here)
+    Author,
+    Outcome,
+    SkillConflict,
+    SkillInvalid,
+    SkillNotAllowed,
+    SkillStale,
+    describe_applied,
+    state_refusal,
+)
+from skills.outcomes import Moved as _Moved
+from skills.outcomes import Refused as _Refused
 from skills.scan import Draft, readable, scan_draft
 
 Kind = SkillEvent.Kind
@@ -64,62 +74,6 @@ KIND_OF_ACTION = {
     "rollback": Kind.ROLLBACK,
     "import": Kind.IMPORT,
 }
-
-
-class SkillNotAllowed(PermissionError):
-    """The person may not do this to skills (not a skill reviewer)."""
-
-
-class SkillConflict(Exception):
-    """The skill or proposal is not in the state the caller saw; nothing changed."""
-
-
-class SkillStale(SkillConflict):
-    """The skill changed after the version the caller saw; nothing changed."""
-
-
-class SkillInvalid(ValueError):
-    """The change was refused (format, scanner); nothing changed but an audit event."""
-
-
-@dataclass(frozen=True)
-class Author:
-    """Who asks for a change, and where: the turn in an agent write, a person elsewhere."""
-
-    actor: Actor | None = None
-    person: object = None
-    chat: Chat | None = None
-    turn: Turn | None = None
-    via: str = Via.AGENT
-    reason: str = ""
-    origin: str = ORIGIN_CHAT  # ORIGIN_REVIEW: a background review, whose changes always wait
-    review_id: int | None = None  # that review (linked from the proposal)
-
-
-@dataclass
-class Outcome:
-    """What a change did, in words the model can act on."""
-
-    code: str  # applied, proposed, unchanged, blocked, invalid, not_found, conflict
-    message: str
-    skill: Skill | None = None
-    version: SkillVersion | None = None
-    proposal: SkillProposal | None = None
-    findings: list = field(default_factory=list)
-
-    @property
-    def stored(self) -> bool:
-        return self.code in ("applied", "proposed")
-
-
-class _Refused(Exception):
-    def __init__(self, code: str, message: str):
-        super().__init__(message)
-        self.code = code
-
-
-class _Moved(Exception):
-    """The skill changed between preparing a draft and locking it: prepare again."""
 
 
 def _cut(text: str) -> str:
@@ -162,13 +116,6 @@ def _event(
 _scan = scan_draft
 
 
-def _binaries(draft: Draft, current: SkillVersion | None) -> dict:
-    """The draft's binary files: its own, or (None) the current version's, unchanged."""
-    if draft.binaries is None:
-        draft.binaries = dict(current.binaries) if current is not None else {}
-    return draft.binaries
-
-
 def _author_origin(author: Author) -> dict:
     """Where a skill that no import brought comes from: how, and who asked."""
     origin = {"via": author.via}
@@ -177,10 +124,6 @@ def _author_origin(author: Author) -> dict:
     if author.actor is not None:
         origin["actor_id"] = author.actor.pk
     return origin
-
-
-def _draft_hash(draft: Draft, current: SkillVersion | None) -> str:
-    return content_hash(draft.skill_md, draft.files, _binaries(draft, current))
 
 
 def _blocked_before(slug: str, action: str, blocked_hash: str) -> bool:
@@ -236,8 +179,8 @@ def _apply(
             skill_md=draft.skill_md,
             front_matter=draft.front_matter,
             files=draft.files,
-            binaries=_binaries(draft, current),
-            content_hash=_draft_hash(draft, current),
+            binaries=drafts.binaries_of(draft, current),
+            content_hash=drafts.draft_hash(draft, current),
             author_actor=author.actor,
             author_person=author.person,
             source_chat=author.chat,
@@ -276,20 +219,6 @@ def _apply(
     return skill, version
 
 
-def _describe(skill: Skill, version: SkillVersion | None, action: str, draft: Draft) -> str:
-    if draft.archive:
-        return (
-            f"Archived {skill.slug}: it left the skills index; a skill reviewer can restore it. "
-            "Its versions are kept."
-        )
-    matched = draft.detail.get("match")
-    how = f", matched {matched}" if matched and matched != "exact" else ""
-    return (
-        f"Applied: {skill.slug} is now version {version.number} ({action}{how}). The skills "
-        "index shows it from the next message on."
-    )
-
-
 def _waiting_proposal(
     slug: str, author: Author, draft: Draft, current: SkillVersion | None
 ) -> Outcome | None:
@@ -299,7 +228,7 @@ def _waiting_proposal(
     pending = SkillProposal.objects.filter(slug=slug, status=SkillProposal.Status.PENDING)
     same = pending.filter(
         base_number=current.number if current else None,
-        content_hash=_draft_hash(draft, current),
+        content_hash=drafts.draft_hash(draft, current),
         skill_md=draft.skill_md,
     ).first()
     if same is not None:
@@ -316,44 +245,6 @@ def _waiting_proposal(
             f"Error: change #{other.pk} to {slug} ({other.action}) already waits for a skill "
             "reviewer. Nothing was stored: propose again once it is decided, or save "
             "something else.",
-        )
-    return None
-
-
-def _state_refusal(
-    slug: str,
-    action: str,
-    skill: Skill | None,
-    current: SkillVersion | None,
-    base_version: int | None,
-) -> _Refused | None:
-    """Why `action` cannot apply to the skill as it stands, or None."""
-    if action in ("create", "import") and skill is None:
-        return None
-    if action == "create":
-        return _Refused(
-            "conflict",
-            f"Error: a skill named {slug!r} already exists (version "
-            f"{current.number if current else 0}, {skill.status}). View it and patch "
-            "or edit it, or choose another name.",
-        )
-    if skill is None:
-        return _Refused(
-            "not_found",
-            f"Error: there is no skill named {slug!r}. Call skills_list to see the "
-            "names, or create it.",
-        )
-    if skill.status == Skill.Status.ARCHIVED and action not in ("rollback", "import"):
-        return _Refused(
-            "invalid",
-            f"Error: {slug} is archived; a skill reviewer can restore it before it changes again.",
-        )
-    if base_version is not None and current is not None and base_version != current.number:
-        return _Refused(
-            "conflict",
-            f"Error: {slug} changed since version {base_version}: it is at version "
-            f"{current.number} now. View it again and redo your change on the current "
-            "text.",
         )
     return None
 
@@ -378,7 +269,7 @@ def _prepare(
     # Where it would land, before anything is built: a skill this chat may not see answers
     # as a name nobody uses, and a refused scope costs no build. Decided again under the lock.
     _placement(author, skill, action, apply_now, asked_scope)
-    refusal = _state_refusal(slug, action, skill, current, base_version)
+    refusal = state_refusal(slug, action, skill, current, base_version)
     if refusal is not None:
         raise refusal
     try:
@@ -390,7 +281,7 @@ def _prepare(
         and not draft.archive
         and draft.skill_md == current.skill_md
         and draft.files == current.files
-        and _binaries(draft, current) == current.binaries
+        and drafts.binaries_of(draft, current) == current.binaries
     ):
         return Outcome(
             "unchanged",
@@ -398,7 +289,7 @@ def _prepare(
             skill=skill,
             version=current,
         )
-    draft.content_hash = _draft_hash(draft, current)
+    draft.content_hash = drafts.draft_hash(draft, current)
     if category and (skill is None or category != skill.category):
         # The category is shown in the index next to the name: a new one is read as words.
         draft.scan.append(("category", readable(category)))
@@ -475,7 +366,7 @@ def _store(
             )
             return Outcome(
                 "applied",
-                _describe(skill, version, action, draft) + scope.describe(placement),
+                describe_applied(skill, version, action, draft) + scope.describe(placement),
                 skill=skill,
                 version=version or current,
             )
@@ -611,68 +502,6 @@ def _pending_limit(author: Author) -> None:
         raise _Refused(refused.code, str(refused)) from None
 
 
-# --- Drafts ------------------------------------------------------------------------------
-
-
-def _whole(slug: str, text: str, files: dict, *, path=SKILL_FILE, before="", detail=None) -> Draft:
-    parsed = parse_skill_md(text, expected_name=slug)
-    return Draft(
-        skill_md=text,
-        files=files,
-        front_matter=parsed.front_matter,
-        path=path,
-        before=before,
-        after=text,
-        detail=detail or {},
-        scan=[(SKILL_FILE, text)],
-    )
-
-
-def _with_files(
-    current: SkillVersion,
-    files: dict,
-    *,
-    path: str,
-    before: str,
-    after: str,
-    binaries: dict | None = None,
-):
-    """The current SKILL.md with other text files (and, if given, other binaries)."""
-    binaries = dict(current.binaries) if binaries is None else binaries
-    return Draft(
-        skill_md=current.skill_md,
-        files=check_files(files, dict.fromkeys(binaries, 0)),
-        binaries=binaries,
-        front_matter=current.front_matter,
-        path=path,
-        before=before,
-        after=after,
-        scan=[(path, after)] if after else [],
-    )
-
-
-def _folder(slug: str, text: str, files: dict, current: SkillVersion | None) -> Draft:
-    """A whole SKILL.md with all its (checked) files: the supporting files that are new or
-    changed since `current` are scanned too."""
-    draft = _whole(slug, text, files, before=current.skill_md if current else "")
-    draft.scan += [
-        (path, content)
-        for path, content in files.items()
-        if current is None or current.files.get(path) != content
-    ]
-    return draft
-
-
-def _archived(skill: Skill, current: SkillVersion) -> Draft:
-    """The current content, archived (a delete)."""
-    return Draft(
-        skill_md=current.skill_md,
-        files=current.files,
-        front_matter=current.front_matter,
-        archive=True,
-    )
-
-
 # --- The agent's changes -----------------------------------------------------------------
 
 
@@ -686,7 +515,7 @@ def skill_create(
         action="create",
         author=author,
         category=category,
-        build=lambda skill, current: _whole(name, content, {}),
+        build=lambda skill, current: drafts.whole(name, content, {}),
         asked_scope=scope,
     )
 
@@ -700,7 +529,9 @@ def skill_edit(
         action="edit",
         author=author,
         base_version=base_version,
-        build=lambda skill, current: _whole(name, content, current.files, before=current.skill_md),
+        build=lambda skill, current: drafts.whole(
+            name, content, current.files, before=current.skill_md
+        ),
     )
 
 
@@ -728,7 +559,7 @@ def skill_patch(
             )
             detail = {"match": patched.level, "replaced": patched.count}
             try:
-                draft = _whole(name, patched.text, current.files, detail=detail)
+                draft = drafts.whole(name, patched.text, current.files, detail=detail)
             except SkillFormatError as exc:
                 raise SkillFormatError(f"the patched SKILL.md would be invalid: {exc}") from None
             draft.before, draft.after = old_string, new_string
@@ -745,7 +576,7 @@ def skill_patch(
             max_chars=FILE_MAX_BYTES,
         )
         files = {**current.files, path: check_file_content(path, patched.text)}
-        draft = _with_files(current, files, path=path, before=old_string, after=patched.text)
+        draft = drafts.with_files(current, files, path=path, before=old_string, after=patched.text)
         draft.after, draft.detail = new_string, {"match": patched.level, "replaced": patched.count}
         draft.scan = [(path, patched.text)]
         return draft
@@ -768,7 +599,7 @@ def skill_file_write(
         content = check_file_content(path, file_content)
         files = {**current.files, path: content}
         binaries = {key: sha for key, sha in current.binaries.items() if key != path}
-        return _with_files(
+        return drafts.with_files(
             current,
             files,
             path=path,
@@ -791,13 +622,13 @@ def skill_file_remove(
         path = normalise_path(file_path)
         if path in current.binaries:
             binaries = {key: sha for key, sha in current.binaries.items() if key != path}
-            return _with_files(
+            return drafts.with_files(
                 current, current.files, path=path, before="", after="", binaries=binaries
             )
         if path not in current.files:
             raise _missing_file(name, path, current)
         files = {key: value for key, value in current.files.items() if key != path}
-        return _with_files(current, files, path=path, before=current.files[path], after="")
+        return drafts.with_files(current, files, path=path, before=current.files[path], after="")
 
     return _change(
         slug=name, action="remove_file", author=author, base_version=base_version, build=build
@@ -807,19 +638,8 @@ def skill_file_remove(
 def skill_delete(*, name: str, author: Author, base_version: int | None = None) -> Outcome:
     """Archive `name` (recoverable: a skill reviewer restores it; versions are kept)."""
     return _change(
-        slug=name, action="delete", author=author, base_version=base_version, build=_archived
+        slug=name, action="delete", author=author, base_version=base_version, build=drafts.archived
     )
-
-
-def _same_origin(skill: Skill, current: SkillVersion | None, origin: dict | None) -> bool:
-    """Whether an import from `origin` continues `skill` rather than clashing with it: the
-    same import root (names are unique within one import, so a folder that moved inside the
-    collection is still the same skill)."""
-    if origin is None:
-        return True
-    if not skill.origin:  # recorded before origins were: an imported skill continues
-        return current is not None and current.change == "import"
-    return skill.origin.get("root") is not None and skill.origin.get("root") == origin.get("root")
 
 
 def skill_import(
@@ -854,16 +674,16 @@ def skill_import(
         shas = skill_blobs_store(checked_binaries)
 
     def build(skill: Skill | None, current: SkillVersion | None) -> Draft:
-        draft = _folder(name, content, checked, current)
+        draft = drafts.folder(name, content, checked, current)
         draft.binaries, draft.origin = dict(sorted(shas.items())), origin
-        unchanged = current is not None and _draft_hash(draft, current) == content_hash(
+        unchanged = current is not None and drafts.draft_hash(draft, current) == content_hash(
             current.skill_md, current.files, current.binaries
         )
         if (
             skill is not None
             and not unchanged
             and not replace
-            and not _same_origin(skill, current, origin)
+            and not drafts.same_origin(skill, current, origin)
         ):
             where = ", ".join(
                 str(skill.origin[key]) for key in ("path", "root", "via") if skill.origin.get(key)
@@ -912,8 +732,8 @@ def skill_propose(
 
     def build(skill: Skill, current: SkillVersion) -> Draft:
         if action == "delete":
-            return _archived(skill, current)
-        return _folder(
+            return drafts.archived(skill, current)
+        return drafts.folder(
             name, content, check_files(current.files if files is None else files), current
         )
 
