@@ -4,7 +4,9 @@ personal skill to the team.
 Only a skill reviewer (policy.may_review) acts; everyone else is refused with
 SkillNotAllowed and changes nothing. A decision names the version the reviewer was shown,
 so a proposal whose skill moved on since is never applied unseen (SkillStale). Like every
-write to skills, under the skill's row lock with the audit event in the same transaction.
+write to skills, under the skill's row lock with the audit event in the same transaction;
+the content is scanned before that transaction opens (`_prescan`), so no lock is held while
+the scanner reads a large skill, and the scan is used only if the skill is still as read.
 """
 
 from django.db import transaction
@@ -30,6 +32,70 @@ from skills.services import (
 Status = SkillProposal.Status
 
 
+def _prescan(read, scan) -> tuple:
+    """(the key of what was read, the scan's result), computed with no lock held; `read`
+    returns (key, what to scan) from unlocked rows, or None when there is nothing to scan.
+    Under the lock the caller uses the result only if its own key is the same."""
+    got = read()
+    if got is None:
+        return (object(), None)  # a key nothing equals: scan under the lock if it comes to it
+    key, item = got
+    return (key, scan(item))
+
+
+def _approval_draft(proposal: SkillProposal, current: SkillVersion | None) -> Draft:
+    return Draft(
+        skill_md=proposal.skill_md,
+        files=proposal.files,
+        front_matter=proposal.front_matter,
+        archive=proposal.action == "delete",
+        after=proposal.skill_md,
+        scan=[(SKILL_FILE, proposal.skill_md)]
+        + [
+            (path, text)
+            for path, text in proposal.files.items()
+            if current is None or current.files.get(path) != text
+        ],
+    )
+
+
+def _read_approval(proposal_id: int):
+    proposal = SkillProposal.objects.filter(pk=proposal_id, status=Status.PENDING).first()
+    if proposal is None or proposal.action == "delete":
+        return None
+    skill = Skill.objects.select_related("current_version").filter(slug=proposal.slug).first()
+    current = skill.current_version if skill is not None else None
+    draft = _approval_draft(proposal, current)
+    return (current.pk if current else None, (draft, current))
+
+
+def _scan_approval(item) -> tuple[Draft, list]:
+    draft, current = item
+    return draft, _scan(draft, current)
+
+
+def _version_draft(version: SkillVersion) -> Draft:
+    """A version's whole content, to be scanned strictly (rollback, promotion)."""
+    return Draft(
+        skill_md=version.skill_md,
+        files=version.files,
+        binaries=dict(version.binaries),
+        front_matter=version.front_matter,
+        scan=[(SKILL_FILE, version.skill_md), *version.files.items()],
+    )
+
+
+def _read_version(slug: str, number: int | None = None):
+    """The version `number` of `slug` (its current one for None), unlocked, keyed by id."""
+    skill = Skill.objects.select_related("current_version").filter(slug=slug).first()
+    if skill is None or skill.current_version is None:
+        return None
+    version = skill.current_version
+    if number is not None:
+        version = skill.versions.filter(number=number).first()
+    return None if version is None else (version.pk, version)
+
+
 def _reviewer(person) -> None:
     if not policy.may_review(person):
         raise SkillNotAllowed("only skill reviewers (staff or the reviewers group) may do this")
@@ -53,6 +119,9 @@ def skill_proposal_decide(
     _reviewer(person)
     reviewer = Author(person=person, via=via, reason=note)
     stale = blocked = False
+    scanned = (object(), None)
+    if decision == "approve":
+        scanned = _prescan(lambda: _read_approval(proposal_id), _scan_approval)
     with transaction.atomic():
         proposal = SkillProposal.objects.select_for_update().filter(pk=proposal_id).first()
         if proposal is None:
@@ -84,20 +153,11 @@ def skill_proposal_decide(
             proposal.status = Status.REJECTED
             _event(kind=Kind.REJECTED, skill=skill, version=current, detail=noted, **common)
         else:
-            draft = Draft(
-                skill_md=proposal.skill_md,
-                files=proposal.files,
-                front_matter=proposal.front_matter,
-                archive=proposal.action == "delete",
-                after=proposal.skill_md,
-                scan=[(SKILL_FILE, proposal.skill_md)]
-                + [
-                    (path, text)
-                    for path, text in proposal.files.items()
-                    if current is None or current.files.get(path) != text
-                ],
-            )
-            findings = [] if draft.archive else _scan(draft, current)
+            if scanned[0] == (current.pk if current else None):
+                draft, findings = scanned[1]  # scanned against this very version, unlocked
+            else:
+                draft = _approval_draft(proposal, current)
+                findings = [] if draft.archive else _scan(draft, current)
             if findings:
                 _event(kind=Kind.BLOCKED, skill=skill, detail={"findings": findings}, **common)
                 proposal.status = Status.REJECTED
@@ -148,6 +208,7 @@ def skill_rollback(
     """Make the content of version `to_number` current again, as a new version (history is
     never rewritten). Scanned again; refused if the skill moved past `shown_version`."""
     _reviewer(person)
+    scanned = _prescan(lambda: _read_version(name, to_number), lambda v: _scan(_version_draft(v)))
     with transaction.atomic():
         skill = _locked_skill(name)
         current = skill.current_version
@@ -162,17 +223,11 @@ def skill_rollback(
                 f" {current.number}: nothing to roll back"
             )
         author = Author(person=person, via=via)
-        draft = Draft(
-            skill_md=target.skill_md,
-            files=target.files,
-            binaries=dict(target.binaries),
-            front_matter=target.front_matter,
-            before=current.skill_md,
-            after=target.skill_md,
-            detail={"restored_version": to_number},
-            scan=[(SKILL_FILE, target.skill_md), *target.files.items()],
-        )
-        findings = _scan(draft)
+        draft = _version_draft(target)
+        draft.before, draft.after = current.skill_md, target.skill_md
+        draft.detail = {"restored_version": to_number}
+        # Versions never change: a scan of the target read before the lock still holds.
+        findings = scanned[1] if scanned[0] == target.pk else _scan(draft)
         if findings:
             _event(
                 kind=Kind.BLOCKED,
@@ -248,6 +303,7 @@ def skill_promote(*, name: str, shown_version: int, person, via: str = Via.DASHB
     (SkillInvalid) if today's scanner blocks its content, which is about to reach everyone.
     Audited as `promote` with the former owner, under the skill's row lock."""
     _reviewer(person)
+    scanned = _prescan(lambda: _read_version(name), lambda v: _scan(_version_draft(v)))
     with transaction.atomic():
         skill = _locked_skill(name)
         current = skill.current_version
@@ -256,13 +312,8 @@ def skill_promote(*, name: str, shown_version: int, person, via: str = Via.DASHB
         if current.number != shown_version:
             raise SkillStale(f"{name} is at version {current.number} now, not {shown_version}")
         author = Author(person=person, via=via)
-        draft = Draft(
-            skill_md=current.skill_md,
-            files=current.files,
-            front_matter=current.front_matter,
-            scan=[(SKILL_FILE, current.skill_md), *current.files.items()],
-        )
-        findings = _scan(draft)
+        scanned_here = scanned[0] == current.pk
+        findings = scanned[1] if scanned_here else _scan(_version_draft(current))
         if findings:
             _event(
                 kind=Kind.BLOCKED,
