@@ -228,13 +228,21 @@ def skill_raw(request: HttpRequest, slug: str) -> HttpResponse:
     text, exactly as stored."""
     skill = skill_or_404(slug, request.user)
     version = _version_asked(request, skill)
+    return raw_text_response(
+        request, version, missing=f"Version {version.number} of {skill.slug} has no file"
+    )
+
+
+def raw_text_response(request: HttpRequest, content, *, missing: str) -> HttpResponse:
+    """SKILL.md or the text file `?path=` of `content` (a version or a proposal) as plain
+    text, exactly as stored, shown inline; 404 ("<missing> <path>.") for another path."""
     path = request.GET.get("path") or SKILL_FILE
     if path == SKILL_FILE:
-        text = version.skill_md
-    elif isinstance(version.files, dict) and path in version.files:
-        text = version.files[path]
+        text = content.skill_md
+    elif isinstance(content.files, dict) and path in content.files:
+        text = content.files[path]
     else:
-        raise Http404(f"Version {version.number} of {skill.slug} has no file {path}.")
+        raise Http404(f"{missing} {path}.")
     response = HttpResponse(text, content_type="text/plain; charset=utf-8")
     response["Content-Disposition"] = content_disposition_header(
         as_attachment=False, filename=posixpath.basename(path)

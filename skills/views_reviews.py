@@ -8,14 +8,11 @@ posts and redirects back to the Approvals page with a message. Only skill review
 for anyone else a proposal answers 404 whether or not it exists, and nothing changes.
 """
 
-import posixpath
-
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_POST
 
 from skills import policy
@@ -30,11 +27,11 @@ from skills.approvals import (
     proposal_decided,
     proposal_item,
 )
-from skills.format import SKILL_FILE
 from skills.models import SkillProposal, Via
 from skills.reviews import skill_proposal_decide
 from skills.selectors import skill_proposals_reviewable
 from skills.services import SkillConflict, SkillInvalid, SkillNotAllowed, SkillStale
+from skills.views import raw_text_response
 
 MAX_VERSION = 2_000_000_000
 Status = SkillProposal.Status
@@ -122,15 +119,4 @@ def proposal_raw(request: HttpRequest, proposal_id: int) -> HttpResponse:
     proposal = skill_proposals_reviewable(request.user).filter(pk=proposal_id).first()
     if proposal is None:
         raise Http404("No such skill change waits for you.")
-    path = request.GET.get("path") or SKILL_FILE
-    if path == SKILL_FILE:
-        text = proposal.skill_md
-    elif isinstance(proposal.files, dict) and path in proposal.files:
-        text = proposal.files[path]
-    else:
-        raise Http404(f"This change has no file {path}.")
-    response = HttpResponse(text, content_type="text/plain; charset=utf-8")
-    response["Content-Disposition"] = content_disposition_header(
-        as_attachment=False, filename=posixpath.basename(path)
-    )
-    return response
+    return raw_text_response(request, proposal, missing="This change has no file")

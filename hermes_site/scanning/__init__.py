@@ -97,6 +97,7 @@ from hermes_site.scanning.result import (
     MAX_FINDINGS_PER_CATEGORY,
     Finding,
     ScanResult,
+    cap_per_category,
     select,
 )
 from hermes_site.scanning.reveal import reveal_hidden
@@ -159,18 +160,8 @@ def scan_book(texts: list[str], *, changed: int | None = None, kind: str = "memo
         )
         if changed is None or changed in entries:
             findings.append(replace(finding, entries=entries))
-    findings = _cap(findings)
+    findings = cap_per_category(findings)
     return ScanResult(allowed=not findings, findings=findings, kind=kind)
-
-
-def _cap(findings: list[Finding]) -> list[Finding]:
-    counts: dict[str, int] = {}
-    kept = []
-    for finding in findings:
-        counts[finding.category] = counts.get(finding.category, 0) + 1
-        if counts[finding.category] <= MAX_FINDINGS_PER_CATEGORY:
-            kept.append(finding)
-    return kept
 
 
 def _check_kind(kind: str) -> None:

@@ -20,6 +20,7 @@ from hermes_site.scanning.result import (
     MAX_FINDINGS_PER_CATEGORY,
     Finding,
     ScanResult,
+    cap_per_category,
     select,
 )
 
@@ -101,7 +102,7 @@ def scan_skill_files(files: Mapping[str, str], *, kind: str = "skill") -> dict[s
         if not extra[path]:
             out[path] = result
             continue
-        findings = _cap(sorted([*result.findings, *extra[path]], key=lambda f: f.start))
+        findings = cap_per_category(sorted([*result.findings, *extra[path]], key=lambda f: f.start))
         out[path] = ScanResult(allowed=False, findings=findings, kind=kind)
     return out
 
@@ -142,13 +143,3 @@ def _joined_findings(
             key = (finding.category, finding.reason, start, end)
             out.append((path, key, replace(finding, reason=reason, start=start, end=end)))
     return out
-
-
-def _cap(findings: list[Finding]) -> list[Finding]:
-    counts: dict[str, int] = {}
-    kept = []
-    for finding in findings:
-        counts[finding.category] = counts.get(finding.category, 0) + 1
-        if counts[finding.category] <= MAX_FINDINGS_PER_CATEGORY:
-            kept.append(finding)
-    return kept

@@ -93,6 +93,17 @@ def select(text: str, raw: list[Raw], quiet: set[int], *, cap: int | None) -> li
     ]
 
 
+def cap_per_category(findings: list[Finding]) -> list[Finding]:
+    """`findings` in their order, at most MAX_FINDINGS_PER_CATEGORY of each category."""
+    counts: dict[str, int] = {}
+    kept = []
+    for finding in findings:
+        counts[finding.category] = counts.get(finding.category, 0) + 1
+        if counts[finding.category] <= MAX_FINDINGS_PER_CATEGORY:
+            kept.append(finding)
+    return kept
+
+
 def secret_spans(raw: list[Raw]) -> list[tuple[int, int]]:
     """Where the credentials are, so no excerpt shows one, not even as another's context."""
     return [(start, end) for _, _, start, end, redact, excerpt in raw if redact and excerpt is None]
