@@ -48,6 +48,9 @@ class Tool:
     handler: Callable[[TurnContext, dict], Any]  # returns str or JSON-serialisable data
     channels: frozenset[str] | None = None  # None: every channel
     timeout_seconds: float | None = None  # None: settings.AGENT_TOOL_TIMEOUT_SECONDS
+    # Told (context, arguments or None, reason) when the engine refuses a call before the
+    # handler runs (bad JSON, arguments that break the schema): lets a provider audit it.
+    on_refused: Callable[[TurnContext, Any, str], None] | None = None
 
     def allowed_on(self, channel: str) -> bool:
         return self.channels is None or channel in self.channels
@@ -64,6 +67,11 @@ class Tool:
         }
 
 
+class ToolError(Exception):
+    """Raised by a handler for a failure the model should read as is (its message is the
+    tool's error result, without the generic "the tool failed" wrapping)."""
+
+
 class SectionText(str):
     """A prompt section's text that also tells the turn's prompt report something about
     itself (`details`, JSON-serialisable: e.g. how many items it listed and left out)."""
@@ -77,6 +85,10 @@ class SectionText(str):
 
 
 class ToolProvider(Protocol):
+    """`tools()` lists the provider's fixed tools. A provider whose tools depend on the turn
+    (a chat's own toolset) may also define `tools_for_turn(context) -> Iterable[Tool]`,
+    which the loop calls for each turn; the registry leaves out a name already taken."""
+
     def tools(self) -> Iterable[Tool]: ...
 
 
@@ -103,6 +115,19 @@ class Registry:
                 if tool.name in tools:
                     raise ValueError(f"two tools are named {tool.name!r}")
                 if tool.allowed_on(channel):
+                    tools[tool.name] = tool
+        return list(tools.values())
+
+    def tools_for_turn(self, context: TurnContext) -> list[Tool]:
+        """The channel's tools plus those providers give this turn (`tools_for_turn`); a
+        turn tool whose name is taken is left out, never replaces a fixed tool."""
+        tools = {tool.name: tool for tool in self.tools_for(context.channel)}
+        for provider in self.tool_providers:
+            per_turn = getattr(provider, "tools_for_turn", None)
+            if per_turn is None:
+                continue
+            for tool in per_turn(context):
+                if tool.name not in tools and tool.allowed_on(context.channel):
                     tools[tool.name] = tool
         return list(tools.values())
 
