@@ -86,6 +86,7 @@ def test_real_servers_list_run_and_are_audited(fake, repo, http_probe):
     offered = {t["function"]["name"] for t in fake.requests[0]["tools"]}
     assert {"git__git_log", "git__git_status", "time__convert_time", "web__echo"} <= offered
     assert "web__hang" not in offered  # only `echo` was turned on for that server
+    assert turn.prompt_report["tokens"]["tools"] > 0  # their cost is in the context report
     results = tool_messages(turn)
     assert "Add the deploy checklist" in results["c1"].text
     assert "21:00" in results["c2"].text
