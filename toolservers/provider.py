@@ -240,12 +240,13 @@ def _handler(item: ActiveTool):
             audit(ToolCall.Decision.ALLOWED, error=str(exc))
             server_error_record(server=server, error=str(exc))
             raise ToolError(str(exc)) from exc
-        text = guard(fit_budget(render_result(result), settings.TOOLSERVERS_RESULT_TOKENS))
+        rendered = render_result(result)
+        text = guard(fit_budget(rendered, settings.TOOLSERVERS_RESULT_TOKENS))
         if result.is_error:
             message = f"the tool {tool.name} on {server.slug} reported an error: {text}"
-            audit(ToolCall.Decision.ALLOWED, error=message)
+            audit(ToolCall.Decision.ALLOWED, error=message, result_chars=len(rendered))
             raise ToolError(message)
-        audit(ToolCall.Decision.ALLOWED, result=text)
+        audit(ToolCall.Decision.ALLOWED, result=text, result_chars=len(rendered))
         return text
 
     return call

@@ -16,6 +16,7 @@ import asyncio
 import logging
 import os
 import threading
+import time
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -34,6 +35,10 @@ logger = logging.getLogger(__name__)
 # What a stdio child inherits from the hub besides its configured variables. The SDK adds
 # its own short list of harmless ones (HOME, LOGNAME, PATH, SHELL, TERM, USER).
 BASE_ENV_NAMES = ("PATH", "HOME", "LANG", "LC_ALL")
+# After a server failed (a crash, a hang, a failed start), the next call reopens it at once;
+# after further failures in a row, it waits 1, 2, 4 … up to 60 seconds before trying again.
+BACKOFF_BASE_SECONDS = 1.0
+BACKOFF_MAX_SECONDS = 60.0
 STOP_GRACE_SECONDS = 6.0  # the SDK's own stop: 2 s to exit, 2 s after SIGTERM, then SIGKILL
 
 
@@ -178,6 +183,8 @@ class Runtime:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._connections: dict[str, _Connection] = {}
         self._opening: dict[str, asyncio.Lock] = {}
+        # slug -> (failures in a row, monotonic time before which no reopen, last error)
+        self._failures: dict[str, tuple[int, float, str]] = {}
 
     # --- the loop thread -------------------------------------------------------------
 
@@ -186,7 +193,7 @@ class Runtime:
             if self._loop is None or self._pid != os.getpid():
                 # First use, or a forked worker: the parent's loop thread is not here.
                 self._pid = os.getpid()
-                self._connections, self._opening = {}, {}
+                self._connections, self._opening, self._failures = {}, {}, {}
                 self._loop = asyncio.new_event_loop()
                 thread = threading.Thread(
                     target=self._loop.run_forever, name="hermes-mcp", daemon=True
@@ -213,25 +220,39 @@ class Runtime:
                 return conn.session
             if conn is not None:  # changed settings, or a session that ended
                 self._drop(spec.slug)
+            count, not_before, last = self._failures.get(spec.slug, (0, 0.0, ""))
+            wait = not_before - time.monotonic()
+            if wait > 0:
+                raise ToolServerError(
+                    f"the tool server {spec.slug} failed {count} times in a row and is not "
+                    f"restarted for another {wait:.0f} s (last error: {last})"
+                )
             conn = _Connection(spec)
             timeout = settings.TOOLSERVERS_CONNECT_TIMEOUT_SECONDS
             try:
                 session = await conn.open(timeout)
-            except ToolServerError:
+            except ToolServerError as exc:
+                self._failed(spec.slug, str(exc))
                 raise
-            except OSError as exc:
-                raise ToolServerError(
-                    f"the tool server {spec.slug} could not be started or reached: {describe(exc)}"
-                ) from exc
             except Exception as exc:  # noqa: BLE001 - any failure to connect is the model's news
-                raise ToolServerError(
+                error = ToolServerError(
                     f"the tool server {spec.slug} could not be started or reached: {describe(exc)}"
-                ) from exc
+                )
+                self._failed(spec.slug, str(error))
+                raise error from exc
             self._connections[spec.slug] = conn
             return session
 
-    def _drop(self, slug: str) -> None:
+    def _failed(self, slug: str, error: str) -> None:
+        count = self._failures.get(slug, (0, 0.0, ""))[0] + 1
+        delay = 0.0 if count == 1 else BACKOFF_BASE_SECONDS * 2 ** (count - 2)
+        delay = min(delay, BACKOFF_MAX_SECONDS)
+        self._failures[slug] = (count, time.monotonic() + delay, error[:300])
+
+    def _drop(self, slug: str, error: str = "") -> None:
         """Forget a session and close it in the background (a hung child is killed)."""
+        if error:
+            self._failed(slug, error)
         conn = self._connections.pop(slug, None)
         if conn is not None:
             asyncio.get_running_loop().create_task(conn.close())
@@ -247,39 +268,51 @@ class Runtime:
                 cursor = page.next_cursor
                 if not cursor:
                     break
-        except (TimeoutError, MCPError, Exception) as exc:
-            self._drop(spec.slug)
-            raise ToolServerError(
+        except Exception as exc:  # noqa: BLE001 - timeouts, error answers, broken transports
+            error = ToolServerError(
                 f"the tool server {spec.slug} did not list its tools: {describe(exc)}"
-            ) from exc
+            )
+            self._drop(spec.slug, str(error))
+            raise error from exc
+        self._failures.pop(spec.slug, None)
         return tools
 
     async def _call_tool(self, spec: ServerSpec, name: str, arguments: dict):
         session = await self._session(spec)
         try:
-            return await asyncio.wait_for(session.call_tool(name, arguments), spec.call_timeout)
+            result = await asyncio.wait_for(session.call_tool(name, arguments), spec.call_timeout)
         except TimeoutError:
-            self._drop(spec.slug)
-            raise ToolServerError(
+            error = ToolServerError(
                 f"the tool {name} on {spec.slug} did not answer within {spec.call_timeout:g} s; "
                 "the call was cancelled and the server restarted. Try again, or another way."
-            ) from None
+            )
+            self._drop(spec.slug, str(error))
+            raise error from None
         except MCPError as exc:
             # An error answer, or a connection that closed under the call (a crash).
             if exc.code == CONNECTION_CLOSED:
-                self._drop(spec.slug)
-                raise ToolServerError(
+                error = ToolServerError(
                     f"the tool server {spec.slug} closed the connection during {name} "
                     "(it may have crashed); it will be restarted on the next call"
-                ) from exc
+                )
+                self._drop(spec.slug, str(error))
+                raise error from exc
+            self._failures.pop(spec.slug, None)  # the server answered: it is alive
             raise ToolServerError(f"the tool {name} on {spec.slug} failed: {exc}") from exc
         except Exception as exc:  # noqa: BLE001 - malformed answers, broken transports
-            self._drop(spec.slug)
-            raise ToolServerError(
+            error = ToolServerError(
                 f"the tool {name} on {spec.slug} failed: {describe(exc)}; the server was restarted"
-            ) from exc
+            )
+            self._drop(spec.slug, str(error))
+            raise error from exc
+        self._failures.pop(spec.slug, None)
+        return result
 
     async def _close(self, slug: str | None) -> None:
+        if slug:
+            self._failures.pop(slug, None)
+        else:
+            self._failures.clear()
         conns = (
             [self._connections.pop(slug)]
             if slug in self._connections
@@ -304,6 +337,10 @@ class Runtime:
         if self._loop is None or self._pid != os.getpid():
             return
         self._run(self._close(slug), STOP_GRACE_SECONDS * 2 + 1)
+
+    def forget_failures(self) -> None:
+        """Drop the restart backoff of every server (tests; an operator's fix)."""
+        self._failures = {}
 
     def is_connected(self, slug: str) -> bool:
         conn = self._connections.get(slug)

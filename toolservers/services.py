@@ -226,8 +226,10 @@ def tool_call_record(
     error: str = "",
     duration_ms: int = 0,
     decided_by=None,
+    result_chars: int | None = None,
 ) -> ToolCall:
-    """The audit row of one call (or refusal), written whatever the outcome."""
+    """The audit row of one call (or refusal), written whatever the outcome; `result_chars`
+    is the result's size before it was cut for the model (default: what is stored)."""
     text = error or result
     return ToolCall.objects.create(
         turn=context.turn,
@@ -239,7 +241,7 @@ def tool_call_record(
         tool=tool,
         arguments=arguments,
         result_excerpt=(result or "")[:EXCERPT_CHARS],
-        result_chars=len(text),
+        result_chars=len(text) if result_chars is None else result_chars,
         error=error[:EXCERPT_CHARS],
         duration_ms=duration_ms,
         decision=decision,

@@ -22,8 +22,10 @@ PYTHON = sys.executable
 def _fresh_listings():
     """Database rows (and their ids) do not outlive a test; what this process listed must not."""
     tool_server_tools.forget()
+    runtime.forget_failures()
     yield
     tool_server_tools.forget()
+    runtime.forget_failures()
 
 
 @pytest.fixture(scope="module", autouse=True)

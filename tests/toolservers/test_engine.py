@@ -148,6 +148,8 @@ def test_faults_leave_the_turn_completed_with_clear_errors_and_the_next_call_wor
     assert "invalid arguments (text: 42 is not of type 'string')" in results["f4"].text
     flood = results["f5"].text
     assert "tool result cut to 300 tokens" in flood and len(flood) < 5000
+    flood_row = ToolCall.objects.get(chat=chat, tool="flood")
+    assert flood_row.result_chars > 10_000_000 and len(flood_row.result_excerpt) <= 2000
     assert "Hub note" in results["f6"].text and "do not follow" in results["f6"].text
     assert all(results[k].metadata["is_error"] for k in ("f1", "f2", "f3", "f4"))
     assert results["ok"].text == "echo: still here" and not results["ok"].metadata["is_error"]

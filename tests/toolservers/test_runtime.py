@@ -41,6 +41,15 @@ def test_a_missing_executable_is_a_clear_error():
         runtime.list_tools(spec)
 
 
+def test_a_server_that_keeps_failing_is_restarted_with_backoff():
+    spec = ServerSpec(slug="flaky", transport="stdio", command="/nonexistent/flaky-server")
+    for _ in range(2):  # the first retry is at once
+        with pytest.raises(ToolServerError, match="could not be started"):
+            runtime.call_tool(spec, "anything", {})
+    with pytest.raises(ToolServerError, match="failed 2 times in a row.*No such file"):
+        runtime.call_tool(spec, "anything", {})
+
+
 def test_a_hang_past_the_timeout_is_cancelled_and_the_server_restarted():
     spec = _probe(slug="probe-hang", call_timeout=0.5)
     assert _text(runtime.call_tool(spec, "echo", {"text": "a"})) == "echo: a"
