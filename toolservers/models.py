@@ -69,6 +69,12 @@ class ServerTool(models.Model):
     present = models.BooleanField(default=True)  # False: the server no longer announces it
     flagged = models.BooleanField(default=False)  # the scanner found something: stays off
     scan_summary = models.TextField(blank=True, default="")
+    # Staff read the findings and let this version of the tool through anyway; a changed
+    # description or schema is scanned again and needs a new acceptance.
+    flag_accepted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    flag_accepted_hash = models.CharField(max_length=64, blank=True, default="")
 
     class Meta:
         ordering = ["server__slug", "name"]
@@ -78,6 +84,12 @@ class ServerTool(models.Model):
 
     def __str__(self) -> str:
         return f"{self.server.slug}/{self.name}"
+
+    @property
+    def usable(self) -> bool:
+        """Announced, and either clean or accepted by staff as it is now."""
+        accepted = self.flag_accepted_hash and self.flag_accepted_hash == self.schema_hash
+        return self.present and (not self.flagged or bool(accepted))
 
     @property
     def default_policy(self) -> str:

@@ -35,10 +35,12 @@ def chat_active_tools(chat: Chat) -> list[ActiveTool]:
             by_server[row.server_id] = row
     server_ids = {row.server_id for row in rows}
     active = []
-    tools = ServerTool.objects.filter(server_id__in=server_ids, present=True, flagged=False)
+    tools = ServerTool.objects.filter(server_id__in=server_ids, present=True)
     for tool in tools.select_related("server").order_by("server__slug", "name"):
         row = by_tool.get((tool.server_id, tool.name)) or by_server.get(tool.server_id)
         if row is None or not row.enabled or not tool.server.tool_listed(tool.name):
+            continue
+        if not tool.usable:  # flagged by the scanner and not accepted as it is now
             continue
         active.append(ActiveTool(tool.server, tool, row.policy or tool.default_policy))
     return active

@@ -161,6 +161,27 @@ def toolset_set(
     return row
 
 
+def server_tool_accept_flag(*, by, tool: ServerTool, via: str = VIA_DASHBOARD) -> ServerTool:
+    """Let a flagged tool through, knowingly, as it is now (staff who may manage its server;
+    a later change of its description or schema needs a new acceptance)."""
+    if via != VIA_COMMAND and not may_manage_servers(by, transport=tool.server.transport):
+        raise PermissionDenied("only staff who manage this server accept a flagged tool")
+    with transaction.atomic():
+        ServerTool.objects.filter(pk=tool.pk).update(
+            flag_accepted_by=by, flag_accepted_hash=tool.schema_hash
+        )
+        _audit(
+            action="tool.flag_accepted",
+            by=by,
+            via=via,
+            server_slug=tool.server.slug,
+            tool=tool.name,
+            summary=tool.scan_summary,
+        )
+    tool.flag_accepted_by, tool.flag_accepted_hash = by, tool.schema_hash
+    return tool
+
+
 def schema_hash(description: str, input_schema: dict, annotations: dict) -> str:
     blob = json.dumps([description, input_schema, annotations], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()

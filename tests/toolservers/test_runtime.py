@@ -78,3 +78,10 @@ def test_streamable_http_lists_and_calls(http_probe):
     names = {tool.name for tool in runtime.list_tools(spec)}
     assert {"echo", "hang", "environment"} <= names
     assert _text(runtime.call_tool(spec, "echo", {"text": "over http"})) == "echo: over http"
+
+
+def test_an_http_call_past_its_timeout_is_cancelled_and_the_next_call_works(http_probe):
+    spec = ServerSpec(slug="http-slow", transport="http", url=http_probe, call_timeout=0.5)
+    with pytest.raises(ToolServerError, match="did not answer within 0.5 s"):
+        runtime.call_tool(spec, "hang", {"seconds": 30})
+    assert _text(runtime.call_tool(spec, "echo", {"text": "back"})) == "echo: back"

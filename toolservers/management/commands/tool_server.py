@@ -14,14 +14,20 @@ from toolservers.models import Policy, ServerTool, Transport
 from toolservers.provider import refresh_server_tools
 from toolservers.runtime import ToolServerError
 from toolservers.selectors import servers
-from toolservers.services import VIA_COMMAND, server_add, toolset_set
+from toolservers.services import (
+    VIA_COMMAND,
+    server_add,
+    server_tool_accept_flag,
+    toolset_set,
+)
 
 
 class Command(BaseCommand):
     help = (
         "Manage tool servers (MCP). `add NAME --stdio 'COMMAND ARGS' | --url URL` adds one "
         "and lists its tools; `list` shows every server and its tools; `enable NAME --chat "
-        "CHAT_KEY [--policy allow|ask|deny] [--tool TOOL]` turns it on in one chat."
+        "CHAT_KEY [--policy allow|ask|deny] [--tool TOOL]` turns it on in one chat; `accept "
+        "NAME TOOL` lets a flagged tool through, knowingly."
     )
 
     def add_arguments(self, parser):
@@ -48,6 +54,11 @@ class Command(BaseCommand):
         enable.add_argument("--tool", default="")
         enable.add_argument("--policy", choices=["allow", "ask", "deny"], default="")
         enable.add_argument("--off", action="store_true", help="turn it off instead")
+        accept = sub.add_parser(
+            "accept", help="let a tool the scanner flagged through, as it is now, knowingly"
+        )
+        accept.add_argument("name")
+        accept.add_argument("tool")
 
     def handle(self, *args, action: str, **options):
         """Run one action; bad input is a CommandError with the reason, nothing stored."""
@@ -125,7 +136,20 @@ class Command(BaseCommand):
         state = "off" if off else f"on ({policy or 'policy from annotations'})"
         self.stdout.write(f"{target} is {state} in {chat_key}")
 
+    def _accept(self, *, name, tool, **_):
+        found = ServerTool.objects.filter(server__slug=name, name=tool).first()
+        if found is None:
+            raise CommandError(f"no tool {tool!r} on a server named {name!r}")
+        if not found.flagged:
+            raise CommandError(f"{name}/{tool} is not flagged; nothing to accept")
+        self.stdout.write(f"findings: {found.scan_summary}")
+        server_tool_accept_flag(by=None, via=VIA_COMMAND, tool=found)
+        self.stdout.write(f"{name}/{tool} accepted as it is now")
+
     @staticmethod
     def _tool_line(tool: ServerTool) -> str:
-        flag = f"  FLAGGED, stays off: {tool.scan_summary}" if tool.flagged else ""
+        flag = ""
+        if tool.flagged:
+            state = "accepted by staff" if tool.usable else "stays off"
+            flag = f"  FLAGGED, {state}: {tool.scan_summary}"
         return f"  {tool.name}\t{tool.default_policy}{flag}"
