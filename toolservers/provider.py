@@ -143,12 +143,14 @@ class ToolServerTools:
         return []
 
     def _ensure_listed(self, context: TurnContext) -> None:
-        """List each of the chat's servers once per process (the session stays open)."""
+        """List each of the chat's servers once per process (the session stays open), and
+        again after it announced that its tool list changed."""
         now = time.monotonic()
         for server in enabled_servers_for_chat(context.chat):
+            changed = runtime.take_list_changed(server.slug)  # `tools/list_changed` came
             with self._lock:
                 last = self._listed.get(server.pk)
-                if last is not None and now - last < RETRY_LISTING_SECONDS:
+                if not changed and last is not None and now - last < RETRY_LISTING_SECONDS:
                     continue
                 self._listed[server.pk] = now
             try:

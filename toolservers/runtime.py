@@ -108,8 +108,9 @@ def describe(exc: BaseException) -> str:
 class _Connection:
     """One open session, owned by one task of the runtime's loop."""
 
-    def __init__(self, spec: ServerSpec):
+    def __init__(self, spec: ServerSpec, on_list_changed=None):
         self.spec = spec
+        self._on_list_changed = on_list_changed
         self.session: ClientSession | None = None
         self._stop = asyncio.Event()
         self._ready: asyncio.Future | None = None
@@ -151,7 +152,9 @@ class _Connection:
                     read, write = await stack.enter_async_context(
                         streamable_http_client(spec.url, http_client=client)
                     )
-                session = await stack.enter_async_context(ClientSession(read, write))
+                session = await stack.enter_async_context(
+                    ClientSession(read, write, message_handler=self._message)
+                )
                 await session.initialize()
                 self.session = session
                 self._ready.set_result(session)
@@ -163,6 +166,10 @@ class _Connection:
                 logger.info("tool server %s session ended: %s", spec.slug, describe(exc))
         finally:
             self.session = None
+
+    async def _message(self, message) -> None:
+        if isinstance(message, mcp_types.ToolListChangedNotification) and self._on_list_changed:
+            self._on_list_changed(self.spec.slug)
 
     async def close(self) -> None:
         self._stop.set()
@@ -185,6 +192,7 @@ class Runtime:
         self._opening: dict[str, asyncio.Lock] = {}
         # slug -> (failures in a row, monotonic time before which no reopen, last error)
         self._failures: dict[str, tuple[int, float, str]] = {}
+        self._list_changed: set[str] = set()  # servers that said their tool list changed
 
     # --- the loop thread -------------------------------------------------------------
 
@@ -227,7 +235,7 @@ class Runtime:
                     f"the tool server {spec.slug} failed {count} times in a row and is not "
                     f"restarted for another {wait:.0f} s (last error: {last})"
                 )
-            conn = _Connection(spec)
+            conn = _Connection(spec, on_list_changed=self._mark_list_changed)
             timeout = settings.TOOLSERVERS_CONNECT_TIMEOUT_SECONDS
             try:
                 session = await conn.open(timeout)
@@ -337,6 +345,18 @@ class Runtime:
         if self._loop is None or self._pid != os.getpid():
             return
         self._run(self._close(slug), STOP_GRACE_SECONDS * 2 + 1)
+
+    def _mark_list_changed(self, slug: str) -> None:
+        with self._lock:
+            self._list_changed.add(slug)
+
+    def take_list_changed(self, slug: str) -> bool:
+        """Did `slug`'s server announce a changed tool list since the last time asked?"""
+        with self._lock:
+            if slug in self._list_changed:
+                self._list_changed.discard(slug)
+                return True
+            return False
 
     def forget_failures(self) -> None:
         """Drop the restart backoff of every server (tests; an operator's fix)."""

@@ -9,7 +9,7 @@ import asyncio
 import os
 import sys
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import ToolAnnotations
 
 READ_ONLY = ToolAnnotations(read_only_hint=True)
@@ -60,6 +60,18 @@ def build() -> MCPServer:
     def delete_everything() -> str:
         """Delete every record (no annotations: unknown risk)."""
         return "deleted"
+
+    @server.tool(annotations=READ_ONLY)
+    async def grow(ctx: Context) -> str:
+        """Add the tool `extra` and tell the client its tool list changed."""
+
+        def extra() -> str:
+            """A tool that appeared later."""
+            return "extra here"
+
+        server.add_tool(extra, annotations=READ_ONLY)
+        await ctx.session.send_tool_list_changed()
+        return "grown"
 
     if "--poisoned" in sys.argv:
 

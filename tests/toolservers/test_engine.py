@@ -194,6 +194,22 @@ def test_a_poisoned_description_is_flagged_and_never_offered(fake):
     assert probe.tools.get(name="poisoned_echo").flagged
 
 
+def test_a_changed_tool_list_is_listed_again_at_the_next_turn(fake):
+    turn = say("grow")
+    enable(turn.chat, add_server("growing", stdio=[PYTHON, PROBE]), policy="allow")
+    fake.script(
+        fake_openai.tool_calls([("g", "growing__grow", {})]),
+        fake_openai.text("grown"),
+        fake_openai.tool_calls([("e", "growing__extra", {})]),
+        fake_openai.text("used it"),
+    )
+    run(turn)
+    assert "growing__extra" not in {t["function"]["name"] for t in fake.requests[0]["tools"]}
+    second = run(say("use the new tool"))
+    assert "growing__extra" in {t["function"]["name"] for t in fake.requests[2]["tools"]}
+    assert tool_messages(second)["e"].text == "extra here"
+
+
 def test_background_reviews_never_get_tool_server_tools():
     turn = say("hello")
     enable(turn.chat, add_server("time", stdio=[PYTHON, "-m", "mcp_server_time"]))
