@@ -26,6 +26,8 @@ def chat_active_tools(chat: Chat) -> list[ActiveTool]:
     rows = list(
         ChatToolset.objects.filter(chat=chat, server__enabled=True).select_related("server")
     )
+    if not rows:  # most chats: one query per turn and no more
+        return []
     by_server: dict[int, ChatToolset] = {}
     by_tool: dict[tuple[int, str], ChatToolset] = {}
     for row in rows:

@@ -5,6 +5,7 @@ where allowed); a **prompt section provider** renders one block of the system pr
 Apps register theirs in `AppConfig.ready()`; the engine never imports `memory` or `skills`.
 """
 
+import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -12,6 +13,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from chats.models import Actor, Chat, Message, Turn
 
+
+logger = logging.getLogger(__name__)
 
 ORIGIN_CHAT = "chat"
 ORIGIN_REVIEW = "review"
@@ -120,13 +123,19 @@ class Registry:
 
     def tools_for_turn(self, context: TurnContext) -> list[Tool]:
         """The channel's tools plus those providers give this turn (`tools_for_turn`); a
-        turn tool whose name is taken is left out, never replaces a fixed tool."""
+        turn tool whose name is taken is left out, never replaces a fixed tool, and a
+        provider that fails is logged and left out: the turn goes on without its tools."""
         tools = {tool.name: tool for tool in self.tools_for(context.channel)}
         for provider in self.tool_providers:
             per_turn = getattr(provider, "tools_for_turn", None)
             if per_turn is None:
                 continue
-            for tool in per_turn(context):
+            try:
+                offered = list(per_turn(context))
+            except Exception:  # noqa: BLE001 - one provider's failure must not stop the turn
+                logger.exception("tool provider %r failed for this turn", provider)
+                continue
+            for tool in offered:
                 if tool.name not in tools and tool.allowed_on(context.channel):
                     tools[tool.name] = tool
         return list(tools.values())

@@ -108,6 +108,39 @@ def test_registry_filters_by_channel_and_refuses_duplicate_names():
         registry.tools_for("web")
 
 
+def test_per_turn_tools_join_the_fixed_ones_and_a_failing_provider_leaves_them_alone():
+    chat = type("Chat", (), {"channel": "web"})()
+    context = TurnContext(chat=chat, trigger=None)
+
+    class PerTurn:
+        def __init__(self, *tools, fail=False):
+            self._tools, self._fail = tools, fail
+
+        def tools(self):
+            return []
+
+        def tools_for_turn(self, context):
+            if self._fail:
+                raise RuntimeError("tool server listing broke")
+            return self._tools
+
+    clash = Tool("current_time", "not the clock", {"type": "object"}, lambda c, a: 1)
+    extra = Tool("srv__echo", "echo", {"type": "object"}, lambda c, a: 1)
+    registry = Registry(tool_providers=[_FixedProvider(CURRENT_TIME), PerTurn(clash, extra)])
+    tools = {t.name: t for t in registry.tools_for_turn(context)}
+    assert set(tools) == {"current_time", "srv__echo"} and tools["current_time"] is CURRENT_TIME
+    registry.tool_providers.append(PerTurn(fail=True))
+    assert {t.name for t in registry.tools_for_turn(context)} == {"current_time", "srv__echo"}
+
+
+class _FixedProvider:
+    def __init__(self, *tools):
+        self._tools = tools
+
+    def tools(self):
+        return self._tools
+
+
 @pytest.mark.django_db(transaction=True)
 def test_session_search_in_a_group_stays_in_that_group(owner):
     # The owner's private chat mentions the secret; the group must not reveal it.
