@@ -83,7 +83,8 @@ def _describe_item(item) -> str:
     if kind == "text":
         return item.text
     if kind in ("image", "audio"):
-        size = len(item.data or "") * 3 // 4
+        data = item.data or ""
+        size = len(data) * 3 // 4 - data[-2:].count("=")  # base64 without decoding it
         return f"[{kind} from the tool: {item.mime_type}, about {size:,} bytes, not shown]"
     if kind == "resource_link":
         return f"[resource link: {item.name} <{item.uri}>]"

@@ -6,6 +6,7 @@ environment, hang, crash, flood, inject and announce a poisoned description.
 """
 
 import asyncio
+import json
 import os
 import sys
 
@@ -72,6 +73,15 @@ def build() -> MCPServer:
         server.add_tool(extra, annotations=READ_ONLY)
         await ctx.session.send_tool_list_changed()
         return "grown"
+
+    @server.tool(annotations=READ_ONLY)
+    async def malformed(ctx: Context) -> str:
+        """Write a line that is not JSON-RPC and a reply of the wrong shape to stdout."""
+        request_id = int(ctx.request_id) if ctx.request_id.isdigit() else ctx.request_id
+        reply = {"jsonrpc": "2.0", "id": request_id, "result": {"content": "not a list"}}
+        os.write(1, b"this line is not JSON-RPC\n" + (json.dumps(reply) + "\n").encode())
+        await asyncio.sleep(0.2)
+        return "the proper answer, too late"
 
     if "--poisoned" in sys.argv:
 

@@ -1,7 +1,6 @@
 """Tool servers through the engine with the fake model: real PyPI servers over stdio, the
 probe over streamable HTTP, faults that leave the turn completed, and the audit rows."""
 
-import json
 import subprocess
 
 import pytest
@@ -217,13 +216,3 @@ def test_background_reviews_never_get_tool_server_tools():
     assert "time__convert_time" in chat_names
     review = TurnContext(turn.chat, turn.trigger, origin=ORIGIN_REVIEW)
     assert not any("__" in t.name for t in registry.tools_for_turn(review))
-
-
-def test_result_json_is_passed_through_for_structured_only_results():
-    from toolservers.provider import render_result
-
-    class Result:
-        content = []
-        structured_content = {"ok": True}
-
-    assert json.loads(render_result(Result())) == {"ok": True}

@@ -67,6 +67,14 @@ def test_a_server_killed_mid_call_is_an_error_and_the_next_call_restarts_it():
     assert _text(runtime.call_tool(spec, "echo", {"text": "again"})) == "echo: again"
 
 
+def test_malformed_output_does_not_break_the_session():
+    spec = _probe(slug="probe-malformed", call_timeout=5)
+    # The SDK drops a line that is not JSON-RPC and a reply of the wrong shape; the call
+    # gets its real answer and the session stays usable.
+    assert _text(runtime.call_tool(spec, "malformed", {})) == "the proper answer, too late"
+    assert _text(runtime.call_tool(spec, "echo", {"text": "fine"})) == "echo: fine"
+
+
 def test_an_http_server_that_is_down_is_a_clear_error():
     spec = ServerSpec(slug="down", transport="http", url="http://127.0.0.1:9/mcp", call_timeout=5)
     with pytest.raises(ToolServerError, match="could not be started or reached"):
