@@ -4,7 +4,9 @@ Registered as a tool provider whose tools depend on the turn (`tools_for_turn`):
 turns answering people (origin "chat") get them; background reviews and the curator never
 do. Each call follows the tool's policy in that chat (allow runs; deny and ask are refused
 for now: approval cards come next), is validated against the tool's schema by the engine
-before it runs, and leaves a `ToolCall` audit row whatever happens. Results are rendered to
+before it runs, and leaves a `ToolCall` audit row whatever happens, written in the turn's
+own thread (the engine's worker threads close their database connection after each call,
+and a new one per call would cost more than the call). Results are rendered to
 text, cut to `TOOLSERVERS_RESULT_TOKENS` with a marker, and scanned; the model is told when
 a result carries instructions.
 """
@@ -193,6 +195,7 @@ class ToolServerTools:
                     handler=_handler(item),
                     timeout_seconds=item.server.call_timeout_seconds + timeout_bound,
                     on_refused=_refusal_recorder(item),
+                    on_finished=_outcome_recorder(item),
                 )
             )
         return tools
@@ -212,45 +215,78 @@ def _refusal_recorder(item: ActiveTool):
     return record
 
 
+class _Reply(str):
+    """A result's text for the model, with what its audit row will say (`audit`)."""
+
+    audit: dict
+
+
+class _CallError(ToolError):
+    """A refusal or failure for the model, with what its audit row will say (`audit`)."""
+
+    def __init__(self, message: str, audit: dict):
+        super().__init__(message)
+        self.audit = audit
+
+
+def _outcome_recorder(item: ActiveTool):
+    """Writes the call's audit row in the turn's thread (see `Tool.on_finished`)."""
+
+    def record(context: TurnContext, arguments: dict, outcome) -> None:
+        audit = getattr(outcome, "audit", None)
+        if audit is None:  # the engine gave up waiting, or the handler itself broke
+            audit = {"decision": ToolCall.Decision.ALLOWED, "error": str(outcome)}
+        audit = dict(audit)
+        server_error = audit.pop("server_error", "")
+        tool_call_record(
+            context=context, server=item.server, tool=item.tool.name, arguments=arguments, **audit
+        )
+        if server_error:
+            server_error_record(server=item.server, error=server_error)
+
+    return record
+
+
 def _handler(item: ActiveTool):
+    """The call itself: no database access (it runs in the engine's worker thread)."""
     server, tool = item.server, item.tool
 
     def call(context: TurnContext, arguments: dict) -> str:
         started = time.monotonic()
 
-        def audit(decision: str, **fields) -> None:
-            elapsed = int((time.monotonic() - started) * 1000)
-            tool_call_record(
-                context=context,
-                server=server,
-                tool=tool.name,
-                arguments=arguments,
-                decision=decision,
-                duration_ms=elapsed,
+        def audit(decision: str, **fields) -> dict:
+            return {
+                "decision": decision,
+                "duration_ms": int((time.monotonic() - started) * 1000),
                 **fields,
-            )
+            }
 
         if item.policy == Policy.DENY:
             message = f"refused: the tool {tool.name} is denied in this chat"
-            audit(ToolCall.Decision.DENIED, error=message)
-            raise ToolError(message)
+            raise _CallError(message, audit(ToolCall.Decision.DENIED, error=message))
         if item.policy == Policy.ASK:
-            audit(ToolCall.Decision.NEEDS_APPROVAL, error=APPROVAL_NOT_AVAILABLE)
-            raise ToolError(APPROVAL_NOT_AVAILABLE)
+            raise _CallError(
+                APPROVAL_NOT_AVAILABLE,
+                audit(ToolCall.Decision.NEEDS_APPROVAL, error=APPROVAL_NOT_AVAILABLE),
+            )
         try:
             result = runtime.call_tool(ServerSpec.from_server(server), tool.name, arguments)
         except ToolServerError as exc:
-            audit(ToolCall.Decision.ALLOWED, error=str(exc))
-            server_error_record(server=server, error=str(exc))
-            raise ToolError(str(exc)) from exc
+            error = str(exc)
+            raise _CallError(
+                error, audit(ToolCall.Decision.ALLOWED, error=error, server_error=error)
+            ) from exc
         rendered = render_result(result)
         text = guard(fit_budget(rendered, settings.TOOLSERVERS_RESULT_TOKENS))
         if result.is_error:
             message = f"the tool {tool.name} on {server.slug} reported an error: {text}"
-            audit(ToolCall.Decision.ALLOWED, error=message, result_chars=len(rendered))
-            raise ToolError(message)
-        audit(ToolCall.Decision.ALLOWED, result=text, result_chars=len(rendered))
-        return text
+            raise _CallError(
+                message,
+                audit(ToolCall.Decision.ALLOWED, error=message, result_chars=len(rendered)),
+            )
+        reply = _Reply(text)
+        reply.audit = audit(ToolCall.Decision.ALLOWED, result=text, result_chars=len(rendered))
+        return reply
 
     return call
 

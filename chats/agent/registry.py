@@ -54,6 +54,11 @@ class Tool:
     # Told (context, arguments or None, reason) when the engine refuses a call before the
     # handler runs (bad JSON, arguments that break the schema): lets a provider audit it.
     on_refused: Callable[[TurnContext, Any, str], None] | None = None
+    # Told (context, arguments, outcome) in the turn's own thread once the handler returned
+    # (outcome: its value) or raised (the exception; TimeoutError when the engine gave up):
+    # lets a provider write its audit there, not in the worker thread, whose database
+    # connection is closed after every call.
+    on_finished: Callable[[TurnContext, dict, Any], None] | None = None
 
     def allowed_on(self, channel: str) -> bool:
         return self.channels is None or channel in self.channels

@@ -133,6 +133,45 @@ def test_per_turn_tools_join_the_fixed_ones_and_a_failing_provider_leaves_them_a
     assert {t.name for t in registry.tools_for_turn(context)} == {"current_time", "srv__echo"}
 
 
+def test_on_finished_hears_every_outcome_in_the_callers_thread_and_cannot_break_it():
+    import threading
+
+    from chats.agent.registry import ToolError
+
+    heard = []
+
+    def on_finished(context, arguments, outcome):
+        heard.append((threading.current_thread() is threading.main_thread(), outcome))
+
+    def refuse(context, arguments):
+        raise ToolError("not here")
+
+    tools = {
+        "ok": Tool("ok", "", {"type": "object"}, lambda c, a: "fine", on_finished=on_finished),
+        "no": Tool("no", "", {"type": "object"}, refuse, on_finished=on_finished),
+        "slow": Tool(
+            "slow",
+            "",
+            {"type": "object"},
+            lambda c, a: time.sleep(1),
+            timeout_seconds=0.1,
+            on_finished=on_finished,
+        ),
+    }
+    assert execute_tool_call(tools, "ok", "{}", CONTEXT).content == "fine"
+    assert execute_tool_call(tools, "no", "{}", CONTEXT).content == "Error: not here"
+    assert execute_tool_call(tools, "slow", "{}", CONTEXT).is_error
+    assert [main for main, _ in heard] == [True, True, True]
+    assert heard[0][1] == "fine" and isinstance(heard[1][1], ToolError)
+    assert isinstance(heard[2][1], TimeoutError)
+
+    def broken(context, arguments, outcome):
+        raise RuntimeError("audit down")
+
+    tools["ok"] = Tool("ok", "", {"type": "object"}, lambda c, a: "fine", on_finished=broken)
+    assert execute_tool_call(tools, "ok", "{}", CONTEXT).content == "fine"
+
+
 class _FixedProvider:
     def __init__(self, *tools):
         self._tools = tools
