@@ -23,6 +23,7 @@ RUNS = [
     ["skills_bench.py", "--runs", "100"],
     ["learning_bench.py", "--runs", "5", "--turns", "40"],
     ["keepalive_bench.py", "--calls", "50", "--runs", "5"],
+    ["tools_bench.py", "--runs", "200"],
 ]
 POSTGRES_RUNS = [
     ["ingest_bench.py", "--messages", "5000", "--runs", "5"],
@@ -31,6 +32,7 @@ POSTGRES_RUNS = [
     ["memory_bench.py", "--runs", "200"],
     ["skills_bench.py", "--runs", "100"],
     ["learning_bench.py", "--runs", "5", "--turns", "40"],
+    ["tools_bench.py", "--runs", "200"],
 ]
 
 

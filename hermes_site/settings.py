@@ -61,6 +61,7 @@ INSTALLED_APPS = [
     "skills.apps.SkillsConfig",
     "learning.apps.LearningConfig",
     "bots.apps.BotsConfig",
+    "toolservers.apps.ToolServersConfig",
 ]
 
 MIDDLEWARE = [
@@ -360,6 +361,12 @@ SKILLS_PERSONAL_MAX = env_int("SKILLS_PERSONAL_MAX", 50, minimum=0)
 SKILLS_PENDING_MAX = env_int("SKILLS_PENDING_MAX", 10, minimum=0)
 # Skill reviewers: staff, and the members of this Django group.
 SKILLS_REVIEWERS_GROUP = env_str("SKILLS_REVIEWERS_GROUP", "skill reviewers")
+# Tool servers (MCP): a tool result is cut to this many tokens before the model sees it.
+TOOLSERVERS_RESULT_TOKENS = env_int("TOOLSERVERS_RESULT_TOKENS", 4000, minimum=100)
+# How long opening a tool server's session (spawn or connect, then the MCP handshake) may take.
+TOOLSERVERS_CONNECT_TIMEOUT_SECONDS = env_float(
+    "TOOLSERVERS_CONNECT_TIMEOUT_SECONDS", 20.0, minimum=0.5
+)
 # Token budget of the skills index in the system prompt; past it, the index says how many
 # more skills there are and how to list them.
 SKILLS_INDEX_TOKENS = env_int("SKILLS_INDEX_TOKENS", 1200, minimum=100)

@@ -119,7 +119,7 @@ class TurnRunner:
         )
         partial = ""
         try:
-            tools = registry.tools_for(self.chat.channel) if info.supports_tools else []
+            tools = registry.tools_for_turn(self.context) if info.supports_tools else []
             tool_map = {tool.name: tool for tool in tools}
             specs = [tool.spec() for tool in tools]
             self._compress_if_needed(info.context_tokens)

@@ -5,6 +5,7 @@ where allowed); a **prompt section provider** renders one block of the system pr
 Apps register theirs in `AppConfig.ready()`; the engine never imports `memory` or `skills`.
 """
 
+import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -12,6 +13,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from chats.models import Actor, Chat, Message, Turn
 
+
+logger = logging.getLogger(__name__)
 
 ORIGIN_CHAT = "chat"
 ORIGIN_REVIEW = "review"
@@ -48,6 +51,14 @@ class Tool:
     handler: Callable[[TurnContext, dict], Any]  # returns str or JSON-serialisable data
     channels: frozenset[str] | None = None  # None: every channel
     timeout_seconds: float | None = None  # None: settings.AGENT_TOOL_TIMEOUT_SECONDS
+    # Told (context, arguments or None, reason) when the engine refuses a call before the
+    # handler runs (bad JSON, arguments that break the schema): lets a provider audit it.
+    on_refused: Callable[[TurnContext, Any, str], None] | None = None
+    # Told (context, arguments, outcome) in the turn's own thread once the handler returned
+    # (outcome: its value) or raised (the exception; TimeoutError when the engine gave up):
+    # lets a provider write its audit there, not in the worker thread, whose database
+    # connection is closed after every call.
+    on_finished: Callable[[TurnContext, dict, Any], None] | None = None
 
     def allowed_on(self, channel: str) -> bool:
         return self.channels is None or channel in self.channels
@@ -64,6 +75,11 @@ class Tool:
         }
 
 
+class ToolError(Exception):
+    """Raised by a handler for a failure the model should read as is (its message is the
+    tool's error result, without the generic "the tool failed" wrapping)."""
+
+
 class SectionText(str):
     """A prompt section's text that also tells the turn's prompt report something about
     itself (`details`, JSON-serialisable: e.g. how many items it listed and left out)."""
@@ -77,6 +93,10 @@ class SectionText(str):
 
 
 class ToolProvider(Protocol):
+    """`tools()` lists the provider's fixed tools. A provider whose tools depend on the turn
+    (a chat's own toolset) may also define `tools_for_turn(context) -> Iterable[Tool]`,
+    which the loop calls for each turn; the registry leaves out a name already taken."""
+
     def tools(self) -> Iterable[Tool]: ...
 
 
@@ -103,6 +123,25 @@ class Registry:
                 if tool.name in tools:
                     raise ValueError(f"two tools are named {tool.name!r}")
                 if tool.allowed_on(channel):
+                    tools[tool.name] = tool
+        return list(tools.values())
+
+    def tools_for_turn(self, context: TurnContext) -> list[Tool]:
+        """The channel's tools plus those providers give this turn (`tools_for_turn`); a
+        turn tool whose name is taken is left out, never replaces a fixed tool, and a
+        provider that fails is logged and left out: the turn goes on without its tools."""
+        tools = {tool.name: tool for tool in self.tools_for(context.channel)}
+        for provider in self.tool_providers:
+            per_turn = getattr(provider, "tools_for_turn", None)
+            if per_turn is None:
+                continue
+            try:
+                offered = list(per_turn(context))
+            except Exception:  # noqa: BLE001 - one provider's failure must not stop the turn
+                logger.exception("tool provider %r failed for this turn", provider)
+                continue
+            for tool in offered:
+                if tool.name not in tools and tool.allowed_on(context.channel):
                     tools[tool.name] = tool
         return list(tools.values())
 

@@ -15,7 +15,7 @@ import jsonschema
 from django.conf import settings
 from django.db import close_old_connections, connections
 
-from chats.agent.registry import Tool, TurnContext
+from chats.agent.registry import Tool, ToolError, TurnContext
 
 logger = logging.getLogger(__name__)
 
@@ -63,28 +63,49 @@ def execute_tool_call(
         return result(
             f"Error: there is no tool named {name!r}. Available: {available}.", is_error=True
         )
+
+    def refused(arguments, message: str) -> ToolResult:
+        if tool.on_refused is not None:
+            try:
+                tool.on_refused(context, arguments, message)
+            except Exception:  # noqa: BLE001 - the refusal stands; its audit is best effort
+                logger.warning("tool %s: recording a refusal failed", name, exc_info=True)
+        return result(message, is_error=True)
+
     try:
         arguments = json.loads(raw_arguments or "{}")
     except json.JSONDecodeError as exc:
-        return result(f"Error: the arguments are not valid JSON ({exc.msg}).", is_error=True)
+        return refused(None, f"Error: the arguments are not valid JSON ({exc.msg}).")
     if not isinstance(arguments, dict):
-        return result("Error: the arguments must be a JSON object.", is_error=True)
+        return refused(arguments, "Error: the arguments must be a JSON object.")
     try:
         jsonschema.validate(arguments, tool.parameters)
     except jsonschema.ValidationError as exc:
         where = "/".join(str(part) for part in exc.absolute_path) or "arguments"
-        return result(f"Error: invalid arguments ({where}: {exc.message}).", is_error=True)
+        return refused(arguments, f"Error: invalid arguments ({where}: {exc.message}).")
+    except jsonschema.SchemaError:
+        return refused(arguments, f"Error: the tool {name} has an invalid schema; do not use it.")
+
+    def finished(outcome, answer: ToolResult) -> ToolResult:
+        if tool.on_finished is not None:
+            try:
+                tool.on_finished(context, arguments, outcome)
+            except Exception:  # noqa: BLE001 - the answer stands; its audit is best effort
+                logger.warning("tool %s: recording the outcome failed", name, exc_info=True)
+        return answer
+
     timeout = tool.timeout_seconds or settings.AGENT_TOOL_TIMEOUT_SECONDS
     future = _executor.submit(_run_in_thread, tool, context, arguments)
     try:
         value = future.result(timeout=timeout)
     except FutureTimeout:
         future.cancel()
-        return result(
-            f"Error: the tool {name} did not finish within {timeout:g} s.",
-            is_error=True,
-        )
+        message = f"Error: the tool {name} did not finish within {timeout:g} s."
+        return finished(TimeoutError(message), result(message, is_error=True))
+    except ToolError as exc:
+        return finished(exc, result(f"Error: {exc}", is_error=True))
     except Exception as exc:  # noqa: BLE001 - the model sees the failure, the turn goes on
         logger.info("tool %s raised", name, exc_info=True)
-        return result(f"Error: the tool {name} failed: {type(exc).__name__}: {exc}", is_error=True)
-    return result(value, is_error=False)
+        message = f"Error: the tool {name} failed: {type(exc).__name__}: {exc}"
+        return finished(exc, result(message, is_error=True))
+    return finished(value, result(value, is_error=False))

@@ -108,6 +108,78 @@ def test_registry_filters_by_channel_and_refuses_duplicate_names():
         registry.tools_for("web")
 
 
+def test_per_turn_tools_join_the_fixed_ones_and_a_failing_provider_leaves_them_alone():
+    chat = type("Chat", (), {"channel": "web"})()
+    context = TurnContext(chat=chat, trigger=None)
+
+    class PerTurn:
+        def __init__(self, *tools, fail=False):
+            self._tools, self._fail = tools, fail
+
+        def tools(self):
+            return []
+
+        def tools_for_turn(self, context):
+            if self._fail:
+                raise RuntimeError("tool server listing broke")
+            return self._tools
+
+    clash = Tool("current_time", "not the clock", {"type": "object"}, lambda c, a: 1)
+    extra = Tool("srv__echo", "echo", {"type": "object"}, lambda c, a: 1)
+    registry = Registry(tool_providers=[_FixedProvider(CURRENT_TIME), PerTurn(clash, extra)])
+    tools = {t.name: t for t in registry.tools_for_turn(context)}
+    assert set(tools) == {"current_time", "srv__echo"} and tools["current_time"] is CURRENT_TIME
+    registry.tool_providers.append(PerTurn(fail=True))
+    assert {t.name for t in registry.tools_for_turn(context)} == {"current_time", "srv__echo"}
+
+
+def test_on_finished_hears_every_outcome_in_the_callers_thread_and_cannot_break_it():
+    import threading
+
+    from chats.agent.registry import ToolError
+
+    heard = []
+
+    def on_finished(context, arguments, outcome):
+        heard.append((threading.current_thread() is threading.main_thread(), outcome))
+
+    def refuse(context, arguments):
+        raise ToolError("not here")
+
+    tools = {
+        "ok": Tool("ok", "", {"type": "object"}, lambda c, a: "fine", on_finished=on_finished),
+        "no": Tool("no", "", {"type": "object"}, refuse, on_finished=on_finished),
+        "slow": Tool(
+            "slow",
+            "",
+            {"type": "object"},
+            lambda c, a: time.sleep(1),
+            timeout_seconds=0.1,
+            on_finished=on_finished,
+        ),
+    }
+    assert execute_tool_call(tools, "ok", "{}", CONTEXT).content == "fine"
+    assert execute_tool_call(tools, "no", "{}", CONTEXT).content == "Error: not here"
+    assert execute_tool_call(tools, "slow", "{}", CONTEXT).is_error
+    assert [main for main, _ in heard] == [True, True, True]
+    assert heard[0][1] == "fine" and isinstance(heard[1][1], ToolError)
+    assert isinstance(heard[2][1], TimeoutError)
+
+    def broken(context, arguments, outcome):
+        raise RuntimeError("audit down")
+
+    tools["ok"] = Tool("ok", "", {"type": "object"}, lambda c, a: "fine", on_finished=broken)
+    assert execute_tool_call(tools, "ok", "{}", CONTEXT).content == "fine"
+
+
+class _FixedProvider:
+    def __init__(self, *tools):
+        self._tools = tools
+
+    def tools(self):
+        return self._tools
+
+
 @pytest.mark.django_db(transaction=True)
 def test_session_search_in_a_group_stays_in_that_group(owner):
     # The owner's private chat mentions the secret; the group must not reveal it.

@@ -1,0 +1,95 @@
+"""The MCP runtime against real processes: the child's environment, faults, restarts."""
+
+import json
+import os
+import time
+
+import pytest
+
+from tests.toolservers.conftest import PROBE, PYTHON
+from toolservers.runtime import ServerSpec, ToolServerError, runtime
+
+
+def _probe(slug="probe", **extra) -> ServerSpec:
+    return ServerSpec(slug=slug, transport="stdio", command=PYTHON, args=(PROBE,), **extra)
+
+
+def _text(result) -> str:
+    return "".join(item.text for item in result.content if item.type == "text")
+
+
+def test_the_child_gets_its_configured_env_and_none_of_the_hubs_secrets(monkeypatch):
+    monkeypatch.setenv("LLM_API_KEY", "sk-live-hub-model-key")
+    monkeypatch.setenv("DATABASE_URL", "postgres://hub:pw@db/hub")
+    monkeypatch.setenv("PROBE_TOKEN_SOURCE", "token-from-the-hub-env")
+    spec = _probe(
+        slug="probe-env",
+        env=(("GREETING", "hello"), ("TOKEN", "token-from-the-hub-env")),
+    )
+    result = runtime.call_tool(spec, "environment", {})
+    child = json.loads(_text(result))
+    assert child.get("GREETING") == "hello" and child.get("TOKEN") == "token-from-the-hub-env"
+    assert child.get("PATH") == os.environ["PATH"]
+    for secret in ("SECRET_KEY", "DATABASE_URL", "REDIS_URL", "LLM_API_KEY"):
+        assert secret not in child, secret
+    assert "sk-live-hub-model-key" not in str(child) and "test-only" not in str(child.values())
+
+
+def test_a_missing_executable_is_a_clear_error():
+    spec = ServerSpec(slug="nowhere", transport="stdio", command="/nonexistent/mcp-server")
+    with pytest.raises(ToolServerError, match="could not be started.*No such file"):
+        runtime.list_tools(spec)
+
+
+def test_a_server_that_keeps_failing_is_restarted_with_backoff():
+    spec = ServerSpec(slug="flaky", transport="stdio", command="/nonexistent/flaky-server")
+    for _ in range(2):  # the first retry is at once
+        with pytest.raises(ToolServerError, match="could not be started"):
+            runtime.call_tool(spec, "anything", {})
+    with pytest.raises(ToolServerError, match="failed 2 times in a row.*No such file"):
+        runtime.call_tool(spec, "anything", {})
+
+
+def test_a_hang_past_the_timeout_is_cancelled_and_the_server_restarted():
+    spec = _probe(slug="probe-hang", call_timeout=0.5)
+    assert _text(runtime.call_tool(spec, "echo", {"text": "a"})) == "echo: a"
+    started = time.monotonic()
+    with pytest.raises(ToolServerError, match="did not answer within 0.5 s.*restarted"):
+        runtime.call_tool(spec, "hang", {"seconds": 60})
+    assert time.monotonic() - started < 10
+    assert _text(runtime.call_tool(spec, "echo", {"text": "b"})) == "echo: b"
+
+
+def test_a_server_killed_mid_call_is_an_error_and_the_next_call_restarts_it():
+    spec = _probe(slug="probe-crash", call_timeout=10)
+    with pytest.raises(ToolServerError, match="crash|closed|failed"):
+        runtime.call_tool(spec, "crash", {})
+    assert _text(runtime.call_tool(spec, "echo", {"text": "again"})) == "echo: again"
+
+
+def test_malformed_output_does_not_break_the_session():
+    spec = _probe(slug="probe-malformed", call_timeout=5)
+    # The SDK drops a line that is not JSON-RPC and a reply of the wrong shape; the call
+    # gets its real answer and the session stays usable.
+    assert _text(runtime.call_tool(spec, "malformed", {})) == "the proper answer, too late"
+    assert _text(runtime.call_tool(spec, "echo", {"text": "fine"})) == "echo: fine"
+
+
+def test_an_http_server_that_is_down_is_a_clear_error():
+    spec = ServerSpec(slug="down", transport="http", url="http://127.0.0.1:9/mcp", call_timeout=5)
+    with pytest.raises(ToolServerError, match="could not be started or reached"):
+        runtime.list_tools(spec)
+
+
+def test_streamable_http_lists_and_calls(http_probe):
+    spec = ServerSpec(slug="http-probe", transport="http", url=http_probe)
+    names = {tool.name for tool in runtime.list_tools(spec)}
+    assert {"echo", "hang", "environment"} <= names
+    assert _text(runtime.call_tool(spec, "echo", {"text": "over http"})) == "echo: over http"
+
+
+def test_an_http_call_past_its_timeout_is_cancelled_and_the_next_call_works(http_probe):
+    spec = ServerSpec(slug="http-slow", transport="http", url=http_probe, call_timeout=0.5)
+    with pytest.raises(ToolServerError, match="did not answer within 0.5 s"):
+        runtime.call_tool(spec, "hang", {"seconds": 30})
+    assert _text(runtime.call_tool(spec, "echo", {"text": "back"})) == "echo: back"

@@ -1,0 +1,186 @@
+"""Tool servers (MCP), the tools they announce, per-chat toolsets and the audit of calls.
+
+A `ToolServer` is configured by staff (stdio: superusers only). Secrets are never stored:
+an env or header value is either a literal or `{"env": "NAME"}`, a reference to an
+environment variable of the hub read when the connection opens. Writes go through
+`toolservers.services`, reads through `toolservers.selectors`.
+"""
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+class Transport(models.TextChoices):
+    STDIO = "stdio", "Local process (stdio)"
+    HTTP = "http", "Streamable HTTP"
+
+
+class Policy(models.TextChoices):
+    DEFAULT = "", "From the tool's annotations"
+    ALLOW = "allow", "Allow"
+    ASK = "ask", "Ask a decider first"
+    DENY = "deny", "Deny"
+
+
+class ToolServer(models.Model):
+    slug = models.SlugField(max_length=40, unique=True)
+    transport = models.CharField(max_length=8, choices=Transport.choices)
+    command = models.CharField(max_length=500, blank=True, default="")
+    args = models.JSONField(default=list, blank=True)
+    cwd = models.CharField(max_length=500, blank=True, default="")
+    # {NAME: "literal"} or {NAME: {"env": "HUB_VARIABLE"}}: secrets by reference only.
+    env = models.JSONField(default=dict, blank=True)
+    url = models.URLField(max_length=500, blank=True, default="")
+    headers = models.JSONField(default=dict, blank=True)  # values as in `env`
+    enabled = models.BooleanField(default=True)
+    call_timeout_seconds = models.FloatField(default=30.0)
+    tool_allow = models.JSONField(default=list, blank=True)  # empty: every tool
+    tool_deny = models.JSONField(default=list, blank=True)
+    last_error = models.TextField(blank=True, default="")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+    def tool_listed(self, name: str) -> bool:
+        """Does the server's allow/deny list let `name` through?"""
+        if name in (self.tool_deny or []):
+            return False
+        return not self.tool_allow or name in self.tool_allow
+
+
+class ServerTool(models.Model):
+    server = models.ForeignKey(ToolServer, on_delete=models.CASCADE, related_name="tools")
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True, default="")
+    input_schema = models.JSONField(default=dict)
+    annotations = models.JSONField(default=dict, blank=True)
+    schema_hash = models.CharField(max_length=64)
+    first_seen = models.DateTimeField(default=timezone.now)
+    last_seen = models.DateTimeField(default=timezone.now)
+    present = models.BooleanField(default=True)  # False: the server no longer announces it
+    flagged = models.BooleanField(default=False)  # the scanner found something: stays off
+    scan_summary = models.TextField(blank=True, default="")
+    # Staff read the findings and let this version of the tool through anyway; a changed
+    # description or schema is scanned again and needs a new acceptance.
+    flag_accepted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    flag_accepted_hash = models.CharField(max_length=64, blank=True, default="")
+
+    class Meta:
+        ordering = ["server__slug", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["server", "name"], name="server_tool_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.server.slug}/{self.name}"
+
+    @property
+    def usable(self) -> bool:
+        """Announced, and either clean or accepted by staff as it is now."""
+        accepted = self.flag_accepted_hash and self.flag_accepted_hash == self.schema_hash
+        return self.present and (not self.flagged or bool(accepted))
+
+    @property
+    def default_policy(self) -> str:
+        """Read-only tools are allowed; anything else (destructive or unknown) asks."""
+        return Policy.ALLOW if (self.annotations or {}).get("readOnlyHint") else Policy.ASK
+
+
+class ChatToolset(models.Model):
+    """A server (tool_name "") or one of its tools turned on or off in one chat."""
+
+    chat = models.ForeignKey("chats.Chat", on_delete=models.CASCADE, related_name="toolsets")
+    server = models.ForeignKey(ToolServer, on_delete=models.CASCADE, related_name="toolsets")
+    tool_name = models.CharField(max_length=200, blank=True, default="")
+    policy = models.CharField(max_length=8, choices=Policy.choices, blank=True, default="")
+    enabled = models.BooleanField(default=True)
+    set_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["chat", "server", "tool_name"], name="chat_toolset_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        target = f"{self.server.slug}/{self.tool_name}" if self.tool_name else self.server.slug
+        return f"{target} in {self.chat} ({self.policy or 'default'})"
+
+
+class ToolCall(models.Model):
+    """One call the agent made (or tried to make) to a tool server's tool."""
+
+    class Decision(models.TextChoices):
+        ALLOWED = "allowed", "Allowed by policy"
+        DENIED = "denied", "Denied by policy"
+        NEEDS_APPROVAL = "needs_approval", "Needed approval (not available yet)"
+        INVALID = "invalid", "Refused: invalid arguments"
+
+    turn = models.ForeignKey(
+        "chats.Turn", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    chat = models.ForeignKey("chats.Chat", on_delete=models.CASCADE, related_name="tool_calls")
+    actor = models.ForeignKey(
+        "chats.Actor", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    person = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    server = models.ForeignKey(
+        ToolServer, null=True, on_delete=models.SET_NULL, related_name="calls"
+    )
+    server_slug = models.CharField(max_length=40)  # kept when the server is deleted
+    tool = models.CharField(max_length=200)
+    arguments = models.JSONField(default=dict)
+    result_excerpt = models.TextField(blank=True, default="")
+    result_chars = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True, default="")
+    duration_ms = models.PositiveIntegerField(default=0)
+    decision = models.CharField(max_length=16, choices=Decision.choices)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.server_slug}/{self.tool} in chat {self.chat_id} ({self.decision})"
+
+
+class ToolAudit(models.Model):
+    """Who changed a server or a chat's toolset, and what: one row per write."""
+
+    action = models.CharField(max_length=40)
+    person = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    via = models.CharField(max_length=16, default="dashboard")  # dashboard, command
+    server_slug = models.CharField(max_length=40, blank=True, default="")
+    chat = models.ForeignKey(
+        "chats.Chat", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    detail = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.server_slug} by {self.person or self.via}"

@@ -1,0 +1,54 @@
+"""Who may configure tool servers and who decides a chat's toolset.
+
+- Staff add and edit servers; a stdio server runs a process on the hub's machine, so only
+  superusers add or edit one.
+- A chat's deciders turn servers and tools on or off in it: the person alone in their own
+  private chat (a DM, terminal or API conversation whose only member they are), the owners
+  and admins of a shared chat, and staff. Other members only see what is on.
+"""
+
+from chats.models import Chat, ChatKind, ChatMember
+
+PRIVATE_KINDS = (ChatKind.DM, ChatKind.CLI, ChatKind.API)
+DECIDER_ROLES = (ChatMember.Role.OWNER, ChatMember.Role.ADMIN)
+
+
+def _active(person) -> bool:
+    return person is not None and getattr(person, "is_active", False)
+
+
+def may_manage_servers(person, *, transport: str = "http") -> bool:
+    """Staff manage HTTP servers; a stdio server (a local process) needs a superuser."""
+    if not _active(person):
+        return False
+    if transport == "stdio":
+        return person.is_superuser
+    return person.is_staff or person.is_superuser
+
+
+def is_own_private_chat(chat: Chat, person) -> bool:
+    """Is `chat` private to `person`: a private kind whose one member they are?"""
+    if chat.kind not in PRIVATE_KINDS or not _active(person):
+        return False
+    members = set(ChatMember.objects.filter(chat=chat).values_list("person_id", flat=True))
+    return members == {person.pk}
+
+
+def may_decide(chat: Chat, person) -> bool:
+    """May `person` turn tool servers or tools on or off in `chat`?"""
+    if not _active(person):
+        return False
+    if person.is_staff or person.is_superuser:
+        return True
+    if is_own_private_chat(chat, person):
+        return True
+    return ChatMember.objects.filter(chat=chat, person=person, role__in=DECIDER_ROLES).exists()
+
+
+def may_read(chat: Chat, person) -> bool:
+    """May `person` see `chat`'s toolset and the audit of its calls (members and staff)?"""
+    if not _active(person):
+        return False
+    if person.is_staff or person.is_superuser:
+        return True
+    return ChatMember.objects.filter(chat=chat, person=person).exists()

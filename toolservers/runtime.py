@@ -1,0 +1,370 @@
+"""Long-lived MCP client sessions, one per tool server per worker process.
+
+One background thread runs an asyncio loop that owns every session (the SDK is async and
+its sessions must stay in the task that opened them); sync callers (tool handlers in the
+turn's worker threads) submit coroutines to it and wait with a bound. A session opens on
+first use and stays open; a call past its timeout is cancelled and the server restarted
+(a hung stdio child is killed); a session that failed is dropped and reopened by the next
+call. Everything that goes wrong becomes a `ToolServerError` whose text the model can act on.
+
+A stdio child's environment is the base below plus the server's configured variables,
+whose references are resolved from the hub's environment now: never the hub's whole
+environment (SECRET_KEY, DATABASE_URL, REDIS_URL, model keys).
+"""
+
+import asyncio
+import logging
+import os
+import threading
+import time
+from concurrent.futures import TimeoutError as FutureTimeout
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+
+import mcp_types
+from django.conf import settings
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_types.jsonrpc import CONNECTION_CLOSED
+
+logger = logging.getLogger(__name__)
+
+# What a stdio child inherits from the hub besides its configured variables. The SDK adds
+# its own short list of harmless ones (HOME, LOGNAME, PATH, SHELL, TERM, USER).
+BASE_ENV_NAMES = ("PATH", "HOME", "LANG", "LC_ALL")
+# After a server failed (a crash, a hang, a failed start), the next call reopens it at once;
+# after further failures in a row, it waits 1, 2, 4 … up to 60 seconds before trying again.
+BACKOFF_BASE_SECONDS = 1.0
+BACKOFF_MAX_SECONDS = 60.0
+STOP_GRACE_SECONDS = 6.0  # the SDK's own stop: 2 s to exit, 2 s after SIGTERM, then SIGKILL
+
+
+class ToolServerError(Exception):
+    """A failure the model is told about (the message is written for it)."""
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """A server's connection settings with every env reference resolved."""
+
+    slug: str
+    transport: str
+    command: str = ""
+    args: tuple[str, ...] = ()
+    cwd: str = ""
+    env: tuple[tuple[str, str], ...] = ()
+    url: str = ""
+    headers: tuple[tuple[str, str], ...] = ()
+    call_timeout: float = 30.0
+
+    @classmethod
+    def from_server(cls, server) -> "ServerSpec":
+        """Resolve `server`'s references; a missing hub variable is a ToolServerError."""
+        return cls(
+            slug=server.slug,
+            transport=server.transport,
+            command=server.command,
+            args=tuple(server.args or ()),
+            cwd=server.cwd,
+            env=_resolve(server.slug, server.env),
+            url=server.url,
+            headers=_resolve(server.slug, server.headers),
+            call_timeout=server.call_timeout_seconds,
+        )
+
+
+def _resolve(slug: str, values: dict | None) -> tuple[tuple[str, str], ...]:
+    resolved = []
+    for name, value in sorted((values or {}).items()):
+        if isinstance(value, dict):
+            ref = value.get("env", "")
+            if ref not in os.environ:
+                raise ToolServerError(
+                    f"the tool server {slug} is misconfigured: the hub's environment "
+                    f"variable {ref} is not set (ask an operator)"
+                )
+            value = os.environ[ref]
+        resolved.append((str(name), str(value)))
+    return tuple(resolved)
+
+
+def child_environment(spec: ServerSpec) -> dict[str, str]:
+    """The environment a stdio child gets (before the SDK adds its harmless defaults)."""
+    base = {name: os.environ[name] for name in BASE_ENV_NAMES if name in os.environ}
+    return base | dict(spec.env)
+
+
+def describe(exc: BaseException) -> str:
+    """One line for the model: the innermost cause of `exc` (task groups wrap it)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    text = str(exc) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}"[:500]
+
+
+class _Connection:
+    """One open session, owned by one task of the runtime's loop."""
+
+    def __init__(self, spec: ServerSpec, on_list_changed=None):
+        self.spec = spec
+        self._on_list_changed = on_list_changed
+        self.session: ClientSession | None = None
+        self._stop = asyncio.Event()
+        self._ready: asyncio.Future | None = None
+        self._task: asyncio.Task | None = None
+        self._devnull = None
+
+    async def open(self, timeout: float) -> ClientSession:
+        loop = asyncio.get_running_loop()
+        self._ready = loop.create_future()
+        self._task = loop.create_task(self._own(), name=f"mcp-{self.spec.slug}")
+        try:
+            return await asyncio.wait_for(asyncio.shield(self._ready), timeout)
+        except TimeoutError:
+            await self.close()
+            raise ToolServerError(
+                f"the tool server {self.spec.slug} did not start within {timeout:g} s"
+            ) from None
+
+    async def _own(self) -> None:
+        spec = self.spec
+        try:
+            async with AsyncExitStack() as stack:
+                if spec.transport == "stdio":
+                    # The child's stderr is its own business; not the hub's log.
+                    self._devnull = stack.enter_context(open(os.devnull, "w"))  # noqa: SIM115
+                    params = StdioServerParameters(
+                        command=spec.command,
+                        args=list(spec.args),
+                        env=child_environment(spec),
+                        cwd=spec.cwd or None,
+                    )
+                    read, write = await stack.enter_async_context(
+                        stdio_client(params, errlog=self._devnull)
+                    )
+                else:
+                    client = await stack.enter_async_context(
+                        create_mcp_http_client(headers=dict(spec.headers) or None)
+                    )
+                    read, write = await stack.enter_async_context(
+                        streamable_http_client(spec.url, http_client=client)
+                    )
+                session = await stack.enter_async_context(
+                    ClientSession(read, write, message_handler=self._message)
+                )
+                await session.initialize()
+                self.session = session
+                self._ready.set_result(session)
+                await self._stop.wait()
+        except BaseException as exc:  # noqa: BLE001 - reported to the waiting caller
+            if self._ready is not None and not self._ready.done():
+                self._ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError())
+            elif not isinstance(exc, asyncio.CancelledError):
+                logger.info("tool server %s session ended: %s", spec.slug, describe(exc))
+        finally:
+            self.session = None
+
+    async def _message(self, message) -> None:
+        if isinstance(message, mcp_types.ToolListChangedNotification) and self._on_list_changed:
+            self._on_list_changed(self.spec.slug)
+
+    async def close(self) -> None:
+        self._stop.set()
+        if self._task is None:
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(self._task), STOP_GRACE_SECONDS)
+        except (TimeoutError, Exception):  # noqa: BLE001 - a stuck close is cancelled instead
+            self._task.cancel()
+
+
+class Runtime:
+    """The process's sessions; safe to call from any thread."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._pid: int | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._connections: dict[str, _Connection] = {}
+        self._opening: dict[str, asyncio.Lock] = {}
+        # slug -> (failures in a row, monotonic time before which no reopen, last error)
+        self._failures: dict[str, tuple[int, float, str]] = {}
+        self._list_changed: set[str] = set()  # servers that said their tool list changed
+
+    # --- the loop thread -------------------------------------------------------------
+
+    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None or self._pid != os.getpid():
+                # First use, or a forked worker: the parent's loop thread is not here.
+                self._pid = os.getpid()
+                self._connections, self._opening, self._failures = {}, {}, {}
+                self._loop = asyncio.new_event_loop()
+                thread = threading.Thread(
+                    target=self._loop.run_forever, name="hermes-mcp", daemon=True
+                )
+                thread.start()
+            return self._loop
+
+    def _run(self, coro, timeout: float):
+        loop = self._ensure_loop()
+        future = asyncio.run_coroutine_threadsafe(coro, loop)
+        try:
+            return future.result(timeout)
+        except FutureTimeout:
+            future.cancel()
+            raise ToolServerError("the tool server runtime did not answer in time") from None
+
+    # --- sessions (run on the loop) ------------------------------------------------------
+
+    async def _session(self, spec: ServerSpec) -> ClientSession:
+        lock = self._opening.setdefault(spec.slug, asyncio.Lock())
+        async with lock:
+            conn = self._connections.get(spec.slug)
+            if conn is not None and conn.spec == spec and conn.session is not None:
+                return conn.session
+            if conn is not None:  # changed settings, or a session that ended
+                self._drop(spec.slug)
+            count, not_before, last = self._failures.get(spec.slug, (0, 0.0, ""))
+            wait = not_before - time.monotonic()
+            if wait > 0:
+                raise ToolServerError(
+                    f"the tool server {spec.slug} failed {count} times in a row and is not "
+                    f"restarted for another {wait:.0f} s (last error: {last})"
+                )
+            conn = _Connection(spec, on_list_changed=self._mark_list_changed)
+            timeout = settings.TOOLSERVERS_CONNECT_TIMEOUT_SECONDS
+            try:
+                session = await conn.open(timeout)
+            except ToolServerError as exc:
+                self._failed(spec.slug, str(exc))
+                raise
+            except Exception as exc:  # noqa: BLE001 - any failure to connect is the model's news
+                error = ToolServerError(
+                    f"the tool server {spec.slug} could not be started or reached: {describe(exc)}"
+                )
+                self._failed(spec.slug, str(error))
+                raise error from exc
+            self._connections[spec.slug] = conn
+            return session
+
+    def _failed(self, slug: str, error: str) -> None:
+        count = self._failures.get(slug, (0, 0.0, ""))[0] + 1
+        delay = 0.0 if count == 1 else BACKOFF_BASE_SECONDS * 2 ** (count - 2)
+        delay = min(delay, BACKOFF_MAX_SECONDS)
+        self._failures[slug] = (count, time.monotonic() + delay, error[:300])
+
+    def _drop(self, slug: str, error: str = "") -> None:
+        """Forget a session and close it in the background (a hung child is killed)."""
+        if error:
+            self._failed(slug, error)
+        conn = self._connections.pop(slug, None)
+        if conn is not None:
+            asyncio.get_running_loop().create_task(conn.close())
+
+    async def _list_tools(self, spec: ServerSpec) -> list[mcp_types.Tool]:
+        session = await self._session(spec)
+        tools, cursor = [], None
+        try:
+            for _ in range(50):  # pages; a server paging forever is not followed
+                params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
+                page = await asyncio.wait_for(session.list_tools(params=params), spec.call_timeout)
+                tools.extend(page.tools)
+                cursor = page.next_cursor
+                if not cursor:
+                    break
+        except Exception as exc:  # noqa: BLE001 - timeouts, error answers, broken transports
+            error = ToolServerError(
+                f"the tool server {spec.slug} did not list its tools: {describe(exc)}"
+            )
+            self._drop(spec.slug, str(error))
+            raise error from exc
+        self._failures.pop(spec.slug, None)
+        return tools
+
+    async def _call_tool(self, spec: ServerSpec, name: str, arguments: dict):
+        session = await self._session(spec)
+        try:
+            result = await asyncio.wait_for(session.call_tool(name, arguments), spec.call_timeout)
+        except TimeoutError:
+            error = ToolServerError(
+                f"the tool {name} on {spec.slug} did not answer within {spec.call_timeout:g} s; "
+                "the call was cancelled and the server restarted. Try again, or another way."
+            )
+            self._drop(spec.slug, str(error))
+            raise error from None
+        except MCPError as exc:
+            # An error answer, or a connection that closed under the call (a crash).
+            if exc.code == CONNECTION_CLOSED:
+                error = ToolServerError(
+                    f"the tool server {spec.slug} closed the connection during {name} "
+                    "(it may have crashed); it will be restarted on the next call"
+                )
+                self._drop(spec.slug, str(error))
+                raise error from exc
+            self._failures.pop(spec.slug, None)  # the server answered: it is alive
+            raise ToolServerError(f"the tool {name} on {spec.slug} failed: {exc}") from exc
+        except Exception as exc:  # noqa: BLE001 - malformed answers, broken transports
+            error = ToolServerError(
+                f"the tool {name} on {spec.slug} failed: {describe(exc)}; the server was restarted"
+            )
+            self._drop(spec.slug, str(error))
+            raise error from exc
+        self._failures.pop(spec.slug, None)
+        return result
+
+    async def _close(self, slug: str | None) -> None:
+        if slug:
+            self._failures.pop(slug, None)
+        else:
+            self._failures.clear()
+        conns = (
+            [self._connections.pop(slug)]
+            if slug in self._connections
+            else ([] if slug else [self._connections.pop(s) for s in list(self._connections)])
+        )
+        await asyncio.gather(*(c.close() for c in conns), return_exceptions=True)
+
+    # --- the sync API -------------------------------------------------------------------
+
+    def list_tools(self, spec: ServerSpec) -> list[mcp_types.Tool]:
+        """The tools `spec`'s server announces now (opening its session if needed)."""
+        bound = settings.TOOLSERVERS_CONNECT_TIMEOUT_SECONDS + spec.call_timeout * 2 + 5
+        return self._run(self._list_tools(spec), bound)
+
+    def call_tool(self, spec: ServerSpec, name: str, arguments: dict):
+        """The server's CallToolResult; any failure is a ToolServerError."""
+        bound = settings.TOOLSERVERS_CONNECT_TIMEOUT_SECONDS + spec.call_timeout + 5
+        return self._run(self._call_tool(spec, name, arguments), bound)
+
+    def close(self, slug: str | None = None) -> None:
+        """Close one server's session (or all): the next call opens a new one."""
+        if self._loop is None or self._pid != os.getpid():
+            return
+        self._run(self._close(slug), STOP_GRACE_SECONDS * 2 + 1)
+
+    def _mark_list_changed(self, slug: str) -> None:
+        with self._lock:
+            self._list_changed.add(slug)
+
+    def take_list_changed(self, slug: str) -> bool:
+        """Did `slug`'s server announce a changed tool list since the last time asked?"""
+        with self._lock:
+            if slug in self._list_changed:
+                self._list_changed.discard(slug)
+                return True
+            return False
+
+    def forget_failures(self) -> None:
+        """Drop the restart backoff of every server (tests; an operator's fix)."""
+        self._failures = {}
+
+    def is_connected(self, slug: str) -> bool:
+        conn = self._connections.get(slug)
+        return conn is not None and conn.session is not None
+
+
+runtime = Runtime()
