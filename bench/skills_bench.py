@@ -92,9 +92,10 @@ def turn_context():
     from chats.agent.registry import TurnContext
     from chats.services import chat_member_ensure, message_ingest
 
-    person = get_user_model().objects.create_user("bench-alice")
+    # A skill reviewer (staff) in a terminal profile, her own chat: her changes of the team's
+    # skills apply at once (a non-reviewer's would wait for a reviewer as proposals).
+    person = get_user_model().objects.create_user("bench-alice", is_staff=True)
     message = message_ingest(
-        # A terminal profile: the person's own chat, where their changes apply at once.
         channel="cli",
         chat_id="bench-profile",
         user_id="bench-alice",
