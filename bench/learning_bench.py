@@ -276,6 +276,7 @@ def prepare_reviews(person, fake, count: int) -> tuple[Speaker, list[int]]:
     queueing one skills review (interval 8 = one deploy's tool-loop iterations)."""
     from chats.models import ChatKind
     from chats.services import chat_get_or_create
+    from learning.models import Review
     from learning.services import chat_learning_update
     from tests.learning import story_tools as story
 
@@ -289,6 +290,13 @@ def prepare_reviews(person, fake, count: int) -> tuple[Speaker, list[int]]:
                 speaker.new_context()
             app, _ = STORY[n % 4]
             speaker.turn(story.deploy_request(app, f"0.{n}.0"))
+            # A real worker takes each review as it is queued; a queued one would absorb the
+            # next deploy's crossing (one queued review per chat and area). Held as running
+            # here, they are queued again below for the bench's own worker.
+            Review.objects.filter(pk__in=ids, status=Review.Status.QUEUED).update(
+                status=Review.Status.RUNNING
+            )
+    Review.objects.filter(pk__in=ids).update(status=Review.Status.QUEUED)
     chat_learning_update(chat=chat, memory_interval=0, skill_interval=0, review_notice=False)
     assert len(ids) == count, ids
     return speaker, ids
