@@ -218,3 +218,19 @@ def test_the_chat_tools_page_costs_the_same_queries_for_one_server_or_many(
     with CaptureQueriesContext(connection) as many:
         assert client.get(_chat_url(team_chat)).status_code == 200
     assert len(many) == len(one)
+
+
+def test_staff_decide_the_tools_of_a_group_they_are_not_in(client, staff, member, notes):
+    group, _ = chat_get_or_create(channel="telegram", chat_id="-100", kind="group", title="A group")
+    from chats.services import chat_member_ensure
+
+    chat_member_ensure(chat=group, person=member)
+    _login(client, staff)
+    assert client.get(_chat_url(group)).status_code == 200
+    client.post(_chat_url(group, "_set"), {"server": "notes", "enabled": "1", "policy": "ask"})
+    assert ChatToolset.objects.get(chat=group).policy == "ask"
+    _login(client, member)  # a plain member of the group only reads
+    assert (
+        client.post(_chat_url(group, "_set"), {"server": "notes", "enabled": "0"}).status_code
+        == 403
+    )
