@@ -234,3 +234,15 @@ def test_staff_decide_the_tools_of_a_group_they_are_not_in(client, staff, member
         client.post(_chat_url(group, "_set"), {"server": "notes", "enabled": "0"}).status_code
         == 403
     )
+
+
+def test_health_is_what_this_process_holds_open_and_never_a_network_call(
+    client, staff, notes, monkeypatch
+):
+    from toolservers import views
+
+    asked = []
+    monkeypatch.setattr(views.runtime, "is_connected", lambda slug: asked.append(slug) or True)
+    body = _login(client, staff).get("/tools/").content.decode()
+    assert asked == ["notes"]
+    assert ">connected<" in body and "not connected" not in body
