@@ -22,5 +22,6 @@ urlpatterns = [
     path("skills/", include("skills.urls_reviews")),
     path("telegram/", include("bots.urls")),
     path("", include("learning.urls")),
+    path("", include("toolservers.urls")),
     path("", include("chats.urls")),
 ]

@@ -1,0 +1,151 @@
+"""The staff Tools page (servers, their health and tools) and a chat's toolset page.
+
+`/tools/` is for staff only (anyone else signed in gets a 404, so the page's existence says
+nothing); staff who may manage a server turn it on or off and accept a flagged tool.
+`/chats/<key>/tools` is for the chat's readers (anyone else gets the 404 of a missing chat);
+its deciders (`toolservers.policy.may_decide`) turn servers and tools on or off and set
+their policy. Every write goes through `toolservers.services`, which checks again.
+"""
+
+import datetime
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+
+from chats.models import Chat
+from chats.selectors import chat_for_person
+from toolservers.models import Policy, ServerTool, ToolServer
+from toolservers.policy import may_decide, may_manage_servers
+from toolservers.runtime import runtime
+from toolservers.selectors import chat_toolset_panel, servers_overview
+from toolservers.services import server_set_enabled, server_tool_accept_flag, toolset_set
+
+
+def _is_staff(person) -> bool:
+    return person.is_active and (person.is_staff or person.is_superuser)
+
+
+def _staff_or_404(request: HttpRequest) -> None:
+    if not _is_staff(request.user):
+        raise Http404("No such page.")
+
+
+def _start_of_today() -> datetime.datetime:
+    now = timezone.localtime()
+    return now.replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def _flag(value: str) -> bool:
+    if value not in ("0", "1"):
+        raise ValidationError("expected 0 or 1")
+    return value == "1"
+
+
+@login_required
+@require_GET
+def tools_page(request: HttpRequest) -> HttpResponse:
+    """Every server with its transport, state, health (from this process's runtime and the
+    last audited call), tool count, calls today and median latency, and its tools; staff only."""
+    _staff_or_404(request)
+    overview = servers_overview(since=_start_of_today(), is_connected=runtime.is_connected)
+    rows = [
+        {"o": item, "may_manage": may_manage_servers(request.user, transport=item.server.transport)}
+        for item in overview
+    ]
+    return render(request, "toolservers/tools.html", {"rows": rows})
+
+
+@login_required
+@require_POST
+def server_enabled(request: HttpRequest, slug: str) -> HttpResponse:
+    """Turn a server on or off for every chat (the value is explicit, never a toggle, so a
+    repeated or stale form sets what its button said)."""
+    _staff_or_404(request)
+    server = get_object_or_404(ToolServer, slug=slug)
+    try:
+        enabled = _flag(request.POST.get("enabled", ""))
+    except ValidationError:
+        return HttpResponse("enabled must be 0 or 1", status=400)
+    server_set_enabled(by=request.user, server=server, enabled=enabled)  # 403 if not allowed
+    messages.success(request, f"{server.slug} is now {'on' if enabled else 'off'}.")
+    return redirect("tools_page")
+
+
+@login_required
+@require_POST
+def tool_accept(request: HttpRequest, slug: str, name: str) -> HttpResponse:
+    """Accept a flagged tool as it was shown: if its description or schema changed since
+    (another hash), nothing is accepted and the page says so."""
+    _staff_or_404(request)
+    tool = get_object_or_404(
+        ServerTool.objects.select_related("server"), server__slug=slug, name=name
+    )
+    if request.POST.get("schema_hash") != tool.schema_hash:
+        messages.warning(request, f"{slug}/{name} changed since the page was shown: read it again.")
+        return redirect("tools_page")
+    server_tool_accept_flag(by=request.user, tool=tool)  # 403 if not allowed
+    messages.success(request, f"Accepted {slug}/{name} as it is now.")
+    return redirect("tools_page")
+
+
+def _chat_or_404(request: HttpRequest, chat_key: str) -> Chat:
+    """Outsiders and unknown keys get the same 404: a chat's existence never leaks. Staff
+    reach any chat's tools (they read and decide toolsets everywhere: Telegram groups have
+    no owners yet, so staff decide there)."""
+    chat = chat_for_person(request.user, chat_key)
+    if chat is None and _is_staff(request.user):
+        chat = Chat.objects.filter(chat_key=chat_key).first()
+    if chat is None:
+        raise Http404("No such chat.")
+    return chat
+
+
+@login_required
+@require_GET
+def chat_tools_page(request: HttpRequest, chat_key: str) -> HttpResponse:
+    """The servers and tools on in a chat with their policy, for its readers; its deciders
+    also get the forms that change them."""
+    chat = _chat_or_404(request, chat_key)
+    panel = chat_toolset_panel(chat=chat, person=request.user)
+    context = {
+        "chat": chat,
+        "panel": panel,
+        "can_change": may_decide(chat, request.user),
+        "policies": [(Policy.DEFAULT, "default"), *[(p, p) for p in Policy.values if p]],
+    }
+    return render(request, "toolservers/chat_tools.html", context)
+
+
+@login_required
+@require_POST
+def chat_tools_set(request: HttpRequest, chat_key: str) -> HttpResponse:
+    """Turn a server (no `tool`) or one tool on or off in the chat with a policy; for its
+    deciders (other readers 403, anyone else 404). A bad value is refused and nothing is
+    written."""
+    chat = _chat_or_404(request, chat_key)
+    if not may_decide(chat, request.user):
+        raise PermissionDenied("Only this chat's owners and admins (or staff) decide its tools.")
+    server = get_object_or_404(ToolServer, slug=request.POST.get("server", ""))
+    tool_name = request.POST.get("tool", "")
+    if tool_name and not server.tools.filter(name=tool_name).exists():
+        raise Http404("No such tool.")
+    try:
+        enabled = _flag(request.POST.get("enabled", ""))
+        toolset_set(
+            by=request.user,
+            chat=chat,
+            server=server,
+            tool_name=tool_name,
+            policy=request.POST.get("policy", ""),
+            enabled=enabled,
+        )
+    except ValidationError as refusal:
+        return HttpResponse(f"Refused: {' '.join(refusal.messages)}", status=400)
+    target = f"{server.slug}/{tool_name}" if tool_name else server.slug
+    messages.success(request, f"Saved {target} for this chat.")
+    return redirect("chat_tools", chat_key=chat.chat_key)
