@@ -7,6 +7,9 @@ class ToolServersConfig(AppConfig):
 
     def ready(self) -> None:
         from chats.agent.registry import register_tool_provider
+        from chats.slash_commands import register_slash_command
+        from toolservers.commands import tools_slash_command
         from toolservers.provider import tool_server_tools
 
         register_tool_provider(tool_server_tools)
+        register_slash_command(tools_slash_command)
