@@ -40,7 +40,8 @@ def _listing(chat) -> str:
             lines.append(f"{head}: no usable tool listed yet")
             continue
         shown = ", ".join(tools[:MAX_TOOLS_PER_SERVER])
-        more = f" … and {len(tools) - MAX_TOOLS_PER_SERVER} more" if len(tools) > 20 else ""
+        hidden = len(tools) - MAX_TOOLS_PER_SERVER
+        more = f" … and {hidden} more" if hidden > 0 else ""
         lines.append(f"{head}: {shown}{more}")
     return "Tools on in this chat:\n" + "\n".join(lines)
 
