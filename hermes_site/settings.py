@@ -363,6 +363,8 @@ SKILLS_PENDING_MAX = env_int("SKILLS_PENDING_MAX", 10, minimum=0)
 SKILLS_REVIEWERS_GROUP = env_str("SKILLS_REVIEWERS_GROUP", "skill reviewers")
 # Tool servers (MCP): a tool result is cut to this many tokens before the model sees it.
 TOOLSERVERS_RESULT_TOKENS = env_int("TOOLSERVERS_RESULT_TOKENS", 4000, minimum=100)
+# The definitions of a chat's tool-server tools, sent with every request, stay within this.
+TOOLSERVERS_DEFINITIONS_TOKENS = env_int("TOOLSERVERS_DEFINITIONS_TOKENS", 8000, minimum=200)
 # How long opening a tool server's session (spawn or connect, then the MCP handshake) may take.
 TOOLSERVERS_CONNECT_TIMEOUT_SECONDS = env_float(
     "TOOLSERVERS_CONNECT_TIMEOUT_SECONDS", 20.0, minimum=0.5

@@ -9,6 +9,11 @@ own thread (the engine's worker threads close their database connection after ea
 and a new one per call would cost more than the call). Results are rendered to
 text, cut to `TOOLSERVERS_RESULT_TOKENS` with a marker, and scanned; the model is told when
 a result carries instructions.
+
+The definitions a chat's tools add to every request stay within
+`TOOLSERVERS_DEFINITIONS_TOKENS` (`select_within_budget`): descriptions are shortened first,
+then the most useful tools are kept, the same ones for the same toolset (prompt caching),
+and the `tool_servers` prompt section tells the model in one line how many were left out.
 """
 
 import json
@@ -20,10 +25,10 @@ import time
 import jsonschema
 from django.conf import settings
 
-from chats.agent.registry import ORIGIN_CHAT, Tool, ToolError, TurnContext
-from chats.agent.tokens import decode, encode
+from chats.agent.registry import ORIGIN_CHAT, SectionText, Tool, ToolError, TurnContext
+from chats.agent.tokens import count_tokens, decode, encode
 from hermes_site.scanning import scan_text
-from toolservers.models import Policy, ServerTool, ToolCall, ToolServer
+from toolservers.models import ChatToolset, Policy, ServerTool, ToolCall, ToolServer
 from toolservers.runtime import ServerSpec, ToolServerError, runtime
 from toolservers.selectors import ActiveTool, chat_active_tools, enabled_servers_for_chat
 from toolservers.services import server_error_record, server_tools_record, tool_call_record
@@ -32,6 +37,10 @@ logger = logging.getLogger(__name__)
 
 NAME_LIMIT = 64  # OpenAI function names: ^[A-Za-z0-9_-]{1,64}$
 DESCRIPTION_CHARS = 1000
+# Over the definitions' budget, descriptions are cut to this first (the name and schema say
+# much of what a tool does); only if that is not enough are tools left out.
+SHORT_DESCRIPTION_CHARS = 200
+REMEMBERED_TURNS = 256  # per-turn selections kept for the prompt section, oldest dropped
 RETRY_LISTING_SECONDS = 60.0  # a server that failed to list is not retried on every turn
 APPROVAL_NOT_AVAILABLE = (
     "refused: this call needs a decider's approval (its policy in this chat is 'ask'), "
@@ -141,6 +150,7 @@ class ToolServerTools:
     def __init__(self):
         self._lock = threading.Lock()
         self._listed: dict[int, float] = {}  # server id -> when this process last listed it
+        self._cuts: dict[tuple, dict] = {}  # turn -> what the definitions' budget did
 
     def tools(self) -> list[Tool]:
         return []
@@ -168,6 +178,7 @@ class ToolServerTools:
         """Drop what this process listed (tests; a server whose settings changed)."""
         with self._lock:
             self._listed.clear()
+            self._cuts.clear()
 
     def tools_for_turn(self, context: TurnContext) -> list[Tool]:
         if context.origin != ORIGIN_CHAT or context.chat is None:
@@ -183,22 +194,118 @@ class ToolServerTools:
                 logger.warning("tool %s has an invalid input schema; left out", item.tool)
                 continue
             active.append(item)
-        tools = []
-        timeout_bound = settings.TOOLSERVERS_CONNECT_TIMEOUT_SECONDS + 10
-        for name, item in zip(function_names(active), active, strict=True):
-            description = (item.tool.description or item.tool.name)[:DESCRIPTION_CHARS]
-            tools.append(
-                Tool(
-                    name=name,
-                    description=f"[tool server {item.server.slug}] {description}",
-                    parameters=item.tool.input_schema,
-                    handler=_handler(item),
-                    timeout_seconds=item.server.call_timeout_seconds + timeout_bound,
-                    on_refused=_refusal_recorder(item),
-                    on_finished=_outcome_recorder(item),
-                )
-            )
+        explicit = set(
+            ChatToolset.objects.filter(chat=context.chat, enabled=True)
+            .exclude(tool_name="")
+            .values_list("server_id", "tool_name")
+        )
+        tools, cut = select_within_budget(
+            active, explicit=explicit, budget=settings.TOOLSERVERS_DEFINITIONS_TOKENS
+        )
+        self._remember(context, cut)
         return tools
+
+    def _remember(self, context: TurnContext, cut: dict) -> None:
+        with self._lock:
+            self._cuts[_turn_key(context)] = cut
+            while len(self._cuts) > REMEMBERED_TURNS:
+                self._cuts.pop(next(iter(self._cuts)))
+
+    def cut_for(self, context: TurnContext) -> dict | None:
+        """What the budget did to this turn's tools (None: it offered none)."""
+        with self._lock:
+            return self._cuts.get(_turn_key(context))
+
+
+def _turn_key(context: TurnContext) -> tuple:
+    return (context.chat.pk, context.trigger.pk if context.trigger else None, context.origin)
+
+
+def _build(item: ActiveTool, name: str, description_chars: int) -> Tool:
+    timeout_bound = settings.TOOLSERVERS_CONNECT_TIMEOUT_SECONDS + 10
+    description = " ".join((item.tool.description or item.tool.name).split())
+    if len(description) > description_chars:
+        description = description[: description_chars - 1].rstrip() + "…"
+    return Tool(
+        name=name,
+        description=f"[tool server {item.server.slug}] {description}",
+        parameters=item.tool.input_schema,
+        handler=_handler(item),
+        timeout_seconds=item.server.call_timeout_seconds + timeout_bound,
+        on_refused=_refusal_recorder(item),
+        on_finished=_outcome_recorder(item),
+    )
+
+
+def _tokens(tool: Tool) -> int:
+    return count_tokens(json.dumps(tool.spec(), ensure_ascii=False))
+
+
+def select_within_budget(
+    active: list[ActiveTool], *, explicit: set[tuple[int, str]], budget: int
+) -> tuple[list[Tool], dict]:
+    """The chat's tools whose definitions fit in `budget` tokens, and what was done to fit.
+
+    Deterministic for the same toolset: descriptions are cut to SHORT_DESCRIPTION_CHARS
+    first; if that is not enough, tools are kept by rank (named in the chat's toolset on
+    their own, then read-only, then by server and name) while they fit, and offered in
+    server order. Function names are given over the whole list, so a kept tool keeps its
+    name whatever else is left out."""
+    names = function_names(active)
+    tools = [
+        _build(item, name, DESCRIPTION_CHARS) for name, item in zip(names, active, strict=True)
+    ]
+    sizes = [_tokens(tool) for tool in tools]
+    cut = {"offered": len(tools), "budget": budget, "descriptions_cut": False, "left_out": 0}
+    if sum(sizes) > budget:
+        cut["descriptions_cut"] = True
+        tools = [
+            _build(item, name, SHORT_DESCRIPTION_CHARS)
+            for name, item in zip(names, active, strict=True)
+        ]
+        sizes = [_tokens(tool) for tool in tools]
+    if sum(sizes) > budget:
+
+        def rank(index: int) -> tuple:
+            item = active[index]
+            named = (item.server.pk, item.tool.name) in explicit
+            read_only = bool((item.tool.annotations or {}).get("readOnlyHint"))
+            return (not named, not read_only, index)  # index: server slug, then tool name
+
+        kept, used = set(), 0
+        for index in sorted(range(len(tools)), key=rank):
+            if used + sizes[index] <= budget:
+                kept.add(index)
+                used += sizes[index]
+        tools = [tool for index, tool in enumerate(tools) if index in kept]
+        sizes = [size for index, size in enumerate(sizes) if index in kept]
+        cut["left_out"] = cut["offered"] - len(tools)
+    cut["kept"] = len(tools)
+    cut["tokens"] = sum(sizes)
+    return tools, cut
+
+
+class ToolServersSection:
+    """One line telling the model that tool-server tools were left out for the budget, with
+    the cut in the prompt report's details; empty when nothing was left out."""
+
+    name = "tool_servers"
+    order = 90
+
+    def render(self, context: TurnContext) -> str:
+        cut = tool_server_tools.cut_for(context)
+        if not cut or not (cut["left_out"] or cut["descriptions_cut"]):
+            return ""
+        if not cut["left_out"]:
+            return SectionText(
+                "Tool servers: some tool descriptions are shortened to fit the budget.", cut
+            )
+        return SectionText(
+            f"Tool servers: {cut['left_out']} of the {cut['offered']} tools on in this chat "
+            "are left out to fit the tool definitions' budget; if the user needs one of them, "
+            "say so (a decider can turn that tool on by name, or turn others off).",
+            cut,
+        )
 
 
 def _refusal_recorder(item: ActiveTool):
@@ -292,3 +399,4 @@ def _handler(item: ActiveTool):
 
 
 tool_server_tools = ToolServerTools()
+tool_servers_section = ToolServersSection()
