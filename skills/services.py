@@ -112,10 +112,6 @@ def _event(
     )
 
 
-# skills.reviews scans approvals and rollbacks with this (and stores with _apply).
-_scan = scan_draft
-
-
 def _author_origin(author: Author) -> dict:
     """Where a skill that no import brought comes from: how, and who asked."""
     origin = {"via": author.via}
@@ -293,7 +289,7 @@ def _prepare(
     if category and (skill is None or category != skill.category):
         # The category is shown in the index next to the name: a new one is read as words.
         draft.scan.append(("category", readable(category)))
-    findings = _scan(draft, None if strict_scan else current)
+    findings = scan_draft(draft, None if strict_scan else current)
     if findings:
         if not _blocked_before(slug, action, draft.content_hash):
             with transaction.atomic():
