@@ -176,7 +176,8 @@ def _apply(
             front_matter=draft.front_matter,
             files=draft.files,
             binaries=drafts.binaries_of(draft, current),
-            content_hash=drafts.draft_hash(draft, current),
+            # Hashed while preparing (no lock); a reviewer's draft is hashed here.
+            content_hash=draft.content_hash or drafts.draft_hash(draft, current),
             author_actor=author.actor,
             author_person=author.person,
             source_chat=author.chat,
@@ -224,7 +225,7 @@ def _waiting_proposal(
     pending = SkillProposal.objects.filter(slug=slug, status=SkillProposal.Status.PENDING)
     same = pending.filter(
         base_number=current.number if current else None,
-        content_hash=drafts.draft_hash(draft, current),
+        content_hash=draft.content_hash,  # hashed by _prepare, not again under the lock
         skill_md=draft.skill_md,
     ).first()
     if same is not None:
