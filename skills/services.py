@@ -39,7 +39,6 @@ from skills.format import (
     check_file_content,
     check_files,
     check_name,
-    content_hash,
     normalise_path,
 )
 from skills.matching import PatchError, apply_patch
@@ -673,8 +672,9 @@ def skill_import(
     def build(skill: Skill | None, current: SkillVersion | None) -> Draft:
         draft = drafts.folder(name, content, checked, current)
         draft.binaries, draft.origin = dict(sorted(shas.items())), origin
-        unchanged = current is not None and drafts.draft_hash(draft, current) == content_hash(
-            current.skill_md, current.files, current.binaries
+        # The stored hash, not the current content hashed again: it is the same function.
+        unchanged = (
+            current is not None and drafts.draft_hash(draft, current) == current.content_hash
         )
         if (
             skill is not None
