@@ -80,6 +80,7 @@ def _version_draft(version: SkillVersion) -> Draft:
         files=version.files,
         binaries=dict(version.binaries),
         front_matter=version.front_matter,
+        content_hash=version.content_hash,  # the same content: a rollback hashes nothing
         scan=[(SKILL_FILE, version.skill_md), *version.files.items()],
     )
 
