@@ -15,9 +15,9 @@ from django.utils import timezone
 from skills import policy
 from skills.format import SKILL_FILE
 from skills.models import Scope, Skill, SkillProposal, SkillVersion, Via
+from skills.scan import Draft, scan_draft
 from skills.services import (
     Author,
-    Draft,
     Kind,
     SkillConflict,
     SkillInvalid,
@@ -26,7 +26,6 @@ from skills.services import (
     _apply,
     _event,
     _lock,
-    _scan,
 )
 
 Status = SkillProposal.Status
@@ -71,7 +70,7 @@ def _read_approval(proposal_id: int):
 
 def _scan_approval(item) -> tuple[Draft, list]:
     draft, current = item
-    return draft, _scan(draft, current)
+    return draft, scan_draft(draft, current)
 
 
 def _version_draft(version: SkillVersion) -> Draft:
@@ -81,6 +80,7 @@ def _version_draft(version: SkillVersion) -> Draft:
         files=version.files,
         binaries=dict(version.binaries),
         front_matter=version.front_matter,
+        content_hash=version.content_hash,  # the same content: a rollback hashes nothing
         scan=[(SKILL_FILE, version.skill_md), *version.files.items()],
     )
 
@@ -157,7 +157,7 @@ def skill_proposal_decide(
                 draft, findings = scanned[1]  # scanned against this very version, unlocked
             else:
                 draft = _approval_draft(proposal, current)
-                findings = [] if draft.archive else _scan(draft, current)
+                findings = [] if draft.archive else scan_draft(draft, current)
             if findings:
                 _event(kind=Kind.BLOCKED, skill=skill, detail={"findings": findings}, **common)
                 proposal.status = Status.REJECTED
@@ -208,7 +208,9 @@ def skill_rollback(
     """Make the content of version `to_number` current again, as a new version (history is
     never rewritten). Scanned again; refused if the skill moved past `shown_version`."""
     _reviewer(person)
-    scanned = _prescan(lambda: _read_version(name, to_number), lambda v: _scan(_version_draft(v)))
+    scanned = _prescan(
+        lambda: _read_version(name, to_number), lambda v: scan_draft(_version_draft(v))
+    )
     with transaction.atomic():
         skill = _locked_skill(name)
         current = skill.current_version
@@ -227,7 +229,7 @@ def skill_rollback(
         draft.before, draft.after = current.skill_md, target.skill_md
         draft.detail = {"restored_version": to_number}
         # Versions never change: a scan of the target read before the lock still holds.
-        findings = scanned[1] if scanned[0] == target.pk else _scan(draft)
+        findings = scanned[1] if scanned[0] == target.pk else scan_draft(draft)
         if findings:
             _event(
                 kind=Kind.BLOCKED,
@@ -303,7 +305,7 @@ def skill_promote(*, name: str, shown_version: int, person, via: str = Via.DASHB
     (SkillInvalid) if today's scanner blocks its content, which is about to reach everyone.
     Audited as `promote` with the former owner, under the skill's row lock."""
     _reviewer(person)
-    scanned = _prescan(lambda: _read_version(name), lambda v: _scan(_version_draft(v)))
+    scanned = _prescan(lambda: _read_version(name), lambda v: scan_draft(_version_draft(v)))
     with transaction.atomic():
         skill = _locked_skill(name)
         current = skill.current_version
@@ -313,7 +315,7 @@ def skill_promote(*, name: str, shown_version: int, person, via: str = Via.DASHB
             raise SkillStale(f"{name} is at version {current.number} now, not {shown_version}")
         author = Author(person=person, via=via)
         scanned_here = scanned[0] == current.pk
-        findings = scanned[1] if scanned_here else _scan(_version_draft(current))
+        findings = scanned[1] if scanned_here else scan_draft(_version_draft(current))
         if findings:
             _event(
                 kind=Kind.BLOCKED,

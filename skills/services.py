@@ -39,7 +39,6 @@ from skills.format import (
     check_file_content,
     check_files,
     check_name,
-    content_hash,
     normalise_path,
 )
 from skills.matching import PatchError, apply_patch
@@ -112,10 +111,6 @@ def _event(
     )
 
 
-# skills.reviews scans approvals and rollbacks with this (and stores with _apply).
-_scan = scan_draft
-
-
 def _author_origin(author: Author) -> dict:
     """Where a skill that no import brought comes from: how, and who asked."""
     origin = {"via": author.via}
@@ -180,7 +175,8 @@ def _apply(
             front_matter=draft.front_matter,
             files=draft.files,
             binaries=drafts.binaries_of(draft, current),
-            content_hash=drafts.draft_hash(draft, current),
+            # Hashed while preparing (no lock); a reviewer's draft is hashed here.
+            content_hash=draft.content_hash or drafts.draft_hash(draft, current),
             author_actor=author.actor,
             author_person=author.person,
             source_chat=author.chat,
@@ -228,7 +224,7 @@ def _waiting_proposal(
     pending = SkillProposal.objects.filter(slug=slug, status=SkillProposal.Status.PENDING)
     same = pending.filter(
         base_number=current.number if current else None,
-        content_hash=drafts.draft_hash(draft, current),
+        content_hash=draft.content_hash,  # hashed by _prepare, not again under the lock
         skill_md=draft.skill_md,
     ).first()
     if same is not None:
@@ -293,7 +289,7 @@ def _prepare(
     if category and (skill is None or category != skill.category):
         # The category is shown in the index next to the name: a new one is read as words.
         draft.scan.append(("category", readable(category)))
-    findings = _scan(draft, None if strict_scan else current)
+    findings = scan_draft(draft, None if strict_scan else current)
     if findings:
         if not _blocked_before(slug, action, draft.content_hash):
             with transaction.atomic():
@@ -676,8 +672,9 @@ def skill_import(
     def build(skill: Skill | None, current: SkillVersion | None) -> Draft:
         draft = drafts.folder(name, content, checked, current)
         draft.binaries, draft.origin = dict(sorted(shas.items())), origin
-        unchanged = current is not None and drafts.draft_hash(draft, current) == content_hash(
-            current.skill_md, current.files, current.binaries
+        # The stored hash, not the current content hashed again: it is the same function.
+        unchanged = (
+            current is not None and drafts.draft_hash(draft, current) == current.content_hash
         )
         if (
             skill is not None

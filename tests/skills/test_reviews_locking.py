@@ -19,7 +19,7 @@ def _while_scanning(monkeypatch, action):
     """Run `action` in a thread with the scanner held open; meanwhile lock the skill's row
     (a recorded use takes it) from another connection. Returns the action's result."""
     scanning, release = threading.Event(), threading.Event()
-    real_scan = reviews._scan
+    real_scan = reviews.scan_draft
 
     def blocking_scan(*args, **kwargs):
         scanning.set()
@@ -27,7 +27,7 @@ def _while_scanning(monkeypatch, action):
             raise AssertionError("the test never released the scan")
         return real_scan(*args, **kwargs)
 
-    monkeypatch.setattr(reviews, "_scan", blocking_scan)
+    monkeypatch.setattr(reviews, "scan_draft", blocking_scan)
     results: dict = {}
     worker = _in_thread(action, results, "action")
     try:
