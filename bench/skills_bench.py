@@ -200,8 +200,21 @@ def index_rows(runs: int) -> list[list]:
 
     from chats.agent.tokens import count_tokens
     from skills import index
-    from skills.prompt import render_index, skills_section
+    from skills.index import index_line, line_tokens, pointer_line
+    from skills.prompt import HEADER, skills_section
     from skills.selectors import skills_index_rows
+
+    def render_index(rows, budget):
+        # The listing before the choice existed: the first lines that fit, then the pointer.
+        used, lines = line_tokens(HEADER), []
+        for number, row in enumerate(rows):
+            line, more = index_line(row), pointer_line(len(rows) - number)
+            if used + line_tokens(line) + line_tokens(more) > budget:
+                lines.append(more)
+                break
+            lines.append(line)
+            used += line_tokens(line)
+        return "\n".join([HEADER, *lines])
 
     plant()
     context = index_conversation()

@@ -18,6 +18,7 @@ from chats.labels import token_owner_names
 from chats.models import Chat
 from skills import policy
 from skills.diff import FileDiff, content_diff_cached
+from skills.forms import MAX_NUMBER
 from skills.models import Skill, SkillEvent, SkillProposal, SkillVersion, Via
 from skills.reviews import skill_proposal_decide
 from skills.selectors import readable_chat_ids, skill_proposals_reviewable
@@ -25,7 +26,6 @@ from skills.services import SkillConflict, SkillInvalid, SkillNotAllowed, SkillS
 
 SHOWN_LIMIT = 20  # proposals shown at once, oldest first: each one carries a whole diff
 COLLAPSED_ROWS = 40  # a change whose diff has more rows starts collapsed
-MAX_ID = 2_000_000_000
 
 ACTION_LABELS = {
     "create": "create",
@@ -257,7 +257,8 @@ def bulk_parse(values: list[str]) -> list[tuple[int, int | None]]:
             raise BulkInvalid("Unknown proposal.")
         proposal_id = int(number)
         version = int(shown) if shown else None
-        if not 0 < proposal_id <= MAX_ID or (version is not None and not 0 < version <= MAX_ID):
+        # Bounded like the pages' forms: PostgreSQL's integer column refuses a larger number.
+        if not all(0 < n <= MAX_NUMBER for n in (proposal_id, version) if n is not None):
             raise BulkInvalid("Unknown proposal.")
         picked.setdefault(proposal_id, version)
     if len(picked) > SHOWN_LIMIT:

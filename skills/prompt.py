@@ -7,7 +7,6 @@ left out."""
 from django.conf import settings
 
 from chats.agent.registry import SectionText, TurnContext
-from chats.agent.tokens import count_tokens
 from skills.index import choose_index, index_line, line_tokens, pointer_line
 from skills.scope import for_turn
 from skills.selectors import skills_index_rows
@@ -18,25 +17,6 @@ HEADER = (
     "covers, load it with skill_view(name) and follow it; after a task worth repeating, save "
     "or improve one with skill_manage."
 )
-
-
-def render_index(rows, budget: int) -> str:
-    """The index of `rows` in their order in at most `budget` tokens (about): as many lines as
-    fit, then a line saying how many are left out and how to list them. "" when there are no
-    skills. (The prompt section chooses by relevance instead; this is the plain listing.)"""
-    if not rows:
-        return ""
-    used = count_tokens(HEADER) + 1
-    lines = []
-    for number, row in enumerate(rows):
-        line = index_line(row)
-        more = pointer_line(len(rows) - number)
-        if used + line_tokens(line) + line_tokens(more) > budget:
-            lines.append(more)
-            break
-        lines.append(line)
-        used += line_tokens(line)
-    return "\n".join([HEADER, *lines])
 
 
 class SkillsSection:

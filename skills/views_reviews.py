@@ -27,20 +27,20 @@ from skills.approvals import (
     proposal_decided,
     proposal_item,
 )
+from skills.forms import MAX_NUMBER
 from skills.models import SkillProposal, Via
 from skills.reviews import skill_proposal_decide
 from skills.selectors import skill_proposals_reviewable
 from skills.services import SkillConflict, SkillInvalid, SkillNotAllowed, SkillStale
 from skills.views import raw_text_response
 
-MAX_VERSION = 2_000_000_000
 Status = SkillProposal.Status
 
 
 class SkillDecisionForm(forms.Form):
     decision = forms.ChoiceField(choices=[("approve", "Approve"), ("reject", "Reject")])
     # The base version the page showed; empty for a new skill.
-    shown_version = forms.IntegerField(required=False, min_value=1, max_value=MAX_VERSION)
+    shown_version = forms.IntegerField(required=False, min_value=1, max_value=MAX_NUMBER)
 
 
 @login_required

@@ -6,7 +6,7 @@ import pytest
 from chats.agent.tokens import count_tokens
 from skills.index import DESCRIPTION_CHARS
 from skills.models import Skill, SkillVersion
-from skills.prompt import render_index, skills_section
+from skills.prompt import skills_section
 from skills.selectors import IndexRow, skills_index_rows
 
 pytestmark = pytest.mark.django_db
@@ -40,18 +40,26 @@ def test_active_skills_listed_pinned_first_archived_never():
     assert "gone" not in text
 
 
-def test_five_hundred_skills_stay_within_the_budget_and_say_how_to_list_the_rest(settings):
+def test_five_hundred_skills_stay_within_the_budget_and_say_how_to_list_the_rest(
+    monkeypatch, settings
+):
+    from skills import prompt
+
     rows = [
         IndexRow(f"skill-{n:03d}", f"cat-{n % 7}", f"Procedure number {n} for the team.", False)
         for n in range(500)
     ]
+    monkeypatch.setattr(prompt, "skills_index_rows", lambda **audience: rows)
     for budget in (100, 400, 1200, 3000):
-        text = render_index(rows, budget)
+        settings.SKILLS_INDEX_TOKENS = budget
+        text = skills_section.render(None)
         assert count_tokens(text) <= budget
         shown = sum(1 for line in text.splitlines() if line.startswith("- skill-"))
         assert 0 <= shown < 500
         assert f"- … and {500 - shown} more: call skills_list" in text
-    everything = render_index(rows[:5], 1200)
+    monkeypatch.setattr(prompt, "skills_index_rows", lambda **audience: rows[:5])
+    settings.SKILLS_INDEX_TOKENS = 1200
+    everything = skills_section.render(None)
     assert "more: call skills_list" not in everything
 
 
