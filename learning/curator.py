@@ -137,14 +137,15 @@ def _with_activity(skills: QuerySet[Skill]) -> QuerySet[Skill]:
 def curator_first_run(*, now: datetime) -> datetime:
     """When the curator first ran on this hub: recorded as `now` by the first run that asks
     (once, even when two runs race), read back by every later one."""
-    state = CuratorState.objects.filter(pk=1).first()
-    if state is None:
-        try:
-            with transaction.atomic():
-                state = CuratorState.objects.create(pk=1, first_run_at=now)
-        except IntegrityError:
-            state = CuratorState.objects.get(pk=1)
-    return state.first_run_at
+    started = curator_started_at()
+    if started is not None:
+        return started
+    try:
+        with transaction.atomic():
+            CuratorState.objects.create(pk=1, first_run_at=now)
+        return now
+    except IntegrityError:  # another run recorded it first: theirs counts
+        return CuratorState.objects.get(pk=1).first_run_at
 
 
 def curator_started_at() -> datetime | None:

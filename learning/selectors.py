@@ -261,14 +261,19 @@ def review_steps_shown(
         ]
         for review in reviews
     }
-    memory_shown = {item.entry.pk: item for item in memory}
-    entry_ids, proposal_ids = set(), set()
+    # What each review made, its own links and its steps' together: the outcome's rule, and
+    # (all reviews together) what the readability checks below must fetch.
+    made_of: dict[int, tuple[set[int], set[int]]] = {}
     for review in reviews:
-        entry_ids.update(entry.pk for entry in review.memory_entries.all())
-        proposal_ids.update(proposal.pk for proposal in review.skill_proposals.all())
+        entries_made = {entry.pk for entry in review.memory_entries.all()}
+        proposals_made = {proposal.pk for proposal in review.skill_proposals.all()}
         for _, (entries, proposals) in steps_of[review.pk]:
-            entry_ids.update(entries)
-            proposal_ids.update(proposals)
+            entries_made.update(entries)
+            proposals_made.update(proposals)
+        made_of[review.pk] = (entries_made, proposals_made)
+    entry_ids = set().union(*(entries for entries, _ in made_of.values()))
+    proposal_ids = set().union(*(proposals for _, proposals in made_of.values()))
+    memory_shown = {item.entry.pk: item for item in memory}
     missing = entry_ids - set(memory_shown)
     if missing:  # entries a step made that a later review has since taken over
         extra = MemoryEntry.objects.select_related("book__chat", "book__person", "book__actor")
@@ -328,11 +333,7 @@ def review_steps_shown(
                     shown=visible,
                 )
             )
-        entries_made = {entry.pk for entry in review.memory_entries.all()}
-        proposals_made = {proposal.pk for proposal in review.skill_proposals.all()}
-        for _, (entries, proposals) in steps_of[review.pk]:
-            entries_made.update(entries)
-            proposals_made.update(proposals)
+        entries_made, proposals_made = made_of[review.pk]
         outcome_shown = all(memory_ok(pk) for pk in entries_made) and all(
             skill_ok(pk) for pk in proposals_made
         )

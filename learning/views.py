@@ -89,7 +89,7 @@ def _arguments(raw) -> str:
     return text if len(text) <= ARGUMENTS_CHARS else text[:ARGUMENTS_CHARS] + "…"
 
 
-def _steps(shown: ShownReview | None) -> list[dict]:
+def _steps(shown: ShownReview) -> list[dict]:
     return [
         {
             "tool": step.tool,
@@ -99,7 +99,7 @@ def _steps(shown: ShownReview | None) -> list[dict]:
             "refused": step.refused,
             "shown": step.shown,
         }
-        for step in (shown.steps if shown else [])
+        for step in shown.steps
     ]
 
 
@@ -140,8 +140,10 @@ def _rows(request: HttpRequest, chat: Chat, reviews: list[Review]) -> list[dict]
         rows.append(
             {
                 "review": review,
-                "steps": _steps(steps.get(review.pk)),
-                "outcome_shown": steps[review.pk].outcome_shown if review.pk in steps else True,
+                # review_steps_shown answers for every review; a missing one fails loudly
+                # rather than showing an outcome nobody checked.
+                "steps": _steps(steps[review.pk]),
+                "outcome_shown": steps[review.pk].outcome_shown,
                 "duration": _duration(review.duration_ms),
                 "memory": memory_of.get(review.pk, []),
                 "skills": skills,
