@@ -1,5 +1,6 @@
-"""Notices: short lines the hub itself posts into a chat for the people in it (a background
-review saved something for review, a proposal made there expired).
+"""Notices: short lines the hub itself posts into a chat for the people in it (a proposal
+made there expired). The learning loop's "saved for review" notice does not come through here
+yet: it stays on the dashboard and is not sent to Telegram.
 
 A notice is a system message with `metadata["notice"]` naming its kind: the history keeps it
 and the dashboard shows it live, the model never reads it (the context builder and the
