@@ -28,7 +28,7 @@ from django.conf import settings
 from chats.agent.registry import ORIGIN_CHAT, SectionText, Tool, ToolError, TurnContext
 from chats.agent.tokens import count_tokens, decode, encode
 from hermes_site.scanning import scan_text
-from toolservers.models import ChatToolset, Policy, ServerTool, ToolCall, ToolServer
+from toolservers.models import Policy, ServerTool, ToolCall, ToolServer
 from toolservers.runtime import ServerSpec, ToolServerError, runtime
 from toolservers.selectors import ActiveTool, chat_active_tools, enabled_servers_for_chat
 from toolservers.services import server_error_record, server_tools_record, tool_call_record
@@ -194,14 +194,7 @@ class ToolServerTools:
                 logger.warning("tool %s has an invalid input schema; left out", item.tool)
                 continue
             active.append(item)
-        explicit = set(
-            ChatToolset.objects.filter(chat=context.chat, enabled=True)
-            .exclude(tool_name="")
-            .values_list("server_id", "tool_name")
-        )
-        tools, cut = select_within_budget(
-            active, explicit=explicit, budget=settings.TOOLSERVERS_DEFINITIONS_TOKENS
-        )
+        tools, cut = select_within_budget(active, budget=settings.TOOLSERVERS_DEFINITIONS_TOKENS)
         self._remember(context, cut)
         return tools
 
@@ -241,9 +234,7 @@ def _tokens(tool: Tool) -> int:
     return count_tokens(json.dumps(tool.spec(), ensure_ascii=False))
 
 
-def select_within_budget(
-    active: list[ActiveTool], *, explicit: set[tuple[int, str]], budget: int
-) -> tuple[list[Tool], dict]:
+def select_within_budget(active: list[ActiveTool], *, budget: int) -> tuple[list[Tool], dict]:
     """The chat's tools whose definitions fit in `budget` tokens, and what was done to fit.
 
     Deterministic for the same toolset: descriptions are cut to SHORT_DESCRIPTION_CHARS
@@ -268,9 +259,8 @@ def select_within_budget(
 
         def rank(index: int) -> tuple:
             item = active[index]
-            named = (item.server.pk, item.tool.name) in explicit
             read_only = bool((item.tool.annotations or {}).get("readOnlyHint"))
-            return (not named, not read_only, index)  # index: server slug, then tool name
+            return (not item.named, not read_only, index)  # index: server slug, then tool name
 
         kept, used = set(), 0
         for index in sorted(range(len(tools)), key=rank):
