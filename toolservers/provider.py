@@ -41,6 +41,7 @@ DESCRIPTION_CHARS = 1000
 # much of what a tool does); only if that is not enough are tools left out.
 SHORT_DESCRIPTION_CHARS = 200
 REMEMBERED_TURNS = 256  # per-turn selections kept for the prompt section, oldest dropped
+REMEMBERED_SCHEMAS = 4096  # schema checks kept; all dropped at once when full
 RETRY_LISTING_SECONDS = 60.0  # a server that failed to list is not retried on every turn
 APPROVAL_NOT_AVAILABLE = (
     "refused: this call needs a decider's approval (its policy in this chat is 'ask'), "
@@ -151,6 +152,7 @@ class ToolServerTools:
         self._lock = threading.Lock()
         self._listed: dict[int, float] = {}  # server id -> when this process last listed it
         self._cuts: dict[tuple, dict] = {}  # turn -> what the definitions' budget did
+        self._valid_schemas: dict[str, bool] = {}  # schema as JSON -> valid JSON Schema?
 
     def tools(self) -> list[Tool]:
         return []
@@ -174,26 +176,39 @@ class ToolServerTools:
             with self._lock:
                 self._listed[server.pk] = float("inf")  # listed: until forgotten
 
+    def _schema_valid(self, item: ActiveTool) -> bool:
+        """Whether the tool's input schema is a valid JSON Schema, checked once per distinct
+        schema: checking costs about 1.5 ms a tool, and this runs on every turn."""
+        schema = item.tool.input_schema
+        key = json.dumps(schema, sort_keys=True, default=str)  # the schema itself, not a row
+        with self._lock:
+            valid = self._valid_schemas.get(key)
+        if valid is None:
+            try:
+                jsonschema.validators.validator_for(schema).check_schema(schema)
+                valid = True
+            except jsonschema.SchemaError:
+                valid = False
+            with self._lock:
+                if len(self._valid_schemas) >= REMEMBERED_SCHEMAS:
+                    self._valid_schemas.clear()
+                self._valid_schemas[key] = valid
+        if not valid:
+            logger.warning("tool %s has an invalid input schema; left out", item.tool)
+        return valid
+
     def forget(self) -> None:
         """Drop what this process listed (tests; a server whose settings changed)."""
         with self._lock:
             self._listed.clear()
             self._cuts.clear()
+            self._valid_schemas.clear()
 
     def tools_for_turn(self, context: TurnContext) -> list[Tool]:
         if context.origin != ORIGIN_CHAT or context.chat is None:
             return []
         self._ensure_listed(context)
-        active = []
-        for item in chat_active_tools(context.chat):
-            try:
-                jsonschema.validators.validator_for(item.tool.input_schema).check_schema(
-                    item.tool.input_schema
-                )
-            except jsonschema.SchemaError:
-                logger.warning("tool %s has an invalid input schema; left out", item.tool)
-                continue
-            active.append(item)
+        active = [item for item in chat_active_tools(context.chat) if self._schema_valid(item)]
         tools, cut = select_within_budget(active, budget=settings.TOOLSERVERS_DEFINITIONS_TOKENS)
         self._remember(context, cut)
         return tools
