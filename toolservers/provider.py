@@ -16,6 +16,7 @@ then the most useful tools are kept, the same ones for the same toolset (prompt 
 and the `tool_servers` prompt section tells the model in one line how many were left out.
 """
 
+import functools
 import json
 import logging
 import re
@@ -246,7 +247,14 @@ def _build(item: ActiveTool, name: str, description_chars: int) -> Tool:
 
 
 def _tokens(tool: Tool) -> int:
-    return count_tokens(json.dumps(tool.spec(), ensure_ascii=False))
+    return _spec_tokens(json.dumps(tool.spec(), ensure_ascii=False))
+
+
+@functools.lru_cache(maxsize=4096)
+def _spec_tokens(spec: str) -> int:
+    """Tokens of one definition, remembered: the same definitions are counted on every turn
+    of every chat (twice when over the budget), and encoding is the costly part."""
+    return count_tokens(spec)
 
 
 def select_within_budget(active: list[ActiveTool], *, budget: int) -> tuple[list[Tool], dict]:
