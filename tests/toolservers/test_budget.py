@@ -89,6 +89,12 @@ def test_within_the_budget_nothing_is_cut_or_said(crowded, settings):
     assert tool_servers_section.render(crowded) == ""
 
 
+def test_a_turn_reads_the_toolset_in_constant_queries(crowded, django_assert_num_queries):
+    tool_server_tools.tools_for_turn(crowded)  # the first turn may warm caches
+    with django_assert_num_queries(2):  # the chat's rows, then their tools (listing aside)
+        assert len(tool_server_tools.tools_for_turn(crowded)) > 0
+
+
 def test_a_tool_with_an_invalid_schema_is_left_out_on_every_turn(crowded, settings):
     settings.TOOLSERVERS_DEFINITIONS_TOKENS = 10**6
     server = add_server("broken", url="http://127.0.0.1:9/broken")
