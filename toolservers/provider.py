@@ -16,6 +16,7 @@ then the most useful tools are kept, the same ones for the same toolset (prompt 
 and the `tool_servers` prompt section tells the model in one line how many were left out.
 """
 
+import functools
 import json
 import logging
 import re
@@ -28,7 +29,7 @@ from django.conf import settings
 from chats.agent.registry import ORIGIN_CHAT, SectionText, Tool, ToolError, TurnContext
 from chats.agent.tokens import count_tokens, decode, encode
 from hermes_site.scanning import scan_text
-from toolservers.models import ChatToolset, Policy, ServerTool, ToolCall, ToolServer
+from toolservers.models import Policy, ServerTool, ToolCall, ToolServer
 from toolservers.runtime import ServerSpec, ToolServerError, runtime
 from toolservers.selectors import ActiveTool, chat_active_tools, enabled_servers_for_chat
 from toolservers.services import server_error_record, server_tools_record, tool_call_record
@@ -41,6 +42,7 @@ DESCRIPTION_CHARS = 1000
 # much of what a tool does); only if that is not enough are tools left out.
 SHORT_DESCRIPTION_CHARS = 200
 REMEMBERED_TURNS = 256  # per-turn selections kept for the prompt section, oldest dropped
+REMEMBERED_SCHEMAS = 4096  # schema checks kept; all dropped at once when full
 RETRY_LISTING_SECONDS = 60.0  # a server that failed to list is not retried on every turn
 APPROVAL_NOT_AVAILABLE = (
     "refused: this call needs a decider's approval (its policy in this chat is 'ask'), "
@@ -151,6 +153,7 @@ class ToolServerTools:
         self._lock = threading.Lock()
         self._listed: dict[int, float] = {}  # server id -> when this process last listed it
         self._cuts: dict[tuple, dict] = {}  # turn -> what the definitions' budget did
+        self._valid_schemas: dict[str, bool] = {}  # schema as JSON -> valid JSON Schema?
 
     def tools(self) -> list[Tool]:
         return []
@@ -174,34 +177,40 @@ class ToolServerTools:
             with self._lock:
                 self._listed[server.pk] = float("inf")  # listed: until forgotten
 
+    def _schema_valid(self, item: ActiveTool) -> bool:
+        """Whether the tool's input schema is a valid JSON Schema, checked once per distinct
+        schema: checking costs about 1.5 ms a tool, and this runs on every turn."""
+        schema = item.tool.input_schema
+        key = json.dumps(schema, sort_keys=True, default=str)  # the schema itself, not a row
+        with self._lock:
+            valid = self._valid_schemas.get(key)
+        if valid is None:
+            try:
+                jsonschema.validators.validator_for(schema).check_schema(schema)
+                valid = True
+            except jsonschema.SchemaError:
+                valid = False
+            with self._lock:
+                if len(self._valid_schemas) >= REMEMBERED_SCHEMAS:
+                    self._valid_schemas.clear()
+                self._valid_schemas[key] = valid
+        if not valid:
+            logger.warning("tool %s has an invalid input schema; left out", item.tool)
+        return valid
+
     def forget(self) -> None:
         """Drop what this process listed (tests; a server whose settings changed)."""
         with self._lock:
             self._listed.clear()
             self._cuts.clear()
+            self._valid_schemas.clear()
 
     def tools_for_turn(self, context: TurnContext) -> list[Tool]:
         if context.origin != ORIGIN_CHAT or context.chat is None:
             return []
         self._ensure_listed(context)
-        active = []
-        for item in chat_active_tools(context.chat):
-            try:
-                jsonschema.validators.validator_for(item.tool.input_schema).check_schema(
-                    item.tool.input_schema
-                )
-            except jsonschema.SchemaError:
-                logger.warning("tool %s has an invalid input schema; left out", item.tool)
-                continue
-            active.append(item)
-        explicit = set(
-            ChatToolset.objects.filter(chat=context.chat, enabled=True)
-            .exclude(tool_name="")
-            .values_list("server_id", "tool_name")
-        )
-        tools, cut = select_within_budget(
-            active, explicit=explicit, budget=settings.TOOLSERVERS_DEFINITIONS_TOKENS
-        )
+        active = [item for item in chat_active_tools(context.chat) if self._schema_valid(item)]
+        tools, cut = select_within_budget(active, budget=settings.TOOLSERVERS_DEFINITIONS_TOKENS)
         self._remember(context, cut)
         return tools
 
@@ -238,12 +247,17 @@ def _build(item: ActiveTool, name: str, description_chars: int) -> Tool:
 
 
 def _tokens(tool: Tool) -> int:
-    return count_tokens(json.dumps(tool.spec(), ensure_ascii=False))
+    return _spec_tokens(json.dumps(tool.spec(), ensure_ascii=False))
 
 
-def select_within_budget(
-    active: list[ActiveTool], *, explicit: set[tuple[int, str]], budget: int
-) -> tuple[list[Tool], dict]:
+@functools.lru_cache(maxsize=4096)
+def _spec_tokens(spec: str) -> int:
+    """Tokens of one definition, remembered: the same definitions are counted on every turn
+    of every chat (twice when over the budget), and encoding is the costly part."""
+    return count_tokens(spec)
+
+
+def select_within_budget(active: list[ActiveTool], *, budget: int) -> tuple[list[Tool], dict]:
     """The chat's tools whose definitions fit in `budget` tokens, and what was done to fit.
 
     Deterministic for the same toolset: descriptions are cut to SHORT_DESCRIPTION_CHARS
@@ -268,9 +282,8 @@ def select_within_budget(
 
         def rank(index: int) -> tuple:
             item = active[index]
-            named = (item.server.pk, item.tool.name) in explicit
             read_only = bool((item.tool.annotations or {}).get("readOnlyHint"))
-            return (not named, not read_only, index)  # index: server slug, then tool name
+            return (not item.named, not read_only, index)  # index: server slug, then tool name
 
         kept, used = set(), 0
         for index in sorted(range(len(tools)), key=rank):

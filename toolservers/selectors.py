@@ -17,6 +17,7 @@ class ActiveTool:
     server: ToolServer
     tool: ServerTool
     policy: str  # allow, ask or deny
+    named: bool = False  # turned on by its own row, not only server-wide (kept first)
 
 
 def chat_active_tools(chat: Chat) -> list[ActiveTool]:
@@ -39,12 +40,15 @@ def chat_active_tools(chat: Chat) -> list[ActiveTool]:
     active = []
     tools = ServerTool.objects.filter(server_id__in=server_ids, present=True)
     for tool in tools.select_related("server").order_by("server__slug", "name"):
-        row = by_tool.get((tool.server_id, tool.name)) or by_server.get(tool.server_id)
+        own = by_tool.get((tool.server_id, tool.name))
+        row = own or by_server.get(tool.server_id)
         if row is None or not row.enabled or not tool.server.tool_listed(tool.name):
             continue
         if not tool.usable:  # flagged by the scanner and not accepted as it is now
             continue
-        active.append(ActiveTool(tool.server, tool, row.policy or tool.default_policy))
+        active.append(
+            ActiveTool(tool.server, tool, row.policy or tool.default_policy, named=own is not None)
+        )
     return active
 
 

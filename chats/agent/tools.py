@@ -4,6 +4,7 @@ Whatever goes wrong (unknown tool, invalid JSON, arguments that break the schema
 exception, a timeout) becomes an error result that the model sees, and the turn goes on.
 """
 
+import functools
 import json
 import logging
 import time
@@ -18,6 +19,25 @@ from django.db import close_old_connections, connections
 from chats.agent.registry import Tool, ToolError, TurnContext
 
 logger = logging.getLogger(__name__)
+
+
+@functools.lru_cache(maxsize=1024)
+def _checked_validator(schema_json: str):
+    """A validator for a schema, the schema checked once (`jsonschema.validate` checks it on
+    every call, most of the cost of validating a small call); raises SchemaError."""
+    schema = json.loads(schema_json)
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+def _validate(arguments: dict, schema: dict) -> None:
+    """What `jsonschema.validate` does (the same best-matching error), schema checks cached."""
+    validator = _checked_validator(json.dumps(schema, sort_keys=True, default=str))
+    error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
+    if error is not None:
+        raise error
+
 
 MAX_RESULT_CHARS = 32_000
 _executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="hermes-tool")
@@ -79,7 +99,7 @@ def execute_tool_call(
     if not isinstance(arguments, dict):
         return refused(arguments, "Error: the arguments must be a JSON object.")
     try:
-        jsonschema.validate(arguments, tool.parameters)
+        _validate(arguments, tool.parameters)
     except jsonschema.ValidationError as exc:
         where = "/".join(str(part) for part in exc.absolute_path) or "arguments"
         return refused(arguments, f"Error: invalid arguments ({where}: {exc.message}).")

@@ -89,6 +89,30 @@ def test_within_the_budget_nothing_is_cut_or_said(crowded, settings):
     assert tool_servers_section.render(crowded) == ""
 
 
+def test_a_turn_reads_the_toolset_in_constant_queries(crowded, django_assert_num_queries):
+    tool_server_tools.tools_for_turn(crowded)  # the first turn may warm caches
+    with django_assert_num_queries(2):  # the chat's rows, then their tools (listing aside)
+        assert len(tool_server_tools.tools_for_turn(crowded)) > 0
+
+
+def test_a_tool_with_an_invalid_schema_is_left_out_on_every_turn(crowded, settings):
+    settings.TOOLSERVERS_DEFINITIONS_TOKENS = 10**6
+    server = add_server("broken", url="http://127.0.0.1:9/broken")
+    bad = {"type": "object", "properties": {"key": {"type": 12}}}  # "type" must be a name
+    server_tools_record(
+        server=server,
+        announced=[
+            {"name": "bad", "description": "", "input_schema": bad, "annotations": {}},
+            {"name": "good", "description": "", "input_schema": {"type": "object"}},
+        ],
+    )
+    enable(crowded.chat, server, policy="allow")
+    for _turn in range(2):  # the check is remembered; its answer must not change
+        names = {tool.name for tool in _server_tools(crowded)}
+        assert "broken__good" in names and "broken__bad" not in names
+        assert len(names) == 101
+
+
 def test_a_turn_sends_the_kept_tools_and_its_report_shows_the_cut(crowded, settings):
     from chats.agent.llm import get_provider
     from chats.agent.loop import run_claimed_turn
