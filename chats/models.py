@@ -206,11 +206,14 @@ class Turn(models.Model):
 
     `queued → running → completed | failed | interrupted`; at most one running turn per chat
     (a partial unique index). A running turn holds a lease that its worker renews; a turn
-    whose lease ran out is marked interrupted, never run again."""
+    whose lease ran out is marked interrupted, never run again. A running turn whose next
+    tool call needs a person's decision moves to `waiting` (no worker, no lease) and back to
+    `queued` when the decision comes; it then continues from its stored steps."""
 
     class Status(models.TextChoices):
         QUEUED = "queued", "Queued"
         RUNNING = "running", "Running"
+        WAITING = "waiting", "Waiting for a decision"
         COMPLETED = "completed", "Completed"
         FAILED = "failed", "Failed"
         INTERRUPTED = "interrupted", "Interrupted"
@@ -232,6 +235,8 @@ class Turn(models.Model):
     first_delta_ms = models.PositiveIntegerField(null=True, blank=True)
     error = models.TextField(blank=True, default="")
     interrupt_reason = models.CharField(max_length=255, blank=True, default="")
+    # While `waiting`: what it waits for, in words (e.g. "approval of git__git_reset").
+    wait_reason = models.CharField(max_length=255, blank=True, default="")
     prompt_report = models.JSONField(default=dict, blank=True)
     worker = models.CharField(max_length=255, blank=True, default="")
     lease_expires_at = models.DateTimeField(null=True, blank=True)
@@ -258,6 +263,9 @@ class Turn(models.Model):
             ),
             models.Index(
                 fields=["created_at"], condition=models.Q(status="queued"), name="turn_queued_idx"
+            ),
+            models.Index(
+                fields=["chat"], condition=models.Q(status="waiting"), name="turn_waiting_idx"
             ),
         ]
         ordering = ["id"]

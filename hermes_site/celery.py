@@ -17,13 +17,22 @@ app.autodiscover_tasks()
 def periodic_tasks() -> list[tuple[str, str, float]]:
     """(name, task, seconds between runs) of each task beat runs, from the settings: the
     turn sweep, the skills curator unless LEARNING_CURATOR_INTERVAL_HOURS is 0 (the router
-    sends it to the reviews' queue), and the hourly expiry of memory and skill proposals."""
+    sends it to the reviews' queue), the expiry of tool calls waiting for a decider, and the
+    hourly expiry of memory and skill proposals."""
     from django.conf import settings
 
     tasks = [("sweep-turns", "chats.tasks.sweep_turns", settings.TURN_SWEEP_SECONDS)]
     if settings.LEARNING_CURATOR_INTERVAL_HOURS > 0:
         every = settings.LEARNING_CURATOR_INTERVAL_HOURS * 3600
         tasks.append(("curate-skills", "learning.tasks.run_curator", every))
+    # Tool calls waiting for a decider past TOOLSERVERS_APPROVAL_TIMEOUT_SECONDS are denied.
+    tasks.append(
+        (
+            "expire-tool-approvals",
+            "toolservers.tasks.expire_approvals",
+            settings.TOOLSERVERS_APPROVAL_SWEEP_SECONDS,
+        )
+    )
     # Proposals nobody decided in time (TTLs are days: an hour late is on time).
     tasks.append(("expire-memory-proposals", "memory.tasks.expire_proposals", 3600))
     tasks.append(("expire-skill-proposals", "skills.tasks.expire_proposals", 3600))

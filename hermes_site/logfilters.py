@@ -3,7 +3,7 @@
 import logging
 
 # Periodic tasks whose routine runs are not news: what they change, they log at WARNING.
-ROUTINE_TASKS = ("chats.tasks.sweep_turns",)
+ROUTINE_TASKS = ("chats.tasks.sweep_turns", "toolservers.tasks.expire_approvals")
 
 
 class QuietRoutineTasks(logging.Filter):

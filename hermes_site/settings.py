@@ -369,6 +369,14 @@ TOOLSERVERS_DEFINITIONS_TOKENS = env_int("TOOLSERVERS_DEFINITIONS_TOKENS", 8000,
 TOOLSERVERS_CONNECT_TIMEOUT_SECONDS = env_float(
     "TOOLSERVERS_CONNECT_TIMEOUT_SECONDS", 20.0, minimum=0.5
 )
+# A tool call whose policy is `ask` waits this long for a decider; then it is denied and the
+# model told. Beat checks for such calls every TOOLSERVERS_APPROVAL_SWEEP_SECONDS.
+TOOLSERVERS_APPROVAL_TIMEOUT_SECONDS = env_float(
+    "TOOLSERVERS_APPROVAL_TIMEOUT_SECONDS", 900.0, minimum=5
+)
+TOOLSERVERS_APPROVAL_SWEEP_SECONDS = env_float(
+    "TOOLSERVERS_APPROVAL_SWEEP_SECONDS", 15.0, minimum=1
+)
 # Token budget of the skills index in the system prompt; past it, the index says how many
 # more skills there are and how to list them.
 SKILLS_INDEX_TOKENS = env_int("SKILLS_INDEX_TOKENS", 1200, minimum=100)

@@ -14,3 +14,16 @@ class ToolServersConfig(AppConfig):
         register_tool_provider(tool_server_tools)
         register_prompt_section(tool_servers_section)
         register_slash_command(tools_slash_command)
+
+        from chats.signals import turn_finished
+
+        turn_finished.connect(_void_waiting_approvals, dispatch_uid="toolservers.approvals")
+
+
+def _void_waiting_approvals(sender, turn, status, **kwargs) -> None:
+    """A turn that ended while waiting (stopped, superseded) leaves no card open."""
+    from chats.models import Turn
+    from toolservers.approvals import approvals_void_for_turn
+
+    if status != Turn.Status.COMPLETED:
+        approvals_void_for_turn(turn=turn)

@@ -128,8 +128,11 @@ class ToolCall(models.Model):
     class Decision(models.TextChoices):
         ALLOWED = "allowed", "Allowed by policy"
         DENIED = "denied", "Denied by policy"
-        NEEDS_APPROVAL = "needs_approval", "Needed approval (not available yet)"
+        NEEDS_APPROVAL = "needs_approval", "Needed approval that could not be asked"
         INVALID = "invalid", "Refused: invalid arguments"
+        APPROVED = "approved", "Approved by a decider"
+        REJECTED = "rejected", "Declined by a decider"
+        EXPIRED = "expired", "No decision in time"
 
     turn = models.ForeignKey(
         "chats.Turn", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -184,3 +187,55 @@ class ToolAudit(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} {self.server_slug} by {self.person or self.via}"
+
+
+class ToolApproval(models.Model):
+    """The card of one `ask` call waiting for a decider: bound to that call (its turn, its
+    step and the model's call id, `call_key`) and its exact arguments; `nonce` is carried by
+    the card's buttons, so a press that does not name this card decides nothing."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Waiting for a decision"
+        APPROVED = "approved", "Approved"
+        DENIED = "denied", "Declined"
+        EXPIRED = "expired", "No decision in time"
+        CANCELLED = "cancelled", "Void (the turn ended)"
+
+    turn = models.ForeignKey("chats.Turn", on_delete=models.CASCADE, related_name="+")
+    chat = models.ForeignKey("chats.Chat", on_delete=models.CASCADE, related_name="tool_approvals")
+    call_key = models.CharField(max_length=255)  # "<step message id>/<model's call id>"
+    server = models.ForeignKey(ToolServer, null=True, on_delete=models.SET_NULL, related_name="+")
+    server_slug = models.CharField(max_length=40)
+    tool = models.CharField(max_length=200)
+    function = models.CharField(max_length=64)  # the name the model called it by
+    arguments = models.JSONField(default=dict)
+    nonce = models.CharField(max_length=32)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    requested_by_name = models.CharField(max_length=255, blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField()
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decided_via = models.CharField(max_length=16, blank=True, default="")
+    always = models.BooleanField(default=False)  # "always allow this tool here" was chosen
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["turn", "call_key"], name="tool_approval_one_per_call")
+        ]
+        indexes = [
+            models.Index(
+                fields=["expires_at"],
+                condition=models.Q(status="pending"),
+                name="tool_approval_pending_idx",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.function} in chat {self.chat_id} ({self.status})"

@@ -2,13 +2,13 @@
 
 Registered as a tool provider whose tools depend on the turn (`tools_for_turn`): only
 turns answering people (origin "chat") get them; background reviews and the curator never
-do. Each call follows the tool's policy in that chat (allow runs; deny and ask are refused
-for now: approval cards come next), is validated against the tool's schema by the engine
-before it runs, and leaves a `ToolCall` audit row whatever happens, written in the turn's
-own thread (the engine's worker threads close their database connection after each call,
-and a new one per call would cost more than the call). Results are rendered to
-text, cut to `TOOLSERVERS_RESULT_TOKENS` with a marker, and scanned; the model is told when
-a result carries instructions.
+do. Each call is validated against the tool's schema by the engine, then follows the
+tool's policy in that chat through its gate (`toolservers.approvals.tool_gate`: allow runs,
+deny refuses, ask makes the turn wait for a decider's approval), and leaves a `ToolCall`
+audit row whatever happens, written in the turn's own thread (the engine's worker threads
+close their database connection after each call, and a new one per call would cost more
+than the call). Results are rendered to text, cut to `TOOLSERVERS_RESULT_TOKENS` with a
+marker, and scanned; the model is told when a result carries instructions.
 
 The definitions a chat's tools add to every request stay within
 `TOOLSERVERS_DEFINITIONS_TOKENS` (`select_within_budget`): descriptions are shortened first,
@@ -29,6 +29,7 @@ from django.conf import settings
 from chats.agent.registry import ORIGIN_CHAT, SectionText, Tool, ToolError, TurnContext
 from chats.agent.tokens import count_tokens, decode, encode
 from hermes_site.scanning import scan_text
+from toolservers.approvals import tool_gate
 from toolservers.models import Policy, ServerTool, ToolCall, ToolServer
 from toolservers.runtime import ServerSpec, ToolServerError, runtime
 from toolservers.selectors import ActiveTool, chat_active_tools, enabled_servers_for_chat
@@ -44,11 +45,6 @@ SHORT_DESCRIPTION_CHARS = 200
 REMEMBERED_TURNS = 256  # per-turn selections kept for the prompt section, oldest dropped
 REMEMBERED_SCHEMAS = 4096  # schema checks kept; all dropped at once when full
 RETRY_LISTING_SECONDS = 60.0  # a server that failed to list is not retried on every turn
-APPROVAL_NOT_AVAILABLE = (
-    "refused: this call needs a decider's approval (its policy in this chat is 'ask'), "
-    "and approval is not available yet. Tell the user which call you wanted to make; a "
-    "chat owner or admin can set the tool's policy to 'allow'."
-)
 
 
 def refresh_server_tools(server: ToolServer) -> list[ServerTool]:
@@ -243,6 +239,7 @@ def _build(item: ActiveTool, name: str, description_chars: int) -> Tool:
         timeout_seconds=item.server.call_timeout_seconds + timeout_bound,
         on_refused=_refusal_recorder(item),
         on_finished=_outcome_recorder(item),
+        gate=tool_gate(item, name),
     )
 
 
@@ -352,11 +349,14 @@ class _CallError(ToolError):
 def _outcome_recorder(item: ActiveTool):
     """Writes the call's audit row in the turn's thread (see `Tool.on_finished`)."""
 
-    def record(context: TurnContext, arguments: dict, outcome) -> None:
+    def record(context: TurnContext, arguments: dict, outcome, note=None) -> None:
         audit = getattr(outcome, "audit", None)
         if audit is None:  # the engine gave up waiting, or the handler itself broke
             audit = {"decision": ToolCall.Decision.ALLOWED, "error": str(outcome)}
         audit = dict(audit)
+        if note and note.get("approval"):  # run after a decider approved it
+            audit["decision"] = ToolCall.Decision.APPROVED
+            audit["decided_by"] = _person(note.get("by"))
         server_error = audit.pop("server_error", "")
         tool_call_record(
             context=context, server=item.server, tool=item.tool.name, arguments=arguments, **audit
@@ -365,6 +365,14 @@ def _outcome_recorder(item: ActiveTool):
             server_error_record(server=item.server, error=server_error)
 
     return record
+
+
+def _person(person_id):
+    from django.contrib.auth import get_user_model
+
+    if person_id is None:
+        return None
+    return get_user_model().objects.filter(pk=person_id).first()
 
 
 def _handler(item: ActiveTool):
@@ -381,14 +389,9 @@ def _handler(item: ActiveTool):
                 **fields,
             }
 
-        if item.policy == Policy.DENY:
+        if item.policy == Policy.DENY:  # the gate refuses first; never run one regardless
             message = f"refused: the tool {tool.name} is denied in this chat"
             raise _CallError(message, audit(ToolCall.Decision.DENIED, error=message))
-        if item.policy == Policy.ASK:
-            raise _CallError(
-                APPROVAL_NOT_AVAILABLE,
-                audit(ToolCall.Decision.NEEDS_APPROVAL, error=APPROVAL_NOT_AVAILABLE),
-            )
         try:
             result = runtime.call_tool(ServerSpec.from_server(server), tool.name, arguments)
         except ToolServerError as exc:

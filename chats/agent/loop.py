@@ -21,9 +21,15 @@ from chats.agent.context import ContextBudget, build_context, enforce_window
 from chats.agent.interrupts import clear_interrupt, interrupt_reason
 from chats.agent.lease import LeaseHeartbeat
 from chats.agent.llm.base import ChatProvider, Finish, LLMError, TextDelta, ToolCall, Usage
-from chats.agent.registry import TurnContext, registry
-from chats.agent.tools import execute_tool_call
-from chats.agent.turns import LeaseLost, turn_announce_finished, turn_append, turn_finish
+from chats.agent.registry import Gate, TurnContext, registry
+from chats.agent.tools import ToolResult, ask_gate, prepare_tool_call, run_prepared_call
+from chats.agent.turns import (
+    LeaseLost,
+    turn_announce_finished,
+    turn_append,
+    turn_finish,
+    turn_wait,
+)
 from chats.models import Message, Turn
 from chats.payloads import message_payload
 
@@ -37,6 +43,15 @@ class _Stopped(Exception):
     def __init__(self, reason: str):
         super().__init__(reason)
         self.reason = reason
+
+
+class _Waiting(Exception):
+    """A tool call needs a person's decision: the turn lets go of its worker and waits."""
+
+    def __init__(self, gate: Gate, call: ToolCall):
+        super().__init__(gate.reason)
+        self.gate = gate
+        self.call = call
 
 
 class TurnRunner:
@@ -116,6 +131,7 @@ class TurnRunner:
             model=info.model,
             provider=info.name,
             demo=info.is_demo,
+            resumed=self.turn.iterations > 0,
         )
         partial = ""
         try:
@@ -134,7 +150,10 @@ class TurnRunner:
             self.turn.prompt_report = built.report
             limit = ContextBudget.from_settings(info.context_tokens).input_limit
             messages = built.messages
-            for iteration in range(1, settings.AGENT_MAX_ITERATIONS + 1):
+            done = self.turn.iterations  # > 0: a turn that waited continues where it stopped
+            if done:
+                messages += self._resume(tool_map)
+            for iteration in range(done + 1, settings.AGENT_MAX_ITERATIONS + 1):
                 self.turn.iterations = iteration
                 if iteration > 1:
                     messages = enforce_window(messages, specs, limit)
@@ -152,6 +171,8 @@ class TurnRunner:
             )
         except LeaseLost:
             return self._abandon()
+        except _Waiting as wait:
+            return self._wait(wait)
         except _Stopped as stop:
             return self._interrupted(partial, stop.reason)
         except LLMError as exc:
@@ -206,12 +227,13 @@ class TurnRunner:
         return "".join(text), calls, finish
 
     def _run_tools(self, text: str, calls: list[ToolCall], tool_map) -> list[dict]:
-        """Persist the tool-call step and every result; the step is complete even when stopped."""
+        """Persist the tool-call step and every result; the step is complete even when stopped
+        (or, when a call waits for a decision, once the turn continues)."""
         parts = [
             {"type": "tool_call", "id": c.id, "name": c.name, "arguments": c.arguments}
             for c in calls
         ]
-        turn_append(
+        step = turn_append(
             turn=self.turn,
             role=Message.Role.ASSISTANT,
             text=text,
@@ -219,20 +241,15 @@ class TurnRunner:
             metadata={"turn": self.turn.pk},
             reply_to=self.trigger,
         )
-        sent = [
-            {
-                "role": "assistant",
-                "content": text or None,
-                "tool_calls": [
-                    {
-                        "id": c.id,
-                        "type": "function",
-                        "function": {"name": c.name, "arguments": c.arguments},
-                    }
-                    for c in calls
-                ],
-            }
-        ]
+        sent = [_call_message(text, calls)]
+        return sent + self._resolve_calls(step.pk, calls, tool_map)
+
+    def _resolve_calls(self, step_id: int, calls: list[ToolCall], tool_map) -> list[dict]:
+        """Run (or refuse) each call in order, storing each result before announcing it;
+        raises _Waiting at a call that needs a decision (the results before it are stored,
+        the calls after it run when the turn continues) and _Stopped once all are stored
+        when the turn was asked to stop."""
+        sent = []
         stopped = None
         for call in calls:
             if stopped is None:
@@ -240,8 +257,7 @@ class TurnRunner:
             if stopped is not None:
                 content, is_error, duration = "Not run: the reply was interrupted.", True, 0
             else:
-                self.emit("tool.started", call_id=call.id, name=call.name)
-                result = execute_tool_call(tool_map, call.name, call.arguments, self.context)
+                result = self._execute(step_id, call, tool_map)
                 content, is_error, duration = result.content, result.is_error, result.duration_ms
             # Stored (only while the lease is held) before it is announced.
             turn_append(
@@ -268,6 +284,52 @@ class TurnRunner:
             sent.append({"role": "tool", "tool_call_id": call.id, "content": content})
         if stopped is not None:
             raise _Stopped(stopped)
+        return sent
+
+    def _execute(self, step_id: int, call: ToolCall, tool_map) -> ToolResult:
+        """One call: checked, asked of its gate (keyed by the step and the call's id, so a
+        decision binds to exactly this call), then run."""
+        prepared = prepare_tool_call(tool_map, call.name, call.arguments, self.context)
+        if isinstance(prepared, ToolResult):
+            self.emit("tool.started", call_id=call.id, name=call.name)
+            return prepared
+        gate = ask_gate(prepared, self.context, f"{step_id}/{call.id}")
+        if gate is not None and gate.outcome == Gate.WAIT:
+            raise _Waiting(gate, call)
+        self.emit("tool.started", call_id=call.id, name=call.name)
+        if gate is None:
+            return run_prepared_call(prepared, self.context)
+        if gate.outcome == Gate.REFUSE:
+            return ToolResult(gate.message, True, 0)
+        return run_prepared_call(prepared, self.context, note=gate.note, noted=True)
+
+    def _resume(self, tool_map) -> list[dict]:
+        """The steps this turn stored before it waited, as messages, and the results of the
+        calls it had not resolved (the decided one first)."""
+        rows = Message.objects.filter(
+            chat=self.chat,
+            id__gt=self.trigger.pk,
+            role__in=(Message.Role.ASSISTANT, Message.Role.TOOL),
+            metadata__turn=self.turn.pk,
+        ).order_by("id")
+        sent: list[dict] = []
+        last_step, last_calls, answered = None, [], set()
+        for row in rows:
+            if row.role == Message.Role.ASSISTANT:
+                last_step, answered = row, set()
+                last_calls = [
+                    ToolCall(id=str(p["id"]), name=p["name"], arguments=p.get("arguments") or "")
+                    for p in row.parts or []
+                    if p.get("type") == "tool_call"
+                ]
+                sent.append(_call_message(row.text, last_calls))
+            else:
+                call_id = str(row.metadata.get("tool_call_id", ""))
+                answered.add(call_id)
+                sent.append({"role": "tool", "tool_call_id": call_id, "content": row.text})
+        pending = [call for call in last_calls if call.id not in answered]
+        if last_step is not None and pending:
+            sent += self._resolve_calls(last_step.pk, pending, tool_map)
         return sent
 
     # --- outcomes -------------------------------------------------------------------------
@@ -315,6 +377,24 @@ class TurnRunner:
             turn_announce_finished(self.turn, Turn.Status.FAILED)
         return self.turn
 
+    def _wait(self, wait: _Waiting) -> Turn:
+        """Let go of the worker: the turn waits for a decision (see `turn_wait`)."""
+        self._heartbeat.stop()  # no renewal may race the move to waiting
+        if self.lease_lost or not turn_wait(
+            turn=self.turn, reason=wait.gate.reason, hold=wait.gate.hold
+        ):
+            return self._abandon()
+        if self.turn.status != Turn.Status.WAITING:
+            return self.turn  # stopped as it went to wait: announced as interrupted
+        self.emit(
+            "turn.waiting",
+            call_id=wait.call.id,
+            name=wait.call.name,
+            reason=wait.gate.reason,
+            card=wait.gate.card or {},
+        )
+        return self.turn
+
     def _abandon(self) -> Turn:
         """The lease was lost: another process already marked the turn interrupted and
         announced it. Store and publish nothing; the unsent reply is discarded."""
@@ -335,3 +415,19 @@ def run_claimed_turn(
 ) -> Turn:
     """Run a turn that `turn_claim` moved to running, to its end."""
     return TurnRunner(turn, provider, on_event).run()
+
+
+def _call_message(text: str, calls: list[ToolCall]) -> dict:
+    """The assistant's tool-call step as the model's API takes it back."""
+    return {
+        "role": "assistant",
+        "content": text or None,
+        "tool_calls": [
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": c.arguments},
+            }
+            for c in calls
+        ],
+    }

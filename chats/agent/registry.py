@@ -59,6 +59,10 @@ class Tool:
     # lets a provider write its audit there, not in the worker thread, whose database
     # connection is closed after every call.
     on_finished: Callable[[TurnContext, dict, Any], None] | None = None
+    # Asked (context, call id, arguments) before the call runs: may refuse it or make the turn
+    # wait for a person's decision (see `Gate`). None: every valid call runs. A gate's
+    # `note` reaches `on_finished` as its keyword `note` (only when the gate gave one).
+    gate: "Callable[[TurnContext, str, dict], Gate] | None" = None
 
     def allowed_on(self, channel: str) -> bool:
         return self.channels is None or channel in self.channels
@@ -73,6 +77,30 @@ class Tool:
                 "parameters": self.parameters,
             },
         }
+
+
+@dataclass(frozen=True)
+class Gate:
+    """What a tool's gate says about one call, asked in the turn's own thread before the
+    call runs (after its arguments passed the schema):
+
+    - `run`: run it; `note` is handed to `Tool.on_finished` (e.g. who approved it);
+    - `refuse`: do not run it; `message` is the error result the model reads;
+    - `wait`: a person must decide first: the turn moves to `waiting`, `hold` (if any) runs
+      in the same transaction (to store what is to be decided), `card` describes the
+      decision for the `turn.waiting` event, and the turn continues once decided, when the
+      gate is asked again about the same call (`call_id`)."""
+
+    outcome: str
+    message: str = ""
+    note: Any = None
+    hold: Callable[[], object] | None = None
+    card: dict | None = None
+    reason: str = ""
+
+    RUN = "run"
+    REFUSE = "refuse"
+    WAIT = "wait"
 
 
 class ToolError(Exception):

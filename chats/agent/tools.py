@@ -16,7 +16,7 @@ import jsonschema
 from django.conf import settings
 from django.db import close_old_connections, connections
 
-from chats.agent.registry import Tool, ToolError, TurnContext
+from chats.agent.registry import Gate, Tool, ToolError, TurnContext
 
 logger = logging.getLogger(__name__)
 
@@ -67,15 +67,28 @@ def _run_in_thread(tool: Tool, context: TurnContext, arguments: dict):
         connections.close_all()
 
 
-def execute_tool_call(
+@dataclass(frozen=True)
+class PreparedCall:
+    """A call whose tool exists and whose arguments passed the tool's schema."""
+
+    tool: Tool
+    arguments: dict
+    started: float
+
+
+def _timed(started: float, content, *, is_error: bool) -> ToolResult:
+    return ToolResult(_as_text(content), is_error, int((time.monotonic() - started) * 1000))
+
+
+def prepare_tool_call(
     tools: dict[str, Tool], name: str, raw_arguments: str, context: TurnContext
-) -> ToolResult:
-    """Run one tool call and describe the outcome for the model; never raises."""
+) -> PreparedCall | ToolResult:
+    """Find the tool and check the arguments: a PreparedCall, or the error result the model
+    reads (an unknown tool, invalid JSON, arguments that break the schema); never raises."""
     started = time.monotonic()
 
     def result(content: str, *, is_error: bool) -> ToolResult:
-        elapsed = int((time.monotonic() - started) * 1000)
-        return ToolResult(_as_text(content), is_error, elapsed)
+        return _timed(started, content, is_error=is_error)
 
     tool = tools.get(name)
     if tool is None:
@@ -105,11 +118,26 @@ def execute_tool_call(
         return refused(arguments, f"Error: invalid arguments ({where}: {exc.message}).")
     except jsonschema.SchemaError:
         return refused(arguments, f"Error: the tool {name} has an invalid schema; do not use it.")
+    return PreparedCall(tool, arguments, started)
+
+
+def run_prepared_call(
+    prepared: PreparedCall, context: TurnContext, *, note=None, noted: bool = False
+) -> ToolResult:
+    """Run a prepared call with its timeout and describe the outcome; never raises. With
+    `noted`, `on_finished` also gets the gate's `note`."""
+    tool, arguments, name = prepared.tool, prepared.arguments, prepared.tool.name
+
+    def result(content, *, is_error: bool) -> ToolResult:
+        return _timed(prepared.started, content, is_error=is_error)
 
     def finished(outcome, answer: ToolResult) -> ToolResult:
         if tool.on_finished is not None:
             try:
-                tool.on_finished(context, arguments, outcome)
+                if noted:
+                    tool.on_finished(context, arguments, outcome, note=note)
+                else:
+                    tool.on_finished(context, arguments, outcome)
             except Exception:  # noqa: BLE001 - the answer stands; its audit is best effort
                 logger.warning("tool %s: recording the outcome failed", name, exc_info=True)
         return answer
@@ -129,3 +157,38 @@ def execute_tool_call(
         message = f"Error: the tool {name} failed: {type(exc).__name__}: {exc}"
         return finished(exc, result(message, is_error=True))
     return finished(value, result(value, is_error=False))
+
+
+def execute_tool_call(
+    tools: dict[str, Tool], name: str, raw_arguments: str, context: TurnContext, call_id: str = ""
+) -> ToolResult:
+    """Run one tool call and describe the outcome for the model; never raises. A call whose
+    gate wants a person's decision is refused here: only the turn loop can wait for one."""
+    prepared = prepare_tool_call(tools, name, raw_arguments, context)
+    if isinstance(prepared, ToolResult):
+        return prepared
+    gate = ask_gate(prepared, context, call_id)
+    if gate is None:
+        return run_prepared_call(prepared, context)
+    if gate.outcome == Gate.RUN:
+        return run_prepared_call(prepared, context, note=gate.note, noted=True)
+    if gate.outcome == Gate.REFUSE:
+        return _timed(prepared.started, gate.message, is_error=True)
+    return _timed(
+        prepared.started,
+        f"Error: the tool {name} needs a person's decision, which cannot be asked here.",
+        is_error=True,
+    )
+
+
+def ask_gate(prepared: PreparedCall, context: TurnContext, call_id: str) -> Gate | None:
+    """The tool's gate on this call (None: it has none). A gate that breaks refuses."""
+    if prepared.tool.gate is None:
+        return None
+    try:
+        return prepared.tool.gate(context, call_id, prepared.arguments)
+    except Exception:  # noqa: BLE001 - a broken gate must not let a call through
+        logger.exception("tool %s: its gate failed", prepared.tool.name)
+        return Gate(
+            Gate.REFUSE, message=f"Error: the tool {prepared.tool.name} could not be checked."
+        )

@@ -1,6 +1,7 @@
-"""Turn lifecycle services: request, claim, renew, finish, recover, sweep.
+"""Turn lifecycle services: request, claim, renew, wait, resume, finish, recover, sweep.
 
-`queued → running → completed | failed | interrupted`. Status changes happen here, under
+`queued → running → completed | failed | interrupted`, and `running → waiting → queued`
+when a tool call needs a person's decision (see "Waiting" below). Status changes happen here, under
 row locks or as conditional updates; the partial unique index `turn_one_running_per_chat`
 makes a second running turn in one chat impossible even across workers.
 
@@ -12,6 +13,16 @@ the turn interrupted and raises its interrupt flag. Every later write of the old
 transaction as the message it stores, so a turn that lost its lease stores nothing more: its
 unsent reply is discarded (the recovery already announced `turn.interrupted`), and what it
 stored while it held the lease (tool steps) stays.
+
+Waiting: a tool's gate (`Tool.gate`) may say that a call needs a decision first. The loop
+has stored the assistant's tool-call step (and the results of the calls before it); it
+moves the turn to `waiting` (`turn_wait`), which holds no worker, no lease and no tool
+timeout, and its worker goes on to other work. A decision moves it back to `queued`
+(`turn_resume`) and enqueues it; it is claimed as any queued turn and continues from its
+stored steps. Nothing is lost or run twice across a restart: the steps are stored, a queued
+turn whose task is gone is enqueued again by the sweep, and a claim runs it at most once.
+While a turn waits, a new message in the chat: in `interrupt` mode ends the waiting turn
+(interrupted, superseded: its open decision is void); in `queue` mode waits behind it.
 """
 
 import logging
@@ -26,7 +37,7 @@ from django.db.models import Exists, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from chats.agent import events
-from chats.agent.interrupts import clear_interrupt, request_interrupt
+from chats.agent.interrupts import clear_interrupt, interrupt_reason, request_interrupt
 from chats.models import BusyMode, Chat, Message, Turn
 from chats.payloads import message_payload
 from chats.rows import insert_row
@@ -37,6 +48,7 @@ from hermes_site.redis import guarded
 logger = logging.getLogger(__name__)
 
 SUPERSEDED = "superseded by a newer message"
+SUPERSEDED_WHILE_WAITING = "superseded by a newer message while waiting for a decision"
 LEASE_EXPIRED = "the worker running it stopped (lease expired)"
 WORKER_RESTARTED = "the worker running it restarted"
 LEASE_LOST = "its lease was lost (marked interrupted by another process)"
@@ -61,8 +73,10 @@ def turn_request(*, message: Message, enqueue: bool = True) -> Turn:
         turn = insert_row(Turn(chat=chat, trigger=message))  # no save() override, no signals
         # Read the mode fresh (the chat row the adapter holds may come from a cache) with the
         # running turn, at most one per chat (turn_one_running_per_chat), in one query.
-        busy_mode, running_id = _busy_mode_and_running(chat.pk)
+        busy_mode, running_id, waiting_id = _busy_mode_and_running(chat.pk)
         running = [running_id] if running_id is not None else []
+        if busy_mode == BusyMode.INTERRUPT and waiting_id is not None:
+            _end_waiting(chat.pk, SUPERSEDED_WHILE_WAITING)
     clear_interrupt(turn.pk)  # ids can come back on SQLite: never inherit an old flag
     if busy_mode == BusyMode.INTERRUPT:
         for turn_id in running:
@@ -72,14 +86,48 @@ def turn_request(*, message: Message, enqueue: bool = True) -> Turn:
     return turn
 
 
-def _busy_mode_and_running(chat_id: int) -> tuple[str, int | None]:
+def _busy_mode_and_running(chat_id: int) -> tuple[str, int | None, int | None]:
+    """The chat's busy mode, its running turn and a waiting turn, in one query."""
     running = Turn.objects.filter(chat_id=OuterRef("pk"), status=Turn.Status.RUNNING)
+    waiting = Turn.objects.filter(chat_id=OuterRef("pk"), status=Turn.Status.WAITING)
     return (
         Chat.objects.filter(pk=chat_id)
-        .annotate(running_id=Subquery(running.values("id")[:1]))
-        .values_list("busy_mode", "running_id")
+        .annotate(
+            running_id=Subquery(running.values("id")[:1]),
+            waiting_id=Subquery(waiting.values("id")[:1]),
+        )
+        .values_list("busy_mode", "running_id", "waiting_id")
         .get()
     )
+
+
+def _end_waiting(chat_id: int, reason: str, *, turn_id: int | None = None) -> list[int]:
+    """Mark the chat's waiting turns (or the one `turn_id`) interrupted, after commit
+    announce it and tell other apps (whose open decisions for it become void)."""
+    waiting = Turn.objects.filter(chat_id=chat_id, status=Turn.Status.WAITING)
+    if turn_id is not None:
+        waiting = waiting.filter(pk=turn_id)
+    ended = []
+    for waiting_id in list(waiting.values_list("id", flat=True)):
+        updated = Turn.objects.filter(pk=waiting_id, status=Turn.Status.WAITING).update(
+            status=Turn.Status.INTERRUPTED,
+            interrupt_reason=reason,
+            wait_reason="",
+            finished_at=timezone.now(),
+        )
+        if updated:
+            ended.append(waiting_id)
+
+    def announce() -> None:
+        for ended_id in ended:
+            events.publish(chat_id, "turn.interrupted", turn_id=ended_id, reason=reason)
+            turn = Turn.objects.filter(pk=ended_id).first()
+            if turn is not None:
+                turn_announce_finished(turn, Turn.Status.INTERRUPTED)
+
+    if ended:
+        transaction.on_commit(announce)
+    return ended
 
 
 def _enqueue(turn_id: int) -> None:
@@ -183,6 +231,11 @@ def turn_claim(*, turn_id: int, worker: str) -> ClaimResult:
             if turn.status != Turn.Status.QUEUED:
                 return ClaimResult(Claim.GONE, turn)
             waiting = Turn.objects.filter(chat_id=turn.chat_id, status=Turn.Status.QUEUED)
+            ahead = Turn.objects.filter(
+                chat_id=turn.chat_id,
+                status__in=(Turn.Status.QUEUED, Turn.Status.WAITING),
+                id__lt=turn.pk,
+            )
             if (
                 turn.chat.busy_mode == BusyMode.INTERRUPT
                 and waiting.filter(id__gt=turn.pk).exists()
@@ -193,10 +246,18 @@ def turn_claim(*, turn_id: int, worker: str) -> ClaimResult:
                 turn.finished_at = timezone.now()
                 turn.save(update_fields=["status", "interrupt_reason", "finished_at"])
                 superseded = True
-            elif turn.chat.busy_mode == BusyMode.QUEUE and waiting.filter(id__lt=turn.pk).exists():
+            elif turn.chat.busy_mode == BusyMode.QUEUE and ahead.exists():
+                # An older turn goes first, also one waiting for a decision.
                 return ClaimResult(Claim.BUSY, turn)
             else:
                 superseded = False
+                if turn.chat.busy_mode == BusyMode.INTERRUPT:
+                    # A turn that went waiting while this message arrived is superseded too.
+                    older = Turn.objects.filter(
+                        chat_id=turn.chat_id, status=Turn.Status.WAITING, id__lt=turn.pk
+                    )
+                    for older_id in list(older.values_list("id", flat=True)):
+                        _end_waiting(turn.chat_id, SUPERSEDED_WHILE_WAITING, turn_id=older_id)
                 now = timezone.now()
                 turn.status = Turn.Status.RUNNING
                 turn.started_at = now
@@ -218,6 +279,53 @@ def turn_renew_lease(*, turn_id: int) -> bool:
             lease_expires_at=_lease_deadline()
         )
     )
+
+
+def turn_wait(*, turn: Turn, reason: str, hold: Callable[[], object] | None = None) -> bool:
+    """Move a running turn to `waiting`: its worker lets go (no lease, no worker) and it
+    keeps its counters for when it continues. `hold` runs in the same transaction (e.g. to
+    store the decision the turn waits for), so nobody can decide before the turn waits.
+    False, storing nothing, if the turn no longer runs (lease lost)."""
+    with transaction.atomic():
+        updated = Turn.objects.filter(pk=turn.pk, status=Turn.Status.RUNNING).update(
+            status=Turn.Status.WAITING,
+            wait_reason=reason[:255],
+            worker="",
+            lease_expires_at=None,
+            model=turn.model,
+            provider=turn.provider,
+            prompt_tokens=turn.prompt_tokens,
+            completion_tokens=turn.completion_tokens,
+            iterations=turn.iterations,
+            first_delta_ms=turn.first_delta_ms,
+            prompt_report=turn.prompt_report,
+        )
+        if not updated:
+            return False
+        if hold is not None:
+            hold()
+    turn.status, turn.wait_reason = Turn.Status.WAITING, reason[:255]
+    turn.worker, turn.lease_expires_at = "", None
+    # A Stop or a newer message that came while it was going to wait: end it now.
+    stopped = interrupt_reason(turn.pk)
+    if stopped is not None:
+        with transaction.atomic():
+            if _end_waiting(turn.chat_id, stopped, turn_id=turn.pk):
+                turn.status, turn.interrupt_reason = Turn.Status.INTERRUPTED, stopped
+        clear_interrupt(turn.pk)
+    return True
+
+
+def turn_resume(*, turn_id: int, enqueue: bool = True) -> bool:
+    """A waiting turn got its decision: queue it again (enqueued after commit unless
+    `enqueue` is off: the in-process terminal runs it itself). False if it no longer waits
+    (stopped, superseded, or already resumed)."""
+    updated = Turn.objects.filter(pk=turn_id, status=Turn.Status.WAITING).update(
+        status=Turn.Status.QUEUED, wait_reason=""
+    )
+    if updated and enqueue:
+        transaction.on_commit(lambda: _enqueue(turn_id))
+    return bool(updated)
 
 
 def turn_append(
@@ -307,12 +415,15 @@ def turn_announce_finished(turn: Turn, status: str) -> None:
 
 def turn_stop(*, turn_id: int, chat: Chat, reason: str) -> bool:
     """Stop a turn of `chat` on a person's request (the Stop button, /stop): a running turn
-    stops at its next delta or tool boundary, a queued one never starts. False when the turn
+    stops at its next delta or tool boundary, a queued one never starts, a waiting one ends
+    (the decision it waited for is void). False when the turn
     is not in that chat or already finished."""
     with transaction.atomic():
         turn = Turn.objects.select_for_update().filter(pk=turn_id, chat=chat).first()
         if turn is None or turn.is_finished:
             return False
+        if turn.status == Turn.Status.WAITING:
+            return bool(_end_waiting(chat.pk, reason, turn_id=turn_id))
         if turn.status == Turn.Status.QUEUED:
             turn.status = Turn.Status.INTERRUPTED
             turn.interrupt_reason = reason

@@ -62,6 +62,13 @@ def build() -> MCPServer:
         """Delete every record (no annotations: unknown risk)."""
         return "deleted"
 
+    @server.tool(annotations=ToolAnnotations(destructive_hint=True))
+    def append_line(path: str, line: str) -> str:
+        """Append a line to a file (destructive: asks a decider first)."""
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(line + "\n")
+        return f"appended to {path}"
+
     @server.tool(annotations=READ_ONLY)
     async def grow(ctx: Context) -> str:
         """Add the tool `extra` and tell the client its tool list changed."""

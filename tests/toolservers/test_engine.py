@@ -160,7 +160,7 @@ def test_faults_leave_the_turn_completed_with_clear_errors_and_the_next_call_wor
     assert ToolCall.objects.filter(chat=chat).count() == 8  # every call has its row
 
 
-def test_deny_and_ask_are_refused_and_audited(fake):
+def test_deny_is_refused_and_ask_makes_the_turn_wait(fake):
     turn = say("clean up")
     chat = turn.chat
     probe = add_server("probe", stdio=[PYTHON, PROBE], call_timeout_seconds=0.5)
@@ -168,18 +168,16 @@ def test_deny_and_ask_are_refused_and_audited(fake):
     enable(chat, probe, tool="echo", policy="deny")
     fake.script(
         fake_openai.tool_calls(
-            [("a1", "probe__delete_everything", {}), ("a2", "probe__echo", {"text": "x"})]
+            [("a2", "probe__echo", {"text": "x"}), ("a1", "probe__delete_everything", {})]
         ),
-        fake_openai.text("I cannot."),
     )
     turn = run(turn)
-    assert turn.status == Turn.Status.COMPLETED
+    assert turn.status == Turn.Status.WAITING  # see test_approvals for what follows
     results = tool_messages(turn)
-    assert "needs a decider's approval" in results["a1"].text
-    assert "approval is not available yet" in results["a1"].text
     assert "denied in this chat" in results["a2"].text
+    assert "a1" not in results  # no result until a decider decides
     rows = {c.tool: c.decision for c in ToolCall.objects.filter(chat=chat)}
-    assert rows == {"delete_everything": "needs_approval", "echo": "denied"}
+    assert rows == {"echo": "denied"}
 
 
 def test_a_poisoned_description_is_flagged_and_never_offered(fake):
