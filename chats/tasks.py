@@ -27,6 +27,8 @@ def run_turn(self, turn_id: int) -> str:
         raise self.retry(countdown=BUSY_RETRY_SECONDS)
     if claim.outcome is Claim.GONE:
         return "gone"
+    if claim.outcome is Claim.PARKED:
+        return "parked"  # behind a turn waiting for a decision: woken when it goes on
     turn = run_claimed_turn(claim.turn, provider=get_provider())
     return turn.status
 

@@ -355,3 +355,40 @@ def pending_approvals(*, chat: Chat, person) -> list[dict]:
     can_decide = may_decide(chat, person)
     rows = ToolApproval.objects.filter(chat=chat, status=ToolApproval.Status.PENDING)
     return [{**approval_card(row), "can_decide": can_decide} for row in rows.order_by("created_at")]
+
+
+class TerminalApprovals:
+    """The terminal's view of approval cards (`chats.agent.waiting`)."""
+
+    def pending_card(self, turn) -> ToolApproval | None:
+        return (
+            ToolApproval.objects.filter(turn=turn, status=ToolApproval.Status.PENDING)
+            .order_by("created_at")
+            .first()
+        )
+
+    def describe(self, card: ToolApproval) -> str:
+        shown = approval_card(card)
+        return (
+            f"\nApproval needed: {shown['function']} (server {shown['server']}, tool "
+            f"{shown['tool']}), asked by {shown['requested_by'] or 'someone'}, open until "
+            f"{card.expires_at:%H:%M:%S %Z}. Arguments:\n{shown['arguments']}"
+        )
+
+    def may_decide(self, chat, person) -> bool:
+        return may_decide(chat, person)
+
+    def decide(self, card: ToolApproval, person, *, approve: bool, always: bool) -> str:
+        result = approval_decide(
+            approval_id=card.pk,
+            nonce=card.nonce,
+            person=person,
+            approve=approve,
+            always=always,
+            via="terminal",
+            enqueue=False,
+        )
+        return result.message
+
+
+terminal_approvals = TerminalApprovals()

@@ -15,7 +15,11 @@ class ToolServersConfig(AppConfig):
         register_prompt_section(tool_servers_section)
         register_slash_command(tools_slash_command)
 
+        from chats.agent.waiting import register_wait_point
         from chats.signals import turn_finished
+        from toolservers.approvals import terminal_approvals
+
+        register_wait_point(terminal_approvals)
 
         turn_finished.connect(_void_waiting_approvals, dispatch_uid="toolservers.approvals")
 

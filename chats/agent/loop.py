@@ -29,6 +29,7 @@ from chats.agent.turns import (
     turn_append,
     turn_finish,
     turn_wait,
+    turn_wake_next,
 )
 from chats.models import Message, Turn
 from chats.payloads import message_payload
@@ -78,6 +79,7 @@ class TurnRunner:
         self._started = time.monotonic()
         self._heartbeat = LeaseHeartbeat(turn.pk)
         self._lease_lost = False
+        self._resumed = turn.iterations > 0  # it waited for a decision and goes on now
 
     # --- events -----------------------------------------------------------------------
 
@@ -342,6 +344,8 @@ class TurnRunner:
         ):
             self._abandon()
             return False
+        if self._resumed:
+            turn_wake_next(self.chat.pk)  # turns parked behind this one while it waited
         return True
 
     def _complete(self, text: str, **flags) -> Turn:

@@ -119,6 +119,8 @@ def _end_waiting(chat_id: int, reason: str, *, turn_id: int | None = None) -> li
             ended.append(waiting_id)
 
     def announce() -> None:
+        if ended:
+            turn_wake_next(chat_id)
         for ended_id in ended:
             events.publish(chat_id, "turn.interrupted", turn_id=ended_id, reason=reason)
             turn = Turn.objects.filter(pk=ended_id).first()
@@ -156,7 +158,10 @@ def message_received(
 
 class Claim(Enum):
     CLAIMED = "claimed"
-    BUSY = "busy"  # another turn runs (or, in queue mode, an older one waits): retry later
+    BUSY = "busy"  # another turn runs (or, in queue mode, an older one is queued): retry later
+    # Queue mode, behind a turn waiting for a decision (which may take minutes): do not poll;
+    # `turn_wake_next` enqueues it again once that turn goes on or ends.
+    PARKED = "parked"
     GONE = "gone"  # finished, superseded or unknown: nothing to do
 
 
@@ -248,7 +253,9 @@ def turn_claim(*, turn_id: int, worker: str) -> ClaimResult:
                 superseded = True
             elif turn.chat.busy_mode == BusyMode.QUEUE and ahead.exists():
                 # An older turn goes first, also one waiting for a decision.
-                return ClaimResult(Claim.BUSY, turn)
+                if ahead.filter(status=Turn.Status.QUEUED).exists():
+                    return ClaimResult(Claim.BUSY, turn)
+                return ClaimResult(Claim.PARKED, turn)
             else:
                 superseded = False
                 if turn.chat.busy_mode == BusyMode.INTERRUPT:
@@ -326,6 +333,20 @@ def turn_resume(*, turn_id: int, enqueue: bool = True) -> bool:
     if updated and enqueue:
         transaction.on_commit(lambda: _enqueue(turn_id))
     return bool(updated)
+
+
+def turn_wake_next(chat_id: int) -> None:
+    """Enqueue the chat's oldest queued turn again: one parked behind a turn that waited
+    (queue mode) goes on now rather than at the sweep. A turn runs at most once, so an
+    extra task is harmless."""
+    oldest = (
+        Turn.objects.filter(chat_id=chat_id, status=Turn.Status.QUEUED)
+        .order_by("id")
+        .values_list("id", flat=True)
+        .first()
+    )
+    if oldest is not None:
+        _enqueue(oldest)
 
 
 def turn_append(
@@ -460,7 +481,11 @@ def turns_requeue_lost(*, enqueue: Callable[[int], object]) -> int:
     gave up waiting. A turn runs at most once (`turn_claim`), so an extra task is harmless;
     each turn is enqueued again at most once per grace period."""
     grace = settings.TURN_REQUEUE_AFTER_SECONDS
-    running = Turn.objects.filter(chat_id=OuterRef("chat_id"), status=Turn.Status.RUNNING)
+    # A turn waiting for a decision holds its chat too (queue mode parks the turns behind it;
+    # in interrupt mode a new message ends it): requeueing those would only park them again.
+    running = Turn.objects.filter(
+        chat_id=OuterRef("chat_id"), status__in=(Turn.Status.RUNNING, Turn.Status.WAITING)
+    )
     lost = list(
         Turn.objects.filter(
             status=Turn.Status.QUEUED, created_at__lt=timezone.now() - timedelta(seconds=grace)

@@ -46,6 +46,7 @@ def turn_json(turn: Turn) -> dict:
         "latency_ms": turn.latency_ms,
         "error": turn.error or None,
         "interrupt_reason": turn.interrupt_reason or None,
+        "waiting_for": turn.wait_reason or None,
         "created_at": turn.created_at,
         "started_at": turn.started_at,
         "finished_at": turn.finished_at,

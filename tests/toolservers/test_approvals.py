@@ -261,7 +261,11 @@ def test_interrupt_mode_a_new_message_supersedes_a_waiting_turn(fake, room, owne
     assert lines(log) == []
 
 
-def test_queue_mode_a_new_message_waits_behind_the_waiting_turn(fake, room, owner, member, log):
+def test_queue_mode_a_new_message_waits_behind_the_waiting_turn(
+    fake, room, owner, member, log, monkeypatch, settings
+):
+    woken = []
+    monkeypatch.setattr("chats.agent.turns._enqueue", woken.append)
     room.busy_mode = BusyMode.QUEUE
     room.save(update_fields=["busy_mode"])
     fake.script(
@@ -271,13 +275,16 @@ def test_queue_mode_a_new_message_waits_behind_the_waiting_turn(fake, room, owne
     )
     waiting = run(say(room, member, "deploy"))
     newer = say(room, owner, "then tell me the status")
-    assert turn_claim(turn_id=newer.pk, worker="w").outcome is Claim.BUSY
+    # Parked, not polling: it is woken when the waiting turn goes on.
+    assert turn_claim(turn_id=newer.pk, worker="w").outcome is Claim.PARKED
     card = card_of(waiting)
     approval_decide(
         approval_id=card.pk, nonce=card.nonce, person=owner, approve=True, enqueue=False
     )
     assert turn_claim(turn_id=newer.pk, worker="w").outcome is Claim.BUSY  # the older first
+    assert woken == []
     assert run(waiting).status == Turn.Status.COMPLETED
+    assert woken == [newer.pk]  # the parked turn goes on at once, not at the sweep
     assert run(newer).status == Turn.Status.COMPLETED
     assert lines(log) == ["deployed"]
 
@@ -304,3 +311,18 @@ def test_alone_in_their_own_chat_a_person_decides_their_own_calls(fake, member, 
     )
     assert result.outcome is Decision.DECIDED
     assert run(turn).status == Turn.Status.COMPLETED and lines(log) == ["deployed"]
+
+
+def test_the_sweep_leaves_turns_parked_behind_a_waiting_turn_alone(
+    fake, room, owner, member, log, settings
+):
+    from chats.agent.turns import turns_requeue_lost
+
+    settings.TURN_REQUEUE_AFTER_SECONDS = 0
+    room.busy_mode = BusyMode.QUEUE
+    room.save(update_fields=["busy_mode"])
+    fake.script(fake_openai.tool_calls([append("c1", log)]))
+    run(say(room, member, "deploy"))
+    say(room, owner, "and then?")
+    requeued = []
+    assert turns_requeue_lost(enqueue=requeued.append) == 0 and requeued == []

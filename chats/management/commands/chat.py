@@ -22,11 +22,13 @@ from django.core.management.base import BaseCommand, CommandError
 from chats.agent.interrupts import request_interrupt
 from chats.agent.llm import get_provider
 from chats.agent.loop import run_claimed_turn
-from chats.agent.turns import Claim, message_received, turn_claim
+from chats.agent.turns import Claim, message_received, turn_claim, turn_stop
+from chats.agent.waiting import wait_points
 from chats.models import Actor, Turn
 from chats.services import (
     IngestError,
     chat_get_or_create,
+    chat_member_ensure,
     chat_reset,
     message_ingest,
     person_actor_id,
@@ -122,10 +124,15 @@ class Command(BaseCommand):
                 self.stdout.write("Fresh context: earlier messages stay in the history.")
                 continue
             if text == "/stop":
-                running = Turn.objects.filter(chat=self.chat, status=Turn.Status.RUNNING)
-                for turn_id in running.values_list("id", flat=True):
-                    request_interrupt(turn_id, "stopped from the terminal")
-                self.stdout.write("Stopped." if running.exists() else "Nothing is running.")
+                open_turns = Turn.objects.filter(
+                    chat=self.chat, status__in=(Turn.Status.RUNNING, Turn.Status.WAITING)
+                )
+                stopped = 0
+                for turn_id in list(open_turns.values_list("id", flat=True)):
+                    stopped += turn_stop(
+                        turn_id=turn_id, chat=self.chat, reason="stopped from the terminal"
+                    )
+                self.stdout.write("Stopped." if stopped else "Nothing is running.")
                 continue
             try:
                 if self.answer_command(text) is not None:
@@ -168,6 +175,10 @@ class Command(BaseCommand):
             channel="cli", namespace=self.actor_namespace, external_id=self.user_id
         ).first()
         person = self.person if self.person is not None and self.person.is_active else None
+        if person is not None:
+            # Speaking here makes the person a member; a command does too, so that in a
+            # brand-new terminal chat `/tools on …` finds them alone in their own chat.
+            chat_member_ensure(chat=self.chat, person=person)
         # The answer is printed only on this terminal: private to whoever runs it.
         return CommandContext(
             channel="cli", chat=self.chat, actor=actor, person=person, args=args, is_private=True
@@ -203,7 +214,57 @@ class Command(BaseCommand):
         if "error" in outcome:
             raise outcome["error"]
         turn.refresh_from_db()
+        if turn.status == Turn.Status.WAITING:
+            return self.decide_waiting(turn)
         return turn
+
+    # --- a call waiting for a decision ----------------------------------------------------
+
+    def decide_waiting(self, turn: Turn) -> Turn:
+        """The turn waits for a decision on a tool call: a decider at this terminal is
+        asked y/N (a for always); anyone else is told where it can be decided. The turn
+        goes on here once decided; left undecided (end of input), it waits for a decider
+        on the dashboard or Telegram, and a worker continues it."""
+        for waiting in wait_points():
+            while turn.status == Turn.Status.WAITING:
+                card = waiting.pending_card(turn)
+                if card is None:
+                    break
+                self.stdout.write(waiting.describe(card))
+                if not waiting.may_decide(self.chat, self.decider()):
+                    self.stdout.write(
+                        "Waiting for an owner or admin of this chat to decide "
+                        "(on the dashboard or Telegram)."
+                    )
+                    return turn
+                answer = self.ask("Run it? [y]es / [N]o / [a]lways allow here: ")
+                if answer is None:
+                    self.stdout.write("Left undecided: it can be decided on the dashboard.")
+                    return turn
+                approve = answer in ("y", "yes", "a", "always")
+                always = answer in ("a", "always")
+                result = waiting.decide(card, self.decider(), approve=approve, always=always)
+                self.stdout.write(result)
+                turn.refresh_from_db()
+                if turn.status != Turn.Status.QUEUED:
+                    return turn
+                outcome: dict = {}
+                self._run(turn, outcome)
+                if "error" in outcome:
+                    raise outcome["error"]
+                turn.refresh_from_db()
+        return turn
+
+    def decider(self):
+        return self.person if self.person is not None and self.person.is_active else None
+
+    def ask(self, prompt: str) -> str | None:
+        """One answer from the terminal, lowercased; None at the end of input."""
+        try:
+            return input(prompt).strip().lower()
+        except EOFError:
+            self.stdout.write("")
+            return None
 
     def _run(self, turn: Turn, outcome: dict) -> None:
         from django.db import connections
@@ -236,6 +297,8 @@ class Command(BaseCommand):
             out.write(f" {state}, {event['duration_ms']} ms]\n", ending="")
         elif kind == "turn.finished":
             out.write("")
+        elif kind == "turn.waiting":
+            out.write(f"\n  [waiting: {event['reason']}]")
         elif kind == "turn.interrupted":
             out.write(f"\n[interrupted: {event['reason']}]")
         elif kind == "turn.failed":
