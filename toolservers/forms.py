@@ -65,14 +65,22 @@ class ServerEditForm(forms.Form):
     )
     call_timeout_seconds = forms.FloatField(min_value=0.1, max_value=3600, label="Call timeout (s)")
     tool_allow = forms.CharField(
-        required=False, label="Only these tools (names; empty: every tool)", widget=forms.Textarea
+        required=False,
+        label="Only these tools (names; empty: every tool)",
+        widget=forms.Textarea(attrs={"rows": 3}),
     )
-    tool_deny = forms.CharField(required=False, label="Never these tools", widget=forms.Textarea)
+    tool_deny = forms.CharField(
+        required=False, label="Never these tools", widget=forms.Textarea(attrs={"rows": 3})
+    )
     url = forms.URLField(required=False, max_length=500, label="URL")
-    headers = forms.CharField(required=False, widget=forms.Textarea, label="Headers")
+    headers = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 3}), label="Headers"
+    )
     command_line = forms.CharField(required=False, max_length=2000, label="Command and arguments")
     cwd = forms.CharField(required=False, max_length=500, label="Working directory")
-    env = forms.CharField(required=False, widget=forms.Textarea, label="Environment")
+    env = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 3}), label="Environment"
+    )
 
     def __init__(self, *args, server: ToolServer, **kwargs):
         self.server = server

@@ -136,6 +136,8 @@ def member_role_set(*, by, chat: Chat, person_id: int, role: str, via: str = "da
         raise PermissionDenied("only staff name a chat's admins")
     if role not in SETTABLE_ROLES:
         raise ValidationError("a role set by hand is admin or member")
+    if not chat.is_shared:
+        raise ValidationError("a private chat has no admins to name")
     target = roles_chat(chat)
     person = get_user_model().objects.filter(pk=person_id, is_active=True).first()
     in_chat = ChatMember.objects.filter(chat__in={chat.pk, target.pk}, person_id=person_id)

@@ -6,7 +6,7 @@ import json
 from datetime import timedelta
 
 import pytest
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.utils import timezone
 
 from chats.models import ChatKind, ChatMember
@@ -186,6 +186,8 @@ def test_roles_staff_set_by_hand_survive_every_refresh(telegram, notes, people, 
         member_role_set(by=people["alice"], chat=group, person_id=people["bob"].pk, role="admin")
     member_role_set(by=staff, chat=group, person_id=people["bob"].pk, role="admin")
     member_role_set(by=staff, chat=group, person_id=people["alice"].pk, role="member")
+    with pytest.raises(ValidationError):  # a DM has its one person, no admins
+        member_role_set(by=staff, chat=people["dm"], person_id=people["dave"].pk, role="admin")
     expire_roles_cache(group)
     say(telegram, BOB, "/tools")  # Telegram still lists Alice, never Bob
     assert telegram.calls_of("getChatAdministrators")[1:]
