@@ -84,8 +84,11 @@ def _existing_chat(place: Place) -> Chat | None:
     return Chat.objects.filter(chat_key=key).first()
 
 
-def registry_command_apply(place: Place, message: TgMessage, command: Command, actor: Actor | None):
-    """Answer a registered command where it was asked (in the caller's transaction)."""
+def registry_command_apply(
+    place: Place, message: TgMessage, command: Command, actor: Actor | None, *, roles_note: str = ""
+):
+    """Answer a registered command where it was asked (in the caller's transaction);
+    `roles_note` (why the roles may be stale) is added to the answer."""
     from bots.services import UpdateOutcome, _notice  # answered where asked, as built-ins are
 
     registered = registry_command(command.name)
@@ -114,5 +117,8 @@ def registry_command_apply(place: Place, message: TgMessage, command: Command, a
         logger.exception("slash command /%s failed", registered.name)
         text = f"/{html.escape(registered.name)} failed; the error is in the hub's log."
         return UpdateOutcome(f"{result}:failed", outbound=[_notice(place, message, text)])
-    parts = answer_parts(str(answer or "")) or ["(nothing to show)"]
+    answer = str(answer or "")
+    if roles_note:
+        answer = f"{answer}\n\n{roles_note}" if answer else roles_note
+    parts = answer_parts(answer) or ["(nothing to show)"]
     return UpdateOutcome(result, outbound=[_notice(place, message, part) for part in parts])

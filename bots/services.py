@@ -307,8 +307,16 @@ def _apply_message(message: TgMessage, identity: BotIdentity, claim: _Claim) -> 
     if command is not None and slash_command(command.name) is not None:
         from bots.commands import registry_command_apply
 
+        note = ""
+        if slash_command(command.name).uses_roles and not place.is_private:
+            from bots.group_admins import group_admins_refresh
+
+            # Outside the claim (a network call), and idempotent: Telegram's answer is set.
+            note = group_admins_refresh(place)
         return claim.commit(
-            lambda: registry_command_apply(place, message, command, _telegram_actor(message))
+            lambda: registry_command_apply(
+                place, message, command, _telegram_actor(message), roles_note=note
+            )
         )
 
     content = describe(message)

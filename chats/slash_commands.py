@@ -2,7 +2,9 @@
 
 A command answers with plain text; each channel adapter escapes and delivers it its own
 way. The handler gets who asked and where, and decides itself what that person may see
-(`private_only` commands are answered only in a chat private to the asker). Apps register
+(`private_only` commands are answered only in a chat private to the asker; `uses_roles`
+commands depend on who holds which role in the chat, which a channel brings up to date first
+where the platform has its own roles, e.g. a Telegram group's administrators). Apps register
 in `AppConfig.ready()`; `chats` never imports them.
 """
 
@@ -30,6 +32,7 @@ class SlashCommand:
     help: str  # one line for /help
     handler: Callable[[CommandContext], str]
     private_only: bool = False
+    uses_roles: bool = False
 
 
 _commands: dict[str, SlashCommand] = {}

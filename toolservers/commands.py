@@ -1,7 +1,8 @@
 """`/tools` on every conversational channel: the tool servers and tools on in this chat with
 their policy (anyone who may talk to the agent there may ask), and `/tools on SERVER
 [allow|ask|deny]` / `/tools off SERVER`, which change the chat's toolset for its deciders only
-(`toolservers.policy.may_decide`; a Telegram account counts only through its linked Person)."""
+(`toolservers.policy.may_decide`; a Telegram account counts only through its linked Person;
+in a Telegram group the bridge reads the group's administrators first, `bots.group_admins`)."""
 
 from django.core.exceptions import PermissionDenied, ValidationError
 
@@ -20,22 +21,27 @@ REFUSED = (
 
 
 def _listing(chat) -> str:
-    rows = list(
-        ChatToolset.objects.filter(chat=chat, tool_name="", enabled=True)
-        .select_related("server")
-        .order_by("server__slug")
-    )
+    rows = {
+        row.server_id: row
+        for row in ChatToolset.objects.filter(chat=chat, tool_name="").select_related("server")
+    }
     by_server: dict[str, list[str]] = {}
     for active in chat_active_tools(chat):
         by_server.setdefault(active.server.slug, []).append(f"{active.tool.name} ({active.policy})")
-    slugs = sorted({row.server.slug for row in rows} | set(by_server))
+    heads: dict[str, str] = {}
+    for row in rows.values():
+        if row.enabled and row.server.enabled:
+            heads[row.server.slug] = row.policy or "default"
+    for server in ToolServer.objects.filter(enabled=True, on_by_default=True):
+        if server.pk not in rows:
+            heads[server.slug] = f"team default, {server.default_policy or 'default'}"
+    slugs = sorted(set(heads) | set(by_server))
     if not slugs:
         return "No tool server is on in this chat."
-    policies = {row.server.slug: row.policy or "default" for row in rows}
     lines = []
     for slug in slugs:
         tools = by_server.get(slug, [])
-        head = f"• {slug} ({policies.get(slug, 'some tools')})"
+        head = f"• {slug} ({heads.get(slug, 'some tools')})"
         if not tools:
             lines.append(f"{head}: no usable tool listed yet")
             continue
@@ -85,4 +91,5 @@ tools_slash_command = SlashCommand(
     name="tools",
     help="The tool servers on here (/tools on|off SERVER to change)",
     handler=tools_command,
+    uses_roles=True,  # on Telegram, a group's administrators are read first
 )

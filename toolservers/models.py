@@ -37,6 +37,10 @@ class ToolServer(models.Model):
     call_timeout_seconds = models.FloatField(default=30.0)
     tool_allow = models.JSONField(default=list, blank=True)  # empty: every tool
     tool_deny = models.JSONField(default=list, blank=True)
+    # A team default: on in every chat unless that chat's deciders turned it off.
+    on_by_default = models.BooleanField(default=False)
+    # The policy of a call when the chat sets none (empty: from the tool's annotations).
+    default_policy = models.CharField(max_length=8, choices=Policy.choices, blank=True, default="")
     last_error = models.TextField(blank=True, default="")
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -120,6 +124,46 @@ class ChatToolset(models.Model):
     def __str__(self) -> str:
         target = f"{self.server.slug}/{self.tool_name}" if self.tool_name else self.server.slug
         return f"{target} in {self.chat} ({self.policy or 'default'})"
+
+
+class ChatRoleSource(models.Model):
+    """Where a person's admin or member role in a chat came from, when the hub set it:
+    read from Telegram's administrators of the group (a refresh changes only these), or
+    set by staff by hand (kept by every refresh). Owners and roles without a row are
+    left alone by the refresh."""
+
+    class Source(models.TextChoices):
+        TELEGRAM = "telegram", "Telegram administrator"
+        STAFF = "staff", "Set by staff"
+
+    chat = models.ForeignKey("chats.Chat", on_delete=models.CASCADE, related_name="+")
+    person = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    source = models.CharField(max_length=16, choices=Source.choices)
+    set_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["chat", "person"], name="chat_role_source_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.person} in {self.chat}: {self.source}"
+
+
+class GroupRolesRefresh(models.Model):
+    """The last reading of a group's administrators from its platform (Telegram's
+    getChatAdministrators): when it succeeded, when it was last tried, and its error."""
+
+    chat = models.OneToOneField("chats.Chat", on_delete=models.CASCADE, related_name="+")
+    refreshed_at = models.DateTimeField(null=True, blank=True)  # last success
+    tried_at = models.DateTimeField(default=timezone.now)
+    error = models.TextField(blank=True, default="")  # of the last try; empty: it worked
+
+    def __str__(self) -> str:
+        return f"roles of {self.chat} read at {self.refreshed_at}"
 
 
 class ToolCall(models.Model):

@@ -5,8 +5,13 @@
 - A chat's deciders turn servers and tools on or off in it: the person alone in their own
   private chat (a DM, terminal or API conversation whose only member they are), the owners
   and admins of a shared chat, and staff. Other members only see what is on.
+- A Telegram group's admins are its Telegram administrators who are linked people (read
+  from the Bot API, `bots.group_admins`) and the members staff named admins by hand
+  (`toolservers.roles`). A forum topic shares its group's deciders: the roles are held by
+  the group's own chat (`roles_chat`), and a topic's deciders are those of its group too.
 """
 
+from chats.keys import make_chat_key
 from chats.models import Chat, ChatKind, ChatMember
 
 PRIVATE_KINDS = (ChatKind.DM, ChatKind.CLI, ChatKind.API)
@@ -34,15 +39,26 @@ def is_own_private_chat(chat: Chat, person) -> bool:
     return members == {person.pk}
 
 
+def group_chat_key(chat: Chat) -> str:
+    """The key of the chat that holds the roles of `chat`: a forum topic's group, else itself."""
+    if chat.kind != ChatKind.TOPIC:
+        return chat.chat_key
+    return make_chat_key(chat.channel, chat.external_id, None)
+
+
 def may_decide(chat: Chat, person) -> bool:
-    """May `person` turn tool servers or tools on or off in `chat`?"""
+    """May `person` turn tool servers or tools on or off in `chat`? In a forum topic the
+    owners and admins of its group decide too."""
     if not _active(person):
         return False
     if person.is_staff or person.is_superuser:
         return True
     if is_own_private_chat(chat, person):
         return True
-    return ChatMember.objects.filter(chat=chat, person=person, role__in=DECIDER_ROLES).exists()
+    roles = ChatMember.objects.filter(person=person, role__in=DECIDER_ROLES)
+    if chat.kind == ChatKind.TOPIC:
+        return roles.filter(chat__chat_key__in=[chat.chat_key, group_chat_key(chat)]).exists()
+    return roles.filter(chat=chat).exists()
 
 
 def may_read(chat: Chat, person) -> bool:

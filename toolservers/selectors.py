@@ -3,11 +3,12 @@
 from dataclasses import dataclass
 
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, Max, Prefetch, QuerySet
+from django.db.models import Count, Max, Prefetch, Q, QuerySet
 
 from chats.models import Chat
 from toolservers.models import ChatToolset, ServerTool, ToolCall, ToolServer
 from toolservers.policy import may_read
+from toolservers.schemas import schema_problem
 
 
 @dataclass(frozen=True)
@@ -20,44 +21,63 @@ class ActiveTool:
     named: bool = False  # turned on by its own row, not only server-wide (kept first)
 
 
-def chat_active_tools(chat: Chat) -> list[ActiveTool]:
-    """The tools on in `chat`: its server-wide rows and per-tool rows (a tool row wins),
-    on enabled servers, listed by the server's allow/deny lists, announced and not flagged.
-    Nothing is on in a chat without a row."""
-    rows = list(
-        ChatToolset.objects.filter(chat=chat, server__enabled=True).select_related("server")
+def _effective_policy(row: ChatToolset | None, tool: ServerTool) -> str:
+    """The chat's row decides, else the server's default policy, else the annotations."""
+    return (
+        (row.policy if row is not None else "")
+        or tool.server.default_policy
+        or (tool.default_policy)
     )
-    if not rows:  # most chats: one query per turn and no more
+
+
+def chat_active_tools(chat: Chat) -> list[ActiveTool]:
+    """The tools on in `chat`: its server-wide rows and per-tool rows (a tool row wins), and
+    staff's team defaults where the chat has no row (a row that turns a server off wins over
+    the default), on enabled servers, listed by the server's allow/deny lists, announced and
+    not flagged. Nothing else is on. One query for a chat with nothing on (no row, no team
+    default), two otherwise."""
+    own_servers = ChatToolset.objects.filter(chat=chat).values("server_id")
+    tools = list(
+        ServerTool.objects.filter(present=True, server__enabled=True)
+        .filter(Q(server__on_by_default=True) | Q(server_id__in=own_servers))
+        .select_related("server")
+        .order_by("server__slug", "name")
+    )
+    if not tools:  # most chats: one query per turn and no more
         return []
     by_server: dict[int, ChatToolset] = {}
     by_tool: dict[tuple[int, str], ChatToolset] = {}
-    for row in rows:
+    for row in ChatToolset.objects.filter(chat=chat):
         if row.tool_name:
             by_tool[(row.server_id, row.tool_name)] = row
         else:
             by_server[row.server_id] = row
-    server_ids = {row.server_id for row in rows}
     active = []
-    tools = ServerTool.objects.filter(server_id__in=server_ids, present=True)
-    for tool in tools.select_related("server").order_by("server__slug", "name"):
+    for tool in tools:
         own = by_tool.get((tool.server_id, tool.name))
         row = own or by_server.get(tool.server_id)
-        if row is None or not row.enabled or not tool.server.tool_listed(tool.name):
+        on = row.enabled if row is not None else tool.server.on_by_default
+        if not on or not tool.server.tool_listed(tool.name):
             continue
         if not tool.usable:  # flagged by the scanner and not accepted as it is now
             continue
         active.append(
-            ActiveTool(tool.server, tool, row.policy or tool.default_policy, named=own is not None)
+            ActiveTool(tool.server, tool, _effective_policy(row, tool), named=own is not None)
         )
     return active
 
 
 def enabled_servers_for_chat(chat: Chat) -> list[ToolServer]:
-    """Servers with at least one enabled row in `chat` (their tool lists may need a refresh)."""
-    ids = ChatToolset.objects.filter(chat=chat, enabled=True, server__enabled=True).values(
-        "server_id"
+    """Enabled servers with at least one enabled row in `chat`, or on by default and not
+    turned off there (their tool lists may need a refresh); one query."""
+    rows = ChatToolset.objects.filter(chat=chat)
+    on = rows.filter(enabled=True).values("server_id")
+    off = rows.filter(enabled=False, tool_name="").values("server_id")
+    return list(
+        ToolServer.objects.filter(enabled=True).filter(
+            Q(pk__in=on) | (Q(on_by_default=True) & ~Q(pk__in=off))
+        )
     )
-    return list(ToolServer.objects.filter(pk__in=ids))
 
 
 def chat_toolset(*, chat: Chat, person) -> list[ChatToolset]:
@@ -93,6 +113,7 @@ class ServerOverview:
     calls_today: int
     p50_ms: int | None
     last_call: ToolCall | None
+    invalid_schemas: frozenset[str] = frozenset()  # tools the engine leaves out: bad schema
 
 
 def _median(values: list[int]) -> int | None:
@@ -145,6 +166,9 @@ def servers_overview(*, since, is_connected) -> list[ServerOverview]:
             calls_today=counts.get(server.pk, 0),
             p50_ms=_median(durations.get(server.pk, [])),
             last_call=last.get(server.pk),
+            invalid_schemas=frozenset(
+                tool.name for tool in server.tools.all() if schema_problem(tool.input_schema)
+            ),
         )
         for server in servers_list
     ]
@@ -158,6 +182,7 @@ class ChatToolState:
     row: ChatToolset | None  # the tool's own row in the chat, if any
     on: bool
     policy: str  # allow, ask or deny: the one a call would follow
+    off_reason: str = ""  # why it is off whatever the chat says (e.g. "invalid schema")
 
 
 @dataclass(frozen=True)
@@ -167,6 +192,8 @@ class ChatServerState:
     server: ToolServer
     row: ChatToolset | None
     tools: list[ChatToolState]
+    on: bool = False  # on here: by the chat's own row, else by a team default
+    team_default: bool = False  # on because staff made it a team default (no row here)
 
 
 def chat_toolset_panel(*, chat: Chat, person) -> list[ChatServerState]:
@@ -186,14 +213,23 @@ def chat_toolset_panel(*, chat: Chat, person) -> list[ChatServerState]:
         for tool in server.tools.all():
             own = by_tool.get((server.pk, tool.name))
             row = own or server_row
-            on = bool(
-                row is not None
-                and row.enabled
-                and server.enabled
-                and server.tool_listed(tool.name)
-                and tool.usable
+            wanted = row.enabled if row is not None else server.on_by_default
+            reason = ""
+            if tool.flagged and not tool.usable:
+                reason = "flagged"
+            elif problem := schema_problem(tool.input_schema):
+                reason = problem  # the engine leaves it out of every turn
+            on = bool(wanted and server.enabled and server.tool_listed(tool.name) and not reason)
+            policy = _effective_policy(row, tool)
+            tools.append(ChatToolState(tool=tool, row=own, on=on, policy=policy, off_reason=reason))
+        on_here = server_row.enabled if server_row is not None else server.on_by_default
+        shown.append(
+            ChatServerState(
+                server=server,
+                row=server_row,
+                tools=tools,
+                on=on_here,
+                team_default=server_row is None and server.on_by_default,
             )
-            policy = (row.policy if row is not None else "") or tool.default_policy
-            tools.append(ChatToolState(tool=tool, row=own, on=on, policy=policy))
-        shown.append(ChatServerState(server=server, row=server_row, tools=tools))
+        )
     return shown

@@ -60,6 +60,23 @@ def _check_values(label: str, values: dict | None, *, names_are_env: bool) -> di
     return values
 
 
+def _check_connection(*, transport: str, command: str, url: str, timeout: float) -> None:
+    if transport not in Transport.values:
+        raise ValidationError(f"transport must be one of {', '.join(Transport.values)}")
+    if transport == Transport.STDIO and not command.strip():
+        raise ValidationError("a stdio server needs a command")
+    if transport == Transport.HTTP and not url.startswith(("http://", "https://")):
+        raise ValidationError("an HTTP server needs an http:// or https:// URL")
+    if not timeout > 0:
+        raise ValidationError("the call timeout must be positive")
+
+
+def _check_policy(policy: str) -> str:
+    if policy not in Policy.values:
+        raise ValidationError(f"policy must be one of allow, ask, deny (or empty), not {policy!r}")
+    return policy
+
+
 def server_add(
     *,
     by,
@@ -77,17 +94,10 @@ def server_add(
     via: str = VIA_DASHBOARD,
 ) -> ToolServer:
     """Add a tool server (staff; stdio: superusers; the shell operator); nothing is on in
-    any chat until a decider turns it on."""
+    any chat until a decider turns it on (or staff make it a team default)."""
     if via != VIA_COMMAND and not may_manage_servers(by, transport=transport):
         raise PermissionDenied("you may not add this tool server")
-    if transport not in Transport.values:
-        raise ValidationError(f"transport must be one of {', '.join(Transport.values)}")
-    if transport == Transport.STDIO and not command.strip():
-        raise ValidationError("a stdio server needs a command")
-    if transport == Transport.HTTP and not url.startswith(("http://", "https://")):
-        raise ValidationError("an HTTP server needs an http:// or https:// URL")
-    if call_timeout_seconds <= 0:
-        raise ValidationError("the call timeout must be positive")
+    _check_connection(transport=transport, command=command, url=url, timeout=call_timeout_seconds)
     server = ToolServer(
         slug=slug,
         transport=transport,
@@ -120,6 +130,85 @@ def server_set_enabled(*, by, server: ToolServer, enabled: bool, via: str = VIA_
     return server
 
 
+def server_set_default(
+    *, by, server: ToolServer, on: bool, policy: str = Policy.DEFAULT, via: str = VIA_DASHBOARD
+) -> ToolServer:
+    """Make a server a team default (on in every chat whose deciders did not turn it off,
+    calls following `policy` where the chat sets none) or stop it being one; same rule as
+    adding it."""
+    if via != VIA_COMMAND and not may_manage_servers(by, transport=server.transport):
+        raise PermissionDenied("you may not change this tool server")
+    _check_policy(policy)
+    with transaction.atomic():
+        ToolServer.objects.filter(pk=server.pk).update(
+            on_by_default=on, default_policy=policy, updated_at=timezone.now()
+        )
+        _audit(
+            action="server.default", by=by, via=via, server_slug=server.slug, on=on, policy=policy
+        )
+    server.on_by_default, server.default_policy = on, policy
+    return server
+
+
+# What an edit may change, and how each field is normalised before it is compared and saved.
+EDITABLE = (
+    "enabled",
+    "command",
+    "args",
+    "cwd",
+    "env",
+    "url",
+    "headers",
+    "call_timeout_seconds",
+    "tool_allow",
+    "tool_deny",
+    "on_by_default",
+    "default_policy",
+)
+
+
+def server_update(*, by, server: ToolServer, via: str = VIA_DASHBOARD, **changes) -> ToolServer:
+    """Change a server's settings (staff; a stdio server: superusers only), validated as when
+    it was added; the audit row names the fields changed (env and header values never, only
+    their names). Unknown fields are a ValidationError; nothing is saved on any error."""
+    if via != VIA_COMMAND and not may_manage_servers(by, transport=server.transport):
+        raise PermissionDenied("you may not change this tool server")
+    unknown = set(changes) - set(EDITABLE)
+    if unknown:
+        raise ValidationError(f"these settings cannot be edited: {', '.join(sorted(unknown))}")
+    values = {name: getattr(server, name) for name in EDITABLE} | changes
+    values["command"] = str(values["command"] or "").strip()
+    values["args"] = [str(a) for a in values["args"] or []]
+    values["tool_allow"] = [str(t) for t in values["tool_allow"] or []]
+    values["tool_deny"] = [str(t) for t in values["tool_deny"] or []]
+    values["env"] = _check_values("env", values["env"], names_are_env=True)
+    values["headers"] = _check_values("header", values["headers"], names_are_env=False)
+    try:
+        values["call_timeout_seconds"] = float(values["call_timeout_seconds"])
+    except (TypeError, ValueError):
+        raise ValidationError("the call timeout is a number of seconds") from None
+    _check_connection(
+        transport=server.transport,
+        command=values["command"],
+        url=values["url"],
+        timeout=values["call_timeout_seconds"],
+    )
+    _check_policy(values["default_policy"])
+    changed = [name for name in EDITABLE if values[name] != getattr(server, name)]
+    if not changed:
+        return server
+    for name in changed:
+        setattr(server, name, values[name])
+    server.full_clean(exclude=["created_by"])
+    detail = {name: values[name] for name in changed if name not in ("env", "headers")}
+    for secret_bearing in {"env", "headers"} & set(changed):
+        detail[secret_bearing] = sorted(values[secret_bearing])  # names only
+    with transaction.atomic():
+        server.save(update_fields=[*changed, "updated_at"])
+        _audit(action="server.edit", by=by, via=via, server_slug=server.slug, **detail)
+    return server
+
+
 def toolset_set(
     *,
     by,
@@ -134,8 +223,7 @@ def toolset_set(
     chat's deciders (or the shell operator) may."""
     if via != VIA_COMMAND and not may_decide(chat, by):
         raise PermissionDenied("only this chat's owners and admins (or staff) decide its tools")
-    if policy not in Policy.values:
-        raise ValidationError(f"policy must be one of allow, ask, deny (or empty), not {policy!r}")
+    _check_policy(policy)
     with transaction.atomic():
         row, _ = ChatToolset.objects.update_or_create(
             chat=chat,

@@ -1,10 +1,13 @@
 """The staff Tools page (servers, their health and tools) and a chat's toolset page.
 
 `/tools/` is for staff only (anyone else signed in gets a 404, so the page's existence says
-nothing); staff who may manage a server turn it on or off and accept a flagged tool.
+nothing); staff who may manage a server (a stdio server: superusers) turn it on or off, make
+it a team default, edit its settings (`/tools/<slug>/edit`) and accept a flagged tool.
 `/chats/<key>/tools` is for the chat's readers (anyone else gets the 404 of a missing chat);
 its deciders (`toolservers.policy.may_decide`) turn servers and tools on or off and set
-their policy. Every write goes through `toolservers.services`, which checks again.
+their policy; in a shared chat it lists who decides (and why), and staff name admins there.
+Every write goes through `toolservers.services` (roles: `toolservers.roles`), which checks
+again.
 """
 
 import datetime
@@ -19,11 +22,19 @@ from django.views.decorators.http import require_GET, require_POST
 
 from chats.models import Chat
 from chats.selectors import chat_for_person
+from toolservers.forms import KEPT, ServerEditForm
 from toolservers.models import Policy, ServerTool, ToolServer
 from toolservers.policy import may_decide, may_manage_servers
+from toolservers.roles import chat_roles, group_roles_state, member_role_set
 from toolservers.runtime import runtime
 from toolservers.selectors import chat_toolset_panel, servers_overview
-from toolservers.services import server_set_enabled, server_tool_accept_flag, toolset_set
+from toolservers.services import (
+    server_set_default,
+    server_set_enabled,
+    server_tool_accept_flag,
+    server_update,
+    toolset_set,
+)
 
 
 def _is_staff(person) -> bool:
@@ -57,7 +68,8 @@ def tools_page(request: HttpRequest) -> HttpResponse:
         {"o": item, "may_manage": may_manage_servers(request.user, transport=item.server.transport)}
         for item in overview
     ]
-    return render(request, "toolservers/tools.html", {"rows": rows})
+    policies = [(Policy.DEFAULT, "from annotations"), *[(p, p) for p in Policy.values if p]]
+    return render(request, "toolservers/tools.html", {"rows": rows, "policies": policies})
 
 
 @login_required
@@ -74,6 +86,51 @@ def server_enabled(request: HttpRequest, slug: str) -> HttpResponse:
     server_set_enabled(by=request.user, server=server, enabled=enabled)  # 403 if not allowed
     messages.success(request, f"{server.slug} is now {'on' if enabled else 'off'}.")
     return redirect("tools_page")
+
+
+@login_required
+@require_POST
+def server_default(request: HttpRequest, slug: str) -> HttpResponse:
+    """Make a server a team default (on in every chat that did not turn it off) with an
+    optional policy, or stop it being one; explicit values, never a toggle."""
+    _staff_or_404(request)
+    server = get_object_or_404(ToolServer, slug=slug)
+    try:
+        on = _flag(request.POST.get("on", ""))
+        server_set_default(  # 403 if not allowed
+            by=request.user, server=server, on=on, policy=request.POST.get("policy", "")
+        )
+    except ValidationError as refusal:
+        return HttpResponse(f"Refused: {' '.join(refusal.messages)}", status=400)
+    state = "a team default" if on else "no team default"
+    messages.success(request, f"{server.slug} is now {state}.")
+    return redirect("tools_page")
+
+
+@login_required
+def server_edit(request: HttpRequest, slug: str) -> HttpResponse:
+    """A server's settings, for staff who may manage it (others 404; staff who may not, for a
+    stdio server, 403). A stored literal env or header value is never shown back."""
+    _staff_or_404(request)
+    server = get_object_or_404(ToolServer, slug=slug)
+    if not may_manage_servers(request.user, transport=server.transport):
+        raise PermissionDenied("Only superusers change a stdio server.")
+    if request.method == "POST":
+        form = ServerEditForm(request.POST, server=server)
+        if form.is_valid():
+            try:
+                server_update(by=request.user, server=server, **form.changes())
+            except ValidationError as refusal:
+                form.add_error(None, refusal)
+            else:
+                messages.success(request, f"Saved the settings of {server.slug}.")
+                return redirect("tools_page")
+        server.refresh_from_db()  # the page shows what is stored, not the refused values
+        status = 400
+    else:
+        form, status = ServerEditForm.for_server(server), 200
+    context = {"server": server, "form": form, "kept": KEPT}
+    return render(request, "toolservers/server_edit.html", context, status=status)
 
 
 @login_required
@@ -117,6 +174,9 @@ def chat_tools_page(request: HttpRequest, chat_key: str) -> HttpResponse:
         "panel": panel,
         "can_change": may_decide(chat, request.user),
         "policies": [(Policy.DEFAULT, "default"), *[(p, p) for p in Policy.values if p]],
+        "roles": chat_roles(chat) if chat.is_shared else [],
+        "roles_state": group_roles_state(chat) if chat.is_shared else None,
+        "can_name_admins": chat.is_shared and _is_staff(request.user),
     }
     return render(request, "toolservers/chat_tools.html", context)
 
@@ -148,4 +208,27 @@ def chat_tools_set(request: HttpRequest, chat_key: str) -> HttpResponse:
         return HttpResponse(f"Refused: {' '.join(refusal.messages)}", status=400)
     target = f"{server.slug}/{tool_name}" if tool_name else server.slug
     messages.success(request, f"Saved {target} for this chat.")
+    return redirect("chat_tools", chat_key=chat.chat_key)
+
+
+@login_required
+@require_POST
+def chat_role_set(request: HttpRequest, chat_key: str) -> HttpResponse:
+    """Staff name a member of a shared chat an admin (a decider) or a plain member again;
+    kept by later readings of Telegram's administrators. Others 403 (outsiders 404)."""
+    chat = _chat_or_404(request, chat_key)
+    if not _is_staff(request.user):
+        raise PermissionDenied("Only staff name a chat's admins.")
+    if not chat.is_shared:
+        return HttpResponse("Refused: a private chat has no admins to name.", status=400)
+    try:
+        person_id = int(request.POST.get("person", ""))
+    except ValueError:
+        return HttpResponse("Refused: which member?", status=400)
+    role = request.POST.get("role", "")
+    try:
+        member = member_role_set(by=request.user, chat=chat, person_id=person_id, role=role)
+    except ValidationError as refusal:
+        return HttpResponse(f"Refused: {' '.join(refusal.messages)}", status=400)
+    messages.success(request, f"{member.person.get_username()} is now {member.role} here.")
     return redirect("chat_tools", chat_key=chat.chat_key)

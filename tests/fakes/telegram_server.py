@@ -9,7 +9,8 @@
 
 It answers the methods the bridge uses (getMe, getUpdates with offset/timeout long-poll
 semantics, deleteWebhook, setWebhook, setMyCommands, sendMessage, editMessageText,
-sendChatAction, answerCallbackQuery) at `/bot<token>/<method>`, with form-encoded or JSON
+sendChatAction, answerCallbackQuery, getChatAdministrators of the groups given
+`set_administrators`) at `/bot<token>/<method>`, with form-encoded or JSON
 parameters as python-telegram-bot sends them. Every call is recorded with a timestamp
 (`calls`), and the messages the bot sent are kept as a chat would show them, with their
 edit history. HTML is checked as Telegram does (known tags, balanced nesting, the
@@ -189,6 +190,7 @@ class FakeTelegram:
         self.calls: list[Call] = []
         self.messages: dict[tuple[int, int], BotMessage] = {}
         self.webhook: dict | None = None
+        self.administrators: dict[int, list[dict]] = {}  # group id -> ChatMember objects
         self.check_html = True
         self._updates: list[dict] = []  # not yet confirmed, in update_id order
         self._redeliver: list[dict] = []
@@ -363,6 +365,16 @@ class FakeTelegram:
             "text": bot_message.text,
         }
 
+    def set_administrators(self, chat_id: int, users: list[dict], *, creator: dict | None = None):
+        """The group's administrators as getChatAdministrators lists them from now on."""
+        members = [{"status": "creator", "user": creator, "is_anonymous": False}] if creator else []
+        members += [
+            {"status": "administrator", "user": user, "can_be_edited": False, "is_anonymous": False}
+            for user in users
+        ]
+        with self._lock:
+            self.administrators[chat_id] = members
+
     # scripted failures
 
     def fail_next(
@@ -467,6 +479,12 @@ class FakeTelegram:
                     "pending_update_count": 0,
                     "has_custom_certificate": False,
                 }
+            )
+        if method == "getChatAdministrators":
+            with self._lock:
+                found = self.administrators.get(int(params.get("chat_id", 0)))
+            return (
+                self._ok(found) if found is not None else self._error("Bad Request: chat not found")
             )
         if method == "sendMessage":
             return self._send_message(params)

@@ -10,8 +10,9 @@ from chats.models import ChatKind, ChatMember, Message, Turn
 from chats.services import actor_get_or_create, chat_get_or_create, chat_member_ensure
 from tests.bots.conftest import (
     GROUP_ID,
+    fake_telegram,  # noqa: F401 (the fixtures, shared with the bot tests)
     process,
-    tg,  # noqa: F401 (the fixture, shared with the bot tests)
+    tg,  # noqa: F401
 )
 from tests.fakes.telegram_server import check_html, group_chat, private_chat, tg_user
 from toolservers.models import ChatToolset, ToolAudit
@@ -28,8 +29,9 @@ WRITE = {"name": "write", "description": "Write a note.", "annotations": {}}
 
 
 @pytest.fixture(autouse=True)
-def access(settings):
-    settings.TELEGRAM_BOT_TOKEN = "7654321:TEST"
+def access(settings, fake_telegram):  # noqa: F811
+    # /tools in a group reads its administrators first: none but the bot on the fake Bot API.
+    fake_telegram.set_administrators(GROUP_ID, [])
     settings.TELEGRAM_ALLOWED_USERS = ["1001", "1002", "1003"]
     settings.TELEGRAM_ALLOWED_CHATS = [str(GROUP_ID)]
     settings.TELEGRAM_GROUP_TRIGGER = "mention"

@@ -246,3 +246,27 @@ def test_health_is_what_this_process_holds_open_and_never_a_network_call(
     body = _login(client, staff).get("/tools/").content.decode()
     assert asked == ["notes"]
     assert ">connected<" in body and "not connected" not in body
+
+
+def test_a_tool_with_an_invalid_schema_shows_as_off_with_the_reason(
+    client, staff, owner, team_chat
+):
+    server = add_server("broken", url="http://127.0.0.1:9/broken")
+    bad = {"type": "object", "properties": {"key": {"type": 12}}}  # "type" must be a name
+    server_tools_record(
+        server=server,
+        announced=[
+            {"name": "bad", "description": "", "input_schema": bad, "annotations": {}},
+            {"name": "good", "description": "", "input_schema": {"type": "object"}},
+        ],
+    )
+    enable(team_chat, server, policy="allow")
+    page = _login(client, owner).get(f"/chats/{team_chat.chat_key}/tools").content.decode()
+    bad_row = page[page.index('id="tool-broken-bad"') :][:600]
+    good_row = page[page.index('id="tool-broken-good"') :][:600]
+    assert "off: invalid schema" in bad_row and ">on<" not in bad_row
+    assert ">on<" in good_row and "invalid schema" not in good_row
+    staff_page = _login(client, staff).get("/tools/").content.decode()
+    bad_row = staff_page[staff_page.index('id="tool-broken-bad"') :][:600]
+    assert "off: invalid schema" in bad_row
+    assert "invalid schema" not in staff_page[staff_page.index('id="tool-broken-good"') :][:400]

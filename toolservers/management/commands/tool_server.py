@@ -1,4 +1,4 @@
-"""manage.py tool_server add|list|enable: the operator's way to set up tool servers (MCP).
+"""manage.py tool_server add|list|enable|default|accept: set up tool servers (MCP).
 
 Runs through the same services as the dashboard, as the operator at the shell (who may do
 everything, as with import_skills); every write leaves its audit row.
@@ -17,6 +17,7 @@ from toolservers.selectors import servers
 from toolservers.services import (
     VIA_COMMAND,
     server_add,
+    server_set_default,
     server_tool_accept_flag,
     toolset_set,
 )
@@ -26,8 +27,9 @@ class Command(BaseCommand):
     help = (
         "Manage tool servers (MCP). `add NAME --stdio 'COMMAND ARGS' | --url URL` adds one "
         "and lists its tools; `list` shows every server and its tools; `enable NAME --chat "
-        "CHAT_KEY [--policy allow|ask|deny] [--tool TOOL]` turns it on in one chat; `accept "
-        "NAME TOOL` lets a flagged tool through, knowingly."
+        "CHAT_KEY [--policy allow|ask|deny] [--tool TOOL]` turns it on in one chat; `default NAME "
+        "on|off [--policy allow|ask|deny]` makes it a team default (on in every chat that did "
+        "not turn it off) or not; `accept NAME TOOL` lets a flagged tool through, knowingly."
     )
 
     def add_arguments(self, parser):
@@ -54,6 +56,17 @@ class Command(BaseCommand):
         enable.add_argument("--tool", default="")
         enable.add_argument("--policy", choices=["allow", "ask", "deny"], default="")
         enable.add_argument("--off", action="store_true", help="turn it off instead")
+        default = sub.add_parser(
+            "default", help="make a server a team default: on in every chat unless turned off"
+        )
+        default.add_argument("name")
+        default.add_argument("state", choices=["on", "off"])
+        default.add_argument(
+            "--policy",
+            choices=["allow", "ask", "deny"],
+            default="",
+            help="what a call follows where a chat sets no policy (default: the annotations)",
+        )
         accept = sub.add_parser(
             "accept", help="let a tool the scanner flagged through, as it is now, knowingly"
         )
@@ -110,6 +123,8 @@ class Command(BaseCommand):
         for server in servers():
             where = server.url or shlex.join([server.command, *server.args])
             state = "enabled" if server.enabled else "disabled"
+            if server.on_by_default:
+                state += f", team default ({server.default_policy or 'default'})"
             self.stdout.write(f"{server.slug}\t{server.transport}\t{state}\t{where}")
             if server.last_error:
                 self.stdout.write(f"  last error: {server.last_error}")
@@ -135,6 +150,19 @@ class Command(BaseCommand):
         target = f"{name}/{tool}" if tool else name
         state = "off" if off else f"on ({policy or 'policy from annotations'})"
         self.stdout.write(f"{target} is {state} in {chat_key}")
+
+    def _default(self, *, name, state, policy, **_):
+        server = servers().filter(slug=name).first()
+        if server is None:
+            raise CommandError(f"no tool server named {name!r}")
+        server_set_default(
+            by=None, via=VIA_COMMAND, server=server, on=state == "on", policy=policy or ""
+        )
+        if state == "on":
+            how = policy or "policy from annotations"
+            self.stdout.write(f"{name} is a team default ({how}): on in every chat not turned off")
+        else:
+            self.stdout.write(f"{name} is no team default: on only where a chat turned it on")
 
     def _accept(self, *, name, tool, **_):
         found = ServerTool.objects.filter(server__slug=name, name=tool).first()
