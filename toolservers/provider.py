@@ -23,7 +23,6 @@ import re
 import threading
 import time
 
-import jsonschema
 from django.conf import settings
 
 from chats.agent.registry import ORIGIN_CHAT, SectionText, Tool, ToolError, TurnContext
@@ -32,6 +31,7 @@ from hermes_site.scanning import scan_text
 from toolservers.approvals import tool_gate
 from toolservers.models import Policy, ServerTool, ToolCall, ToolServer
 from toolservers.runtime import ServerSpec, ToolServerError, runtime
+from toolservers.schemas import schema_problem
 from toolservers.selectors import ActiveTool, chat_active_tools, enabled_servers_for_chat
 from toolservers.services import server_error_record, server_tools_record, tool_call_record
 
@@ -43,7 +43,6 @@ DESCRIPTION_CHARS = 1000
 # much of what a tool does); only if that is not enough are tools left out.
 SHORT_DESCRIPTION_CHARS = 200
 REMEMBERED_TURNS = 256  # per-turn selections kept for the prompt section, oldest dropped
-REMEMBERED_SCHEMAS = 4096  # schema checks kept; all dropped at once when full
 RETRY_LISTING_SECONDS = 60.0  # a server that failed to list is not retried on every turn
 
 
@@ -149,7 +148,6 @@ class ToolServerTools:
         self._lock = threading.Lock()
         self._listed: dict[int, float] = {}  # server id -> when this process last listed it
         self._cuts: dict[tuple, dict] = {}  # turn -> what the definitions' budget did
-        self._valid_schemas: dict[str, bool] = {}  # schema as JSON -> valid JSON Schema?
 
     def tools(self) -> list[Tool]:
         return []
@@ -174,32 +172,19 @@ class ToolServerTools:
                 self._listed[server.pk] = float("inf")  # listed: until forgotten
 
     def _schema_valid(self, item: ActiveTool) -> bool:
-        """Whether the tool's input schema is a valid JSON Schema, checked once per distinct
-        schema: checking costs about 1.5 ms a tool, and this runs on every turn."""
-        schema = item.tool.input_schema
-        key = json.dumps(schema, sort_keys=True, default=str)  # the schema itself, not a row
-        with self._lock:
-            valid = self._valid_schemas.get(key)
-        if valid is None:
-            try:
-                jsonschema.validators.validator_for(schema).check_schema(schema)
-                valid = True
-            except jsonschema.SchemaError:
-                valid = False
-            with self._lock:
-                if len(self._valid_schemas) >= REMEMBERED_SCHEMAS:
-                    self._valid_schemas.clear()
-                self._valid_schemas[key] = valid
-        if not valid:
+        """Whether the tool's input schema is a valid JSON Schema (checked once per distinct
+        schema by `schema_problem`, which the pages ask too: checking costs about 1.5 ms a
+        tool, and this runs on every turn)."""
+        if schema_problem(item.tool.input_schema):
             logger.warning("tool %s has an invalid input schema; left out", item.tool)
-        return valid
+            return False
+        return True
 
     def forget(self) -> None:
         """Drop what this process listed (tests; a server whose settings changed)."""
         with self._lock:
             self._listed.clear()
             self._cuts.clear()
-            self._valid_schemas.clear()
 
     def tools_for_turn(self, context: TurnContext) -> list[Tool]:
         if context.origin != ORIGIN_CHAT or context.chat is None:
