@@ -264,6 +264,8 @@ def _apply(update: Update, kind: str, identity: BotIdentity, claim: _Claim) -> U
             query = update.callback_query
             if (query.data or "").startswith("skl:"):
                 from bots.skill_reviews import callback_query_apply
+            elif (query.data or "").startswith("tool:"):
+                from bots.tool_approvals import callback_query_apply
             else:
                 from bots.memory_reviews import callback_query_apply
 
