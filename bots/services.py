@@ -453,7 +453,7 @@ def _apply_command(place: Place, message: TgMessage, command) -> UpdateOutcome:
         chat = _chat_of(place)
         stopped = 0
         open_turns = Turn.objects.filter(
-            chat=chat, status__in=[Turn.Status.QUEUED, Turn.Status.RUNNING]
+            chat=chat, status__in=[Turn.Status.QUEUED, Turn.Status.RUNNING, Turn.Status.WAITING]
         ).values_list("pk", flat=True)
         for turn_id in list(open_turns):
             reason = f"{STOP_REASON} by {display_name(message.from_user)}"

@@ -369,6 +369,23 @@ def test_a_press_in_a_group_is_refused_even_by_a_decider(waiting, enqueued):
     assert state(waiting) == ("pending", "waiting") and enqueued == []
 
 
+def test_stop_in_the_group_ends_the_waiting_turn_and_voids_the_cards(waiting, log, enqueued):
+    stopped = process(TG.message(GROUP, MARCO, "/stop"))
+    assert stopped.result == "command:stop"
+    assert visible(stopped.outbound[0].payload["text"]) == "Stopped."
+    turn = Turn.objects.get(pk=waiting.pk)
+    assert turn.status == Turn.Status.INTERRUPTED
+    assert "stopped from Telegram by Marco" in turn.interrupt_reason
+    assert state(waiting) == ("cancelled", "interrupted")
+    row = cards()[OLIVIA["id"]]
+    assert "⏹ Void: the reply that asked for it was stopped or replaced" in edits_of(row)[0]
+    assert "⏹ The call of probe__append_line no longer waits; it was not run." in (group_notices())
+    late = press(OLIVIA, row, data_of(row))
+    assert late.result == "tools:stale" and enqueued == [] and lines(log) == []
+    # The open reply ends with the turn (nothing to say: it had written nothing).
+    assert turn_outcome(turn_id=waiting.pk).status == Turn.Status.INTERRUPTED
+
+
 def test_a_card_not_yet_sent_goes_out_decided(waiting, people):
     card = ToolApproval.objects.get(turn=waiting)
     row = cards()[OLIVIA["id"]]
