@@ -145,8 +145,10 @@ def outbox_send(
     reply_markup: dict | None = None,
     parse_mode: str | None = "HTML",
     extra: dict | None = None,
+    about: Chat | None = None,
 ) -> OutboundMessage:
-    """Queue one sendMessage for the bot process (in the caller's transaction)."""
+    """Queue one sendMessage for the bot process (in the caller's transaction); `about`: the
+    hub chat the message is about, so that its rows are found by an index later."""
     payload = {"text": text}
     if parse_mode:
         payload["parse_mode"] = parse_mode
@@ -159,6 +161,7 @@ def outbox_send(
         thread_id=thread_id,
         reply_to_message_id=reply_to_message_id,
         payload=payload,
+        chat=about,
     )
 
 

@@ -233,6 +233,7 @@ def tool_approval_notify(*, approval: ToolApproval) -> list[OutboundMessage]:
                     text=text,
                     reply_markup=keyboard,
                     extra={"tool_approval_id": approval.pk},
+                    about=approval.chat,
                 )
             )
         place = _group_place(approval.chat)
@@ -250,6 +251,7 @@ def tool_approval_notify(*, approval: ToolApproval) -> list[OutboundMessage]:
                     reply_to_message_id=_group_reply_to(approval),
                     text=notice,
                     extra={"tool_approval_notice": approval.pk},
+                    about=approval.chat,
                 )
             )
     return rows
@@ -268,9 +270,9 @@ def tool_approval_update(*, approval: ToolApproval) -> list[OutboundMessage]:
     text = card_text(approval, outcome=outcome_line(approval))
     rows = []
     with transaction.atomic():
-        cards = OutboundMessage.objects.select_for_update().filter(
-            kind=OutboundMessage.Kind.SEND, payload__tool_approval_id=approval.pk
-        )
+        # Through the chat's index: the outbox is never pruned, its payloads are not indexed.
+        sent = OutboundMessage.objects.filter(chat=approval.chat, kind=OutboundMessage.Kind.SEND)
+        cards = sent.select_for_update().filter(payload__tool_approval_id=approval.pk)
         for card in cards:
             if card.message_ids:
                 rows.append(
@@ -293,7 +295,7 @@ def tool_approval_update(*, approval: ToolApproval) -> list[OutboundMessage]:
                     payload={**payload, "text": text}
                 )
         place = _group_place(approval.chat)
-        notified = OutboundMessage.objects.filter(payload__tool_approval_notice=approval.pk)
+        notified = sent.filter(payload__tool_approval_notice=approval.pk)
         if place is not None and notified.exists():
             tool = f"<code>{_text(approval.function, NAME_CHARS)}</code>"
             line = GROUP_OUTCOMES.get(approval.status, "{tool}: {who}")
@@ -304,6 +306,7 @@ def tool_approval_update(*, approval: ToolApproval) -> list[OutboundMessage]:
                     reply_to_message_id=_group_reply_to(approval),
                     text=line.format(tool=tool, who=_decider_name(approval)),
                     extra={"tool_approval_decided": approval.pk},
+                    about=approval.chat,
                 )
             )
     return rows
