@@ -36,3 +36,9 @@ class BotsConfig(AppConfig):
             skill_proposal_created.connect(
                 on_skill_proposal_created, dispatch_uid="bots-skill-review-buttons"
             )
+        # Tool calls waiting for a decider: cards with buttons in the deciders' private chats.
+        from bots.tool_approvals import on_approval_decided, on_approval_requested
+        from toolservers.approvals import approval_decided, approval_requested
+
+        approval_requested.connect(on_approval_requested, dispatch_uid="bots-tool-approval-cards")
+        approval_decided.connect(on_approval_decided, dispatch_uid="bots-tool-approval-outcomes")

@@ -362,6 +362,8 @@ class ReplyDelivery:
         # After a restart we do not know when the message was last edited: wait a full interval.
         self.last_write = time.monotonic() if row.message_ids else 0.0
         self.outcome: TurnOutcome | None = None
+        # A turn waiting for a decision writes nothing until a decider presses: no typing.
+        self.waiting = False
 
     async def run(self) -> None:
         """Follow the turn to its end, previewing as text arrives, then send the final parts."""
@@ -373,7 +375,7 @@ class ReplyDelivery:
         next_check = time.monotonic()
         while self.outcome is None:
             now = time.monotonic()
-            if now >= next_typing:
+            if now >= next_typing and not self.waiting:
                 await self.sender.typing(chat_id=self.chat_id, thread_id=self.thread_id)
                 next_typing = time.monotonic() + settings.TELEGRAM_TYPING_INTERVAL_SECONDS
             if self.text and self._preview_due():
@@ -399,6 +401,8 @@ class ReplyDelivery:
         message = event.get("message") or {}
         if kind == "turn.delta":
             self.text += event.get("text", "")
+        elif kind in ("turn.waiting", "turn.started"):  # started again once decided
+            self.waiting = kind == "turn.waiting"
         elif kind in FINAL_EVENTS:
             self.outcome = TurnOutcome(
                 FINAL_EVENTS[kind], message.get("text") or "", event.get("error", ""), ""

@@ -145,8 +145,10 @@ def outbox_send(
     reply_markup: dict | None = None,
     parse_mode: str | None = "HTML",
     extra: dict | None = None,
+    about: Chat | None = None,
 ) -> OutboundMessage:
-    """Queue one sendMessage for the bot process (in the caller's transaction)."""
+    """Queue one sendMessage for the bot process (in the caller's transaction); `about`: the
+    hub chat the message is about, so that its rows are found by an index later."""
     payload = {"text": text}
     if parse_mode:
         payload["parse_mode"] = parse_mode
@@ -159,6 +161,7 @@ def outbox_send(
         thread_id=thread_id,
         reply_to_message_id=reply_to_message_id,
         payload=payload,
+        chat=about,
     )
 
 
@@ -264,6 +267,8 @@ def _apply(update: Update, kind: str, identity: BotIdentity, claim: _Claim) -> U
             query = update.callback_query
             if (query.data or "").startswith("skl:"):
                 from bots.skill_reviews import callback_query_apply
+            elif (query.data or "").startswith("tool:"):
+                from bots.tool_approvals import callback_query_apply
             else:
                 from bots.memory_reviews import callback_query_apply
 
@@ -459,7 +464,7 @@ def _apply_command(place: Place, message: TgMessage, command) -> UpdateOutcome:
         chat = _chat_of(place)
         stopped = 0
         open_turns = Turn.objects.filter(
-            chat=chat, status__in=[Turn.Status.QUEUED, Turn.Status.RUNNING]
+            chat=chat, status__in=[Turn.Status.QUEUED, Turn.Status.RUNNING, Turn.Status.WAITING]
         ).values_list("pk", flat=True)
         for turn_id in list(open_turns):
             reason = f"{STOP_REASON} by {display_name(message.from_user)}"

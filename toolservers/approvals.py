@@ -238,7 +238,9 @@ def approval_decide(
     now = timezone.now()
     with transaction.atomic():
         approval = (
-            ToolApproval.objects.select_for_update()
+            # Lock the card's row only: PostgreSQL refuses FOR UPDATE on the nullable side of
+            # the outer join to `decided_by`.
+            ToolApproval.objects.select_for_update(of=("self",))
             .select_related("chat", "decided_by")
             .filter(pk=approval_id)
             .first()
