@@ -257,6 +257,7 @@ def approval_decide(
         if status != Turn.Status.WAITING:  # stopped or superseded: the card is void
             approval.status = ToolApproval.Status.CANCELLED
             approval.save(update_fields=["status"])
+            transaction.on_commit(lambda: _announce_decision(approval))  # every copy says so
             return DecisionResult(Decision.STALE, approval)
         approval.status = ToolApproval.Status.APPROVED if approve else ToolApproval.Status.DENIED
         approval.decided_by, approval.decided_at = person, now
