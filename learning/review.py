@@ -26,6 +26,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from chats.agent import events
+from chats.agent.convert import tool_call_step
 from chats.agent.llm import (
     ChatProvider,
     Finish,
@@ -242,20 +243,7 @@ class ReviewRunner:
         return "".join(text), calls
 
     def _run_tools(self, text: str, calls: list[ToolCall], tool_map, context) -> list[dict]:
-        sent = [
-            {
-                "role": "assistant",
-                "content": text or None,
-                "tool_calls": [
-                    {
-                        "id": call.id,
-                        "type": "function",
-                        "function": {"name": call.name, "arguments": call.arguments},
-                    }
-                    for call in calls
-                ],
-            }
-        ]
+        sent = [tool_call_step(text, calls)]
         for call in calls:
             refused = call.name not in tool_map
             if refused:

@@ -201,3 +201,20 @@ def transcript_line(message: StoredMessage, *, agent_name: str) -> str:
         return f"{agent_name}: {text}(called {used})"
     note = " [interrupted]" if message.metadata.get("interrupted") else ""
     return f"{agent_name}: {message.text}{note}"
+
+
+def tool_call_step(text: str, calls) -> dict:
+    """An assistant step that calls tools (`llm.base.ToolCall`s), as the model's API takes
+    it back in the next request."""
+    return {
+        "role": "assistant",
+        "content": text or None,
+        "tool_calls": [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments},
+            }
+            for call in calls
+        ],
+    }

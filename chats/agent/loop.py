@@ -18,6 +18,7 @@ from django.conf import settings
 from chats.agent import events
 from chats.agent.compression import compress_history, needs_compression
 from chats.agent.context import ContextBudget, build_context, enforce_window
+from chats.agent.convert import tool_call_step
 from chats.agent.interrupts import clear_interrupt, interrupt_reason
 from chats.agent.lease import LeaseHeartbeat
 from chats.agent.llm.base import ChatProvider, Finish, LLMError, TextDelta, ToolCall, Usage
@@ -243,7 +244,7 @@ class TurnRunner:
             metadata={"turn": self.turn.pk},
             reply_to=self.trigger,
         )
-        sent = [_call_message(text, calls)]
+        sent = [tool_call_step(text, calls)]
         return sent + self._resolve_calls(step.pk, calls, tool_map)
 
     def _resolve_calls(self, step_id: int, calls: list[ToolCall], tool_map) -> list[dict]:
@@ -324,7 +325,7 @@ class TurnRunner:
                     for p in row.parts or []
                     if p.get("type") == "tool_call"
                 ]
-                sent.append(_call_message(row.text, last_calls))
+                sent.append(tool_call_step(row.text, last_calls))
             else:
                 call_id = str(row.metadata.get("tool_call_id", ""))
                 answered.add(call_id)
@@ -419,19 +420,3 @@ def run_claimed_turn(
 ) -> Turn:
     """Run a turn that `turn_claim` moved to running, to its end."""
     return TurnRunner(turn, provider, on_event).run()
-
-
-def _call_message(text: str, calls: list[ToolCall]) -> dict:
-    """The assistant's tool-call step as the model's API takes it back."""
-    return {
-        "role": "assistant",
-        "content": text or None,
-        "tool_calls": [
-            {
-                "id": c.id,
-                "type": "function",
-                "function": {"name": c.name, "arguments": c.arguments},
-            }
-            for c in calls
-        ],
-    }
