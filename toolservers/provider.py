@@ -25,6 +25,7 @@ import time
 
 from django.conf import settings
 
+from chats.agent.counting import TOOLS_OVERHEAD
 from chats.agent.registry import ORIGIN_CHAT, SectionText, Tool, ToolError, TurnContext
 from chats.agent.tokens import count_tokens, decode, encode
 from hermes_site.scanning import scan_text
@@ -229,7 +230,8 @@ def _build(item: ActiveTool, name: str, description_chars: int) -> Tool:
 
 
 def _tokens(tool: Tool) -> int:
-    return _spec_tokens(json.dumps(tool.spec(), ensure_ascii=False))
+    """A definition's tokens in the tools block, with the ", " that joins it to the others."""
+    return _spec_tokens(json.dumps(tool.spec(), ensure_ascii=False)) + 1
 
 
 @functools.lru_cache(maxsize=4096)
@@ -248,11 +250,15 @@ def select_within_budget(active: list[ActiveTool], *, budget: int) -> tuple[list
     server order. Function names are given over the whole list, so a kept tool keeps its
     name whatever else is left out."""
     names = function_names(active)
+    # Counted as the context report counts the tools block (`tools_tokens`): its framing and
+    # brackets once, each definition plus the separator before it.
+    framing = TOOLS_OVERHEAD + 2
+    given, budget = budget, max(0, budget - framing)
     tools = [
         _build(item, name, DESCRIPTION_CHARS) for name, item in zip(names, active, strict=True)
     ]
     sizes = [_tokens(tool) for tool in tools]
-    cut = {"offered": len(tools), "budget": budget, "descriptions_cut": False, "left_out": 0}
+    cut = {"offered": len(tools), "budget": given, "descriptions_cut": False, "left_out": 0}
     if sum(sizes) > budget:
         cut["descriptions_cut"] = True
         tools = [
@@ -276,7 +282,7 @@ def select_within_budget(active: list[ActiveTool], *, budget: int) -> tuple[list
         sizes = [size for index, size in enumerate(sizes) if index in kept]
         cut["left_out"] = cut["offered"] - len(tools)
     cut["kept"] = len(tools)
-    cut["tokens"] = sum(sizes)
+    cut["tokens"] = framing + sum(sizes) if tools else 0
     return tools, cut
 
 

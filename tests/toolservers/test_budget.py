@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from chats.agent.counting import tools_tokens
 from chats.agent.registry import TurnContext, registry
 from chats.agent.tokens import count_tokens
 from chats.services import message_ingest
@@ -57,6 +58,8 @@ def test_five_servers_of_twenty_tools_stay_within_the_budget(crowded):
     tools = _server_tools(crowded)
     spent = sum(count_tokens(json.dumps(tool.spec(), ensure_ascii=False)) for tool in tools)
     assert 0 < len(tools) < 100 and spent <= 3000
+    # As the context report counts the tools block (framing and separators included).
+    assert tools_tokens([tool.spec() for tool in tools]) <= 3000
     names = [tool.name for tool in tools]
     assert "srv4__tool_19" in names  # named in the chat's toolset: kept first
     others = [name for name in names if name != "srv4__tool_19"]
