@@ -159,3 +159,13 @@ def test_the_heartbeat_says_plainly_when_nothing_dispatches():
         "no scheduler has run for 4 minutes: schedules will not fire until the worker with "
         "beat is back"
     )
+
+
+def test_beat_runs_the_dispatcher_every_few_seconds(settings):
+    from hermes_site.celery import periodic_tasks
+    from schedules.tasks import dispatch as dispatch_task
+
+    settings.SCHEDULES_DISPATCH_SECONDS = 3
+    assert ("dispatch-schedules", "schedules.tasks.dispatch", 3) in periodic_tasks()
+    assert dispatch_task() == {"claimed": 0, "missed": 0, "started": 0, "waiting": 0, "settled": 0}
+    assert scheduler_status().alive
