@@ -1,3 +1,6 @@
+"""The admin of schedules: schedules with their run history, runs (read-only: every record
+stays as the dispatcher wrote it) and the dispatcher's heartbeat."""
+
 from django.contrib import admin
 
 from schedules.models import Schedule, SchedulerHeartbeat, ScheduleRun
@@ -37,6 +40,7 @@ class ScheduleAdmin(admin.ModelAdmin):
     list_filter = ["enabled", "kind", "catch_up", "mode"]
     search_fields = ["prompt", "chat__chat_key", "owner__username"]
     raw_id_fields = ["chat", "owner"]
+    list_select_related = ["chat", "owner"]
     # Timing changes go through the services (validation, next slot); the admin shows them.
     readonly_fields = [
         "next_fire_at",
@@ -54,6 +58,7 @@ class ScheduleRunAdmin(admin.ModelAdmin):
     list_display = ["id", "schedule", "slot_at", "status", "lateness_seconds", "turn", "error"]
     list_filter = ["status"]
     raw_id_fields = ["schedule", "trigger", "turn"]
+    list_select_related = ["schedule", "turn"]
     readonly_fields = [f.name for f in ScheduleRun._meta.fields]
 
     def has_add_permission(self, request) -> bool:
