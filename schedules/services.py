@@ -16,7 +16,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import F
+from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
 from chats.agent.turns import message_received, turn_request
@@ -235,19 +235,30 @@ def schedule_run_start(*, run_id: int, now: datetime | None = None) -> StartResu
     prompt in the chat, authored by the schedule's own actor, and request a turn that never
     interrupts anyone. A busy chat leaves it `due` (started when the chat is free); an owner
     who can no longer read the chat pauses the schedule and skips the run."""
+    open_turns = Turn.objects.filter(chat_id=OuterRef("schedule__chat_id"), status__in=OPEN_TURN)
+    readable = ChatMember.objects.filter(
+        chat_id=OuterRef("schedule__chat_id"),
+        person_id=OuterRef("schedule__owner_id"),
+        person__is_active=True,
+    )
     with transaction.atomic():
-        # Write first: on SQLite this takes the write lock before anything is read, on
-        # PostgreSQL the run's row lock; a second starter finds it no longer due.
-        if not ScheduleRun.objects.filter(pk=run_id, status=ScheduleRun.Status.DUE).update(
-            status=ScheduleRun.Status.DUE
-        ):
+        # One query: the run, its schedule, owner and chat, whether the owner may still read
+        # the chat and whether a turn is open there. It locks the run (a second starter
+        # then finds it no longer due) and the chat (two schedules of one chat cannot both
+        # find it free) on PostgreSQL; SQLite transactions take the write lock at BEGIN
+        # (transaction_mode IMMEDIATE), which serialises starters the same way.
+        run = (
+            ScheduleRun.objects.select_for_update(of=("self", "schedule__chat"))
+            .select_related("schedule__owner", "schedule__chat")
+            .annotate(readable=Exists(readable), busy=Exists(open_turns))
+            .filter(pk=run_id, status=ScheduleRun.Status.DUE)
+            .first()
+        )
+        if run is None:
             return StartResult(False, "not due")
-        run = ScheduleRun.objects.select_related("schedule__owner", "schedule__chat").get(pk=run_id)
-        schedule = run.schedule
-        # One start at a time per chat: two schedules of one chat cannot both see it free.
-        chat = Chat.objects.select_for_update().get(pk=schedule.chat_id)
+        schedule, chat = run.schedule, run.schedule.chat
         now = now or timezone.now()
-        if not owner_may_use_chat(schedule.owner, chat):
+        if not run.readable:
             reason = f"its owner {schedule.owner.get_username()} can no longer read this chat"
             Schedule.objects.filter(pk=schedule.pk, enabled=True).update(
                 enabled=False, paused_reason=reason[:255], paused_at=now
@@ -257,7 +268,7 @@ def schedule_run_start(*, run_id: int, now: datetime | None = None) -> StartResu
         if not schedule.enabled and run.claim_token != "now":
             _finish(run, ScheduleRun.Status.SKIPPED, now, reason="the schedule is paused")
             return StartResult(False, "skipped: paused")
-        if Turn.objects.filter(chat=chat, status__in=OPEN_TURN).exists():
+        if run.busy:
             return StartResult(False, "busy")
         result = message_ingest(
             channel=chat.channel,
