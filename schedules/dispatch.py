@@ -25,10 +25,11 @@ from django.conf import settings
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from chats.models import Turn
+from chats.models import ChatMember, Turn
 from schedules.models import Schedule, SchedulerHeartbeat, ScheduleRun
 from schedules.services import (
     OPEN_TURN,
+    OWNER_LOST_ACCESS,
     schedule_run_settle,
     schedule_run_start,
     schedule_spec,
@@ -48,6 +49,7 @@ class DispatchResult:
     started: int = 0
     waiting: int = 0
     settled: int = 0
+    paused: int = 0
     errors: list[str] = field(default_factory=list)
 
 
@@ -182,6 +184,23 @@ def settle_unannounced(*, batch: int = BATCH) -> int:
     return settled
 
 
+def pause_where_owner_lost_access(now: datetime) -> int:
+    """Pause the enabled schedules whose owner is no longer an active member of the target
+    chat (removed, deactivated): one UPDATE per pass, so it happens within seconds, not at
+    the next slot. Returns how many were paused."""
+    member = ChatMember.objects.filter(
+        chat_id=OuterRef("chat_id"), person_id=OuterRef("owner_id"), person__is_active=True
+    )
+    paused = (
+        Schedule.objects.filter(enabled=True)
+        .filter(~Exists(member))
+        .update(enabled=False, paused_at=now, paused_reason=OWNER_LOST_ACCESS)
+    )
+    if paused:
+        logger.warning("paused %s schedule(s) whose owner can no longer read the chat", paused)
+    return paused
+
+
 def dispatch(now: datetime | None = None) -> DispatchResult:
     """One dispatcher pass (beat runs it every SCHEDULES_DISPATCH_SECONDS): heartbeat,
     claim due slots, settle runs whose turn ended unannounced, start runs whose chat is
@@ -189,6 +208,7 @@ def dispatch(now: datetime | None = None) -> DispatchResult:
     now = now or timezone.now()
     result = DispatchResult()
     heartbeat_write(now)
+    result.paused = pause_where_owner_lost_access(now)
     mine, result.missed = claim_due_slots(now)
     result.claimed = len(mine)
     result.settled = settle_unannounced()

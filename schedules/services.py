@@ -41,6 +41,7 @@ OPEN_TURN = (Turn.Status.QUEUED, Turn.Status.RUNNING, Turn.Status.WAITING)
 # Reasons of an interruption a person caused (a newer message, the Stop button): the run is
 # skipped, not failed, and does not count towards pausing the schedule.
 PERSON_INTERRUPTS = ("superseded", "stopped by")
+OWNER_LOST_ACCESS = "its owner can no longer read this chat"
 
 
 def schedule_spec(schedule: Schedule) -> Spec:
@@ -259,11 +260,11 @@ def schedule_run_start(*, run_id: int, now: datetime | None = None) -> StartResu
         schedule, chat = run.schedule, run.schedule.chat
         now = now or timezone.now()
         if not run.readable:
-            reason = f"its owner {schedule.owner.get_username()} can no longer read this chat"
             Schedule.objects.filter(pk=schedule.pk, enabled=True).update(
-                enabled=False, paused_reason=reason[:255], paused_at=now
+                enabled=False, paused_reason=OWNER_LOST_ACCESS, paused_at=now
             )
-            _finish(run, ScheduleRun.Status.SKIPPED, now, reason=f"schedule paused: {reason}")
+            reason = f"schedule paused: {OWNER_LOST_ACCESS}"
+            _finish(run, ScheduleRun.Status.SKIPPED, now, reason=reason)
             return StartResult(False, "skipped: owner lost access")
         if not schedule.enabled and run.claim_token != "now":
             _finish(run, ScheduleRun.Status.SKIPPED, now, reason="the schedule is paused")

@@ -16,4 +16,5 @@ def dispatch() -> dict:
         "started": result.started,
         "waiting": result.waiting,
         "settled": result.settled,
+        "paused": result.paused,
     }

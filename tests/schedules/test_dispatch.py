@@ -135,17 +135,50 @@ def test_a_run_starts_as_soon_as_the_persons_turn_finishes(make_schedule, member
 
 
 def test_an_owner_who_can_no_longer_read_the_chat_has_the_schedule_paused(make_schedule, member):
+    weekly = make_schedule(person=member, cron="0 9 * * 1")
+    ChatMember.objects.filter(chat=weekly.chat, person=member).delete()
+    # The next pass pauses it, days before its next slot.
+    assert dispatch(now=T0 + timedelta(seconds=5)).paused == 1
+    weekly.refresh_from_db()
+    assert not weekly.enabled
+    assert weekly.paused_reason == "its owner can no longer read this chat"
+    assert not weekly.runs.exists() and not Message.objects.exists()
+    # Paused: later slots are not claimed.
+    assert dispatch(now=T0 + timedelta(days=8)).claimed == 0
+
+
+def test_a_run_whose_owner_lost_access_while_it_waited_is_skipped(make_schedule, member):
     schedule = make_schedule(person=member)
+    said = message_ingest(
+        channel="web", chat_id="team-room", user_id=str(member.pk), text="question"
+    ).message
+    persons = turn_request(message=said, enqueue=False)
+    dispatch(now=SLOT + timedelta(seconds=1))  # busy: the run waits
     ChatMember.objects.filter(chat=schedule.chat, person=member).delete()
-    dispatch(now=SLOT + timedelta(seconds=1))
+    Turn.objects.filter(pk=persons.pk).update(status=Turn.Status.COMPLETED)
+    from schedules.dispatch import start_due_runs
+
+    start_due_runs(SLOT + timedelta(minutes=1))  # as if it started before the pause
     run = schedule.runs.get()
     assert run.status == ScheduleRun.Status.SKIPPED
-    assert "can no longer read this chat" in run.reason
-    schedule.refresh_from_db()
-    assert not schedule.enabled and "marco can no longer read this chat" in schedule.paused_reason
-    assert not Turn.objects.exists() and not Message.objects.exists()
-    # Paused: later slots are not claimed.
-    assert dispatch(now=SLOT + timedelta(hours=5)).claimed == 0
+    assert run.reason == "schedule paused: its owner can no longer read this chat"
+    assert not Turn.objects.exclude(pk=persons.pk).exists()
+
+
+def test_a_run_of_a_schedule_paused_while_it_waited_is_skipped(make_schedule, member):
+    from schedules.services import schedule_pause
+
+    schedule = make_schedule()
+    said = message_ingest(
+        channel="web", chat_id="team-room", user_id=str(member.pk), text="question"
+    ).message
+    persons = turn_request(message=said, enqueue=False)
+    dispatch(now=SLOT + timedelta(seconds=1))
+    schedule_pause(schedule=schedule, reason="not today")
+    Turn.objects.filter(pk=persons.pk).update(status=Turn.Status.COMPLETED)
+    dispatch(now=SLOT + timedelta(minutes=1))
+    run = schedule.runs.get()
+    assert (run.status, run.reason) == (ScheduleRun.Status.SKIPPED, "the schedule is paused")
 
 
 def test_the_heartbeat_says_plainly_when_nothing_dispatches():
@@ -167,5 +200,12 @@ def test_beat_runs_the_dispatcher_every_few_seconds(settings):
 
     settings.SCHEDULES_DISPATCH_SECONDS = 3
     assert ("dispatch-schedules", "schedules.tasks.dispatch", 3) in periodic_tasks()
-    assert dispatch_task() == {"claimed": 0, "missed": 0, "started": 0, "waiting": 0, "settled": 0}
+    assert dispatch_task() == {
+        "claimed": 0,
+        "missed": 0,
+        "started": 0,
+        "waiting": 0,
+        "settled": 0,
+        "paused": 0,
+    }
     assert scheduler_status().alive
