@@ -94,3 +94,17 @@ def test_only_the_owner_chat_admins_and_staff_manage_a_schedule(
     assert schedule.paused_reason == "holiday" and not schedule.enabled
     assert schedule_resume(schedule=schedule, by=member)
     assert schedule.enabled and schedule.paused_reason == ""
+
+
+def test_a_person_sees_only_the_schedules_of_chats_they_can_read(
+    make_schedule, member, outsider, other_chat
+):
+    from schedules.selectors import schedules_visible_to
+
+    ours = make_schedule()
+    theirs = make_schedule(person=outsider, chat=other_chat)
+    assert list(schedules_visible_to(member)) == [ours]
+    assert list(schedules_visible_to(outsider)) == [theirs]
+    member.is_active = False
+    member.save()
+    assert not schedules_visible_to(member).exists()
