@@ -336,9 +336,11 @@ def _outcome(run: ScheduleRun, turn: Turn) -> tuple[str, dict]:
             return ScheduleRun.Status.FAILED, {"error": "the turn completed without a reply"}
         receipt = {"channel": chat.channel, "chat": chat.chat_key, "message": turn.reply_id}
         if chat.channel == Channel.TELEGRAM:
-            # TODO(#23): the bridge reports the Bot API's message_ids back; until then the
-            # reply is stored and nothing claims it reached Telegram.
-            receipt |= {"stored": True, "delivered": False, "note": "delivery not confirmed"}
+            # TODO(#23): the bridge queues outbox rows only for turns a Telegram update
+            # started, so this reply is stored but not sent; once `bots` sends it and reports
+            # the Bot API's message_ids through a hook in `chats`, the run becomes delivered.
+            note = "stored in the hub; not sent to Telegram (scheduled delivery not built yet)"
+            receipt |= {"stored": True, "delivered": False, "note": note}
             return ScheduleRun.Status.AWAITING_DELIVERY, {"delivered_to": [receipt]}
         receipt |= {"stored": True, "delivered": True}
         return ScheduleRun.Status.DELIVERED, {"delivered_to": [receipt]}
