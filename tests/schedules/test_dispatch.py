@@ -45,6 +45,7 @@ def test_a_due_slot_is_stored_as_the_schedules_message_and_starts_a_turn(make_sc
     assert Turn.objects.count() == 1
 
 
+@pytest.mark.storage
 def test_a_dispatcher_restarted_on_the_slot_boundary_runs_the_slot_once(make_schedule, monkeypatch):
     schedule = make_schedule()
     # The first pass records the slot, then dies before it advances the schedule or starts
@@ -66,6 +67,7 @@ def test_a_dispatcher_restarted_on_the_slot_boundary_runs_the_slot_once(make_sch
     assert Turn.objects.count() == 1 and Message.objects.filter(chat=schedule.chat).count() == 1
 
 
+@pytest.mark.storage
 def test_catch_up_skip_records_each_missed_slot_then_runs_the_next(make_schedule):
     schedule = make_schedule(catch_up="skip")
     # The hub was down from before 07:00 until 09:30: the 07, 08 and 09 o'clock slots passed.
@@ -80,6 +82,7 @@ def test_catch_up_skip_records_each_missed_slot_then_runs_the_next(make_schedule
     assert Turn.objects.count() == 1
 
 
+@pytest.mark.storage
 def test_catch_up_once_runs_exactly_once_for_all_missed_slots(make_schedule):
     schedule = make_schedule(catch_up="once")
     dispatch(now=SLOT + timedelta(hours=2, minutes=30))
