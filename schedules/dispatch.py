@@ -30,6 +30,7 @@ from schedules.models import Schedule, SchedulerHeartbeat, ScheduleRun
 from schedules.services import (
     OPEN_TURN,
     OWNER_LOST_ACCESS,
+    schedule_run_fail,
     schedule_run_settle,
     schedule_run_start,
     schedule_spec,
@@ -165,8 +166,12 @@ def start_due_runs(now: datetime, *, batch: int = BATCH) -> tuple[int, int]:
     )
     started = 0
     for run_id in candidates:
-        if schedule_run_start(run_id=run_id, now=now).started:
-            started += 1
+        try:
+            if schedule_run_start(run_id=run_id, now=now).started:
+                started += 1
+        except Exception as exc:  # noqa: BLE001 - one broken run must not block the others
+            logger.exception("schedule run %s could not start", run_id)
+            schedule_run_fail(run_id=run_id, error=f"could not start: {exc}")
     return started, due.filter(status=ScheduleRun.Status.DUE).count()
 
 

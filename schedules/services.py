@@ -329,6 +329,24 @@ def schedule_run_settle(*, run_id: int, turn: Turn | None = None) -> str | None:
     return status
 
 
+def schedule_run_fail(*, run_id: int, error: str) -> bool:
+    """Record that a due run could not start (e.g. its chat's message was refused), counting
+    towards pausing the schedule; False if it was no longer due."""
+    now = timezone.now()
+    with transaction.atomic():
+        run = (
+            ScheduleRun.objects.select_for_update()
+            .select_related("schedule")
+            .filter(pk=run_id, status=ScheduleRun.Status.DUE)
+            .first()
+        )
+        if run is None:
+            return False
+        _finish(run, ScheduleRun.Status.FAILED, now, error=error[:2000])
+        _count_failure(run.schedule, now)
+    return True
+
+
 def _outcome(run: ScheduleRun, turn: Turn) -> tuple[str, dict]:
     chat = run.schedule.chat
     if turn.status == Turn.Status.COMPLETED:

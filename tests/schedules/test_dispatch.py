@@ -184,6 +184,28 @@ def test_a_run_of_a_schedule_paused_while_it_waited_is_skipped(make_schedule, me
     assert (run.status, run.reason) == (ScheduleRun.Status.SKIPPED, "the schedule is paused")
 
 
+def test_a_run_that_cannot_start_fails_without_blocking_the_others(make_schedule, monkeypatch):
+    from schedules import services
+
+    broken, fine = make_schedule(prompt="first"), make_schedule(prompt="second")
+    ingest = services.message_ingest
+
+    def refuse_the_first(**kwargs):
+        if kwargs["text"] == "first":
+            raise services.IngestError("text", "refused for the test")
+        return ingest(**kwargs)
+
+    monkeypatch.setattr(services, "message_ingest", refuse_the_first)
+    result = dispatch(now=SLOT + timedelta(seconds=1))
+    assert result.started == 1
+    failed = broken.runs.get()
+    assert failed.status == ScheduleRun.Status.FAILED
+    assert failed.error == "could not start: refused for the test"
+    assert fine.runs.get().status == ScheduleRun.Status.RUNNING
+    broken.refresh_from_db()
+    assert broken.consecutive_failures == 1
+
+
 def test_the_heartbeat_says_plainly_when_nothing_dispatches():
     status = scheduler_status(now=T0)
     assert not status.alive and "no scheduler has ever run" in status.message
