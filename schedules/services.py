@@ -9,6 +9,7 @@ and admins, and staff may pause, resume or run it now.
 """
 
 import logging
+import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -279,7 +280,10 @@ def schedule_run_start(*, run_id: int, now: datetime | None = None) -> StartResu
             user_name=schedule_actor_name(schedule),
             actor_namespace=ACTOR_NAMESPACE,
             text=schedule.prompt,
-            message_id=f"schedule-run-{run.pk}",
+            # The message and the run's update commit together, so no retry can store it
+            # twice; the random part keeps an id SQLite reuses after a delete from
+            # matching an old run's message.
+            message_id=f"schedule-run-{run.pk}-{uuid.uuid4().hex[:12]}",
             metadata={"schedule": schedule.pk, "schedule_run": run.pk},
         )
         message_received(result, respond=False)  # announce it to the chat's viewers
