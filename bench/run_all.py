@@ -24,6 +24,7 @@ RUNS = [
     ["learning_bench.py", "--runs", "5", "--turns", "40"],
     ["keepalive_bench.py", "--calls", "50", "--runs", "5"],
     ["tools_bench.py", "--runs", "200"],
+    ["schedules_bench.py", "--schedules", "1000", "--runs", "3"],
 ]
 POSTGRES_RUNS = [
     ["ingest_bench.py", "--messages", "5000", "--runs", "5"],
@@ -33,6 +34,7 @@ POSTGRES_RUNS = [
     ["skills_bench.py", "--runs", "100"],
     ["learning_bench.py", "--runs", "5", "--turns", "40"],
     ["tools_bench.py", "--runs", "200"],
+    ["schedules_bench.py", "--schedules", "1000", "--runs", "3"],
 ]
 
 

@@ -36,6 +36,10 @@ def periodic_tasks() -> list[tuple[str, str, float]]:
     # Proposals nobody decided in time (TTLs are days: an hour late is on time).
     tasks.append(("expire-memory-proposals", "memory.tasks.expire_proposals", 3600))
     tasks.append(("expire-skill-proposals", "skills.tasks.expire_proposals", 3600))
+    # Schedules: claim due slots, start runs whose chat is free, write the heartbeat.
+    tasks.append(
+        ("dispatch-schedules", "schedules.tasks.dispatch", settings.SCHEDULES_DISPATCH_SECONDS)
+    )
     return tasks
 
 

@@ -62,6 +62,7 @@ INSTALLED_APPS = [
     "learning.apps.LearningConfig",
     "bots.apps.BotsConfig",
     "toolservers.apps.ToolServersConfig",
+    "schedules.apps.SchedulesConfig",
 ]
 
 MIDDLEWARE = [
@@ -452,6 +453,19 @@ LEARNING_CURATOR_MERGES = env_bool("LEARNING_CURATOR_MERGES", False)
 LEARNING_CURATOR_MERGE_SIMILARITY = env_int("LEARNING_CURATOR_MERGE_SIMILARITY", 85, minimum=50)
 if LEARNING_CURATOR_MERGE_SIMILARITY > 100:
     raise ImproperlyConfigured("LEARNING_CURATOR_MERGE_SIMILARITY is a percentage: 50 to 100")
+
+# --- Schedules (docs/SCHEDULES.md) --------------------------------------------------------
+# Beat runs the dispatcher this often: a slot starts within about this many seconds.
+SCHEDULES_DISPATCH_SECONDS = env_float("SCHEDULES_DISPATCH_SECONDS", 5.0, minimum=1)
+# A slot the dispatcher first sees more than this late (the hub was down) is missed: recorded
+# as `missed`, or covered by one catch-up run when the schedule's catch-up policy is `once`.
+SCHEDULES_LATE_AFTER_SECONDS = env_int("SCHEDULES_LATE_AFTER_SECONDS", 300, minimum=10)
+# The shortest interval between two runs of one schedule (cron expressions included).
+SCHEDULES_MIN_INTERVAL_MINUTES = env_int("SCHEDULES_MIN_INTERVAL_MINUTES", 5, minimum=1)
+# Schedules one person may own (paused ones count).
+SCHEDULES_MAX_PER_PERSON = env_int("SCHEDULES_MAX_PER_PERSON", 50, minimum=1)
+# After this many failed runs in a row a schedule pauses itself, saying why.
+SCHEDULES_PAUSE_AFTER_FAILURES = env_int("SCHEDULES_PAUSE_AFTER_FAILURES", 3, minimum=1)
 
 # --- Telegram ---------------------------------------------------------------------------
 # The bridge (`manage.py run_telegram_bot`, started by `make run`) runs when a token is set.

@@ -60,12 +60,14 @@ class LeaseLost(Exception):
     """The turn is no longer running (recovered as stale): its worker must store nothing."""
 
 
-def turn_request(*, message: Message, enqueue: bool = True) -> Turn:
+def turn_request(*, message: Message, enqueue: bool = True, interrupt: bool = True) -> Turn:
     """Queue a turn answering `message` and (unless `enqueue` is off: the in-process CLI)
     enqueue its Celery task after commit.
 
     In `interrupt` busy mode, running turns of the chat are asked to stop; in `queue` mode
-    they finish first."""
+    they finish first. With `interrupt` off (a trigger no person sent, e.g. a scheduled
+    run) the request never stops a running turn nor ends a waiting one, whatever the mode:
+    the new turn waits until the chat is free."""
     chat = message.chat
     # No savepoint when nested (an adapter's transaction): nothing here is retried on error,
     # the caller's transaction fails as a whole, and the savepoint cost two queries a turn.
@@ -75,10 +77,10 @@ def turn_request(*, message: Message, enqueue: bool = True) -> Turn:
         # running turn, at most one per chat (turn_one_running_per_chat), in one query.
         busy_mode, running_id, waiting_id = _busy_mode_and_running(chat.pk)
         running = [running_id] if running_id is not None else []
-        if busy_mode == BusyMode.INTERRUPT and waiting_id is not None:
+        if interrupt and busy_mode == BusyMode.INTERRUPT and waiting_id is not None:
             _end_waiting(chat.pk, SUPERSEDED_WHILE_WAITING)
     clear_interrupt(turn.pk)  # ids can come back on SQLite: never inherit an old flag
-    if busy_mode == BusyMode.INTERRUPT:
+    if interrupt and busy_mode == BusyMode.INTERRUPT:
         for turn_id in running:
             request_interrupt(turn_id, SUPERSEDED)
     if enqueue:

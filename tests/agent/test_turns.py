@@ -116,3 +116,16 @@ def test_a_turn_runs_once_however_often_its_task_is_delivered():
     turn = turn_request(message=say("one"), enqueue=False)
     outcomes = [turn_claim(turn_id=turn.pk, worker=f"w{n}").outcome for n in range(3)]
     assert outcomes == [Claim.CLAIMED, Claim.GONE, Claim.GONE]
+
+
+def test_a_request_that_must_not_interrupt_leaves_the_running_and_waiting_turns_alone():
+    running = turn_request(message=say("one"), enqueue=False)
+    turn_claim(turn_id=running.pk, worker="w")
+    polite = turn_request(message=say("scheduled"), enqueue=False, interrupt=False)
+    assert interrupt_reason(running.pk) is None
+    # It waits for the chat to be free, then runs.
+    assert turn_claim(turn_id=polite.pk, worker="w").outcome is Claim.BUSY
+    Turn.objects.filter(pk=running.pk).update(status=Turn.Status.WAITING)
+    turn_request(message=say("scheduled again"), enqueue=False, interrupt=False)
+    running.refresh_from_db()
+    assert running.status == Turn.Status.WAITING

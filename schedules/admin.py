@@ -1,0 +1,70 @@
+"""The admin of schedules: schedules with their run history, runs (read-only: every record
+stays as the dispatcher wrote it) and the dispatcher's heartbeat."""
+
+from django.contrib import admin
+
+from schedules.models import Schedule, SchedulerHeartbeat, ScheduleRun
+
+
+class ScheduleRunInline(admin.TabularInline):
+    model = ScheduleRun
+    extra = 0
+    can_delete = False
+    ordering = ["-slot_at"]
+    fields = ["slot_at", "status", "reason", "turn", "lateness_seconds", "error", "delivered_to"]
+    readonly_fields = fields
+    show_change_link = True
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("turn")
+
+
+@admin.register(Schedule)
+class ScheduleAdmin(admin.ModelAdmin):
+    list_display = [
+        "id",
+        "chat",
+        "owner",
+        "kind",
+        "cron",
+        "interval_minutes",
+        "timezone",
+        "enabled",
+        "paused_reason",
+        "next_fire_at",
+        "consecutive_failures",
+    ]
+    list_filter = ["enabled", "kind", "catch_up", "mode"]
+    search_fields = ["prompt", "chat__chat_key", "owner__username"]
+    raw_id_fields = ["chat", "owner"]
+    list_select_related = ["chat", "owner"]
+    # Timing changes go through the services (validation, next slot); the admin shows them.
+    readonly_fields = [
+        "next_fire_at",
+        "consecutive_failures",
+        "anchor_at",
+        "created_at",
+        "updated_at",
+        "paused_at",
+    ]
+    inlines = [ScheduleRunInline]
+
+
+@admin.register(ScheduleRun)
+class ScheduleRunAdmin(admin.ModelAdmin):
+    list_display = ["id", "schedule", "slot_at", "status", "lateness_seconds", "turn", "error"]
+    list_filter = ["status"]
+    raw_id_fields = ["schedule", "trigger", "turn"]
+    list_select_related = ["schedule", "turn"]
+    readonly_fields = [f.name for f in ScheduleRun._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+
+@admin.register(SchedulerHeartbeat)
+class SchedulerHeartbeatAdmin(admin.ModelAdmin):
+    list_display = ["name", "beat_at", "host"]

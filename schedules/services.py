@@ -1,0 +1,390 @@
+"""Writes to schedules: create, pause, resume, run now; starting a run in its chat and
+recording its outcome. Status changes happen here, under row locks or as conditional
+updates. The dispatcher (`schedules.dispatch`) claims slots and calls `schedule_run_start`.
+
+Who may do what (docs/SECURITY.md, "Schedules"): the owner of a schedule is an active
+person who can read its target chat, when it is created and whenever a run starts (a
+schedule whose owner lost access is paused, saying why); only the owner, the chat's owners
+and admins, and staff may pause, resume or run it now.
+"""
+
+import logging
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.db.models import Exists, F, OuterRef
+from django.utils import timezone
+
+from chats.agent.turns import message_received, turn_request
+from chats.models import Channel, Chat, ChatMember, Turn
+from chats.selectors import chat_still_readable
+from chats.services import IngestError, message_ingest, validate_text
+from schedules.models import Schedule, ScheduleRun
+from schedules.timing import (
+    ScheduleSpecError,
+    Spec,
+    next_fire_time,
+    shortest_gap_minutes,
+    validate_cron,
+    zone,
+)
+
+logger = logging.getLogger(__name__)
+
+ACTOR_NAMESPACE = "schedule"
+MAX_PROMPT_CHARS = 4000
+OPEN_TURN = (Turn.Status.QUEUED, Turn.Status.RUNNING, Turn.Status.WAITING)
+# Reasons of an interruption a person caused (a newer message, the Stop button): the run is
+# skipped, not failed, and does not count towards pausing the schedule.
+PERSON_INTERRUPTS = ("superseded", "stopped by")
+OWNER_LOST_ACCESS = "its owner can no longer read this chat"
+
+
+def schedule_spec(schedule: Schedule) -> Spec:
+    """The pure description of when `schedule` fires (schedules.timing)."""
+    return Spec(
+        kind=schedule.kind,
+        cron=schedule.cron,
+        tz=schedule.timezone,
+        interval_minutes=schedule.interval_minutes,
+        anchor=schedule.anchor_at,
+        run_at=schedule.run_at,
+    )
+
+
+def owner_may_use_chat(person: AbstractBaseUser, chat: Chat) -> bool:
+    """Whether `person` (as stored now) is active and a member of `chat`."""
+    return person is not None and chat_still_readable(person.pk, chat.pk)
+
+
+def _may_manage(person: AbstractBaseUser | None, schedule: Schedule) -> bool:
+    if person is None:
+        return True  # an operator at the command line
+    if not person.is_active:
+        return False
+    if person.pk == schedule.owner_id or person.is_staff:
+        return True
+    role = (
+        ChatMember.objects.filter(chat_id=schedule.chat_id, person=person)
+        .values_list("role", flat=True)
+        .first()
+    )
+    return role in (ChatMember.Role.OWNER, ChatMember.Role.ADMIN)
+
+
+def _check_spec(*, kind: str, cron: str, tz: str, interval_minutes, run_at, now: datetime) -> Spec:
+    zone(tz)
+    minimum = settings.SCHEDULES_MIN_INTERVAL_MINUTES
+    if kind == Schedule.Kind.CRON:
+        spec = Spec(kind=kind, cron=validate_cron(cron), tz=tz)
+        try:
+            gap = shortest_gap_minutes(spec, now)
+        except Exception as exc:  # noqa: BLE001 - croniter: e.g. "0 0 30 2 *" never fires
+            raise ScheduleSpecError("cron", f"cron expression {cron!r} never fires") from exc
+        if gap is not None and gap < minimum:
+            raise ScheduleSpecError(
+                "cron",
+                f"cron expression {cron!r} fires every {gap:g} minute(s); the minimum "
+                f"interval is {minimum} (SCHEDULES_MIN_INTERVAL_MINUTES)",
+            )
+        return spec
+    if kind == Schedule.Kind.INTERVAL:
+        if not isinstance(interval_minutes, int) or isinstance(interval_minutes, bool):
+            raise ScheduleSpecError("every", "the interval must be a whole number of minutes")
+        if interval_minutes < minimum:
+            raise ScheduleSpecError(
+                "every",
+                f"every {interval_minutes} minute(s) is too often: the minimum interval is "
+                f"{minimum} (SCHEDULES_MIN_INTERVAL_MINUTES)",
+            )
+        return Spec(kind=kind, tz=tz, interval_minutes=interval_minutes, anchor=now)
+    if kind == Schedule.Kind.ONCE:
+        if not isinstance(run_at, datetime) or timezone.is_naive(run_at):
+            raise ScheduleSpecError("at", "the time must be a date and time with its zone")
+        if run_at <= now:
+            raise ScheduleSpecError("at", f"{run_at.isoformat()} is in the past")
+        return Spec(kind=kind, tz=tz, run_at=run_at)
+    raise ScheduleSpecError("kind", "kind must be one of cron, interval, once")
+
+
+def schedule_create(
+    *,
+    owner: AbstractBaseUser,
+    chat: Chat,
+    prompt: str,
+    kind: str,
+    cron: str = "",
+    interval_minutes: int | None = None,
+    run_at: datetime | None = None,
+    tz: str = "",
+    catch_up: str = Schedule.CatchUp.SKIP,
+    mode: str = Schedule.Mode.CHAT,
+) -> Schedule:
+    """Create an enabled schedule owned by `owner` in `chat`: the owner must be an active
+    person who can read the chat and under SCHEDULES_MAX_PER_PERSON; the timing is checked
+    (ScheduleSpecError names the wrong part) and its first slot computed."""
+    if owner is None or not owner.is_active or not owner_may_use_chat(owner, chat):
+        raise PermissionDenied("The owner of a schedule must be an active member of its chat.")
+    try:
+        prompt = validate_text(prompt, "prompt").strip()
+    except IngestError as exc:
+        raise ScheduleSpecError("prompt", str(exc)) from exc
+    if not prompt:
+        raise ScheduleSpecError("prompt", "the prompt is empty")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise ScheduleSpecError("prompt", f"the prompt is over {MAX_PROMPT_CHARS} characters")
+    if catch_up not in Schedule.CatchUp.values:
+        raise ScheduleSpecError("catch_up", "catch-up must be skip or once")
+    if mode not in Schedule.Mode.values:
+        raise ScheduleSpecError("mode", "mode must be chat or isolated")
+    tz = tz or settings.TIME_ZONE
+    now = timezone.now()
+    spec = _check_spec(
+        kind=kind, cron=cron, tz=tz, interval_minutes=interval_minutes, run_at=run_at, now=now
+    )
+    with transaction.atomic():
+        # Lock the owner's row: two creations at once cannot both pass the limit.
+        type(owner)._default_manager.select_for_update().filter(pk=owner.pk).first()
+        count = Schedule.objects.filter(owner=owner).count()
+        if count >= settings.SCHEDULES_MAX_PER_PERSON:
+            raise ScheduleSpecError(
+                "owner",
+                f"{owner.get_username()} already has {count} schedules, the most one person may "
+                f"have (SCHEDULES_MAX_PER_PERSON)",
+            )
+        return Schedule.objects.create(
+            owner=owner,
+            chat=chat,
+            prompt=prompt,
+            kind=kind,
+            cron=spec.cron,
+            interval_minutes=spec.interval_minutes,
+            run_at=spec.run_at,
+            timezone=tz,
+            anchor_at=now,
+            catch_up=catch_up,
+            mode=mode,
+            next_fire_at=next_fire_time(spec, now),
+            created_at=now,
+        )
+
+
+def schedule_pause(*, schedule: Schedule, reason: str, by: AbstractBaseUser | None = None) -> bool:
+    """Pause a schedule, saying why (its slots are not claimed while paused); False if it
+    was already paused."""
+    if not _may_manage(by, schedule):
+        raise PermissionDenied("Only its owner, the chat's admins and staff pause a schedule.")
+    updated = Schedule.objects.filter(pk=schedule.pk, enabled=True).update(
+        enabled=False, paused_reason=reason[:255], paused_at=timezone.now()
+    )
+    schedule.refresh_from_db()
+    return bool(updated)
+
+
+def schedule_resume(*, schedule: Schedule, by: AbstractBaseUser | None = None) -> bool:
+    """Enable a paused schedule from now on: slots during the pause are not run or recorded,
+    the failure count starts again. The owner must still be able to read the chat."""
+    if not _may_manage(by, schedule):
+        raise PermissionDenied("Only its owner, the chat's admins and staff resume a schedule.")
+    if not owner_may_use_chat(schedule.owner, schedule.chat):
+        raise PermissionDenied("The schedule's owner can no longer read its chat.")
+    now = timezone.now()
+    updated = Schedule.objects.filter(pk=schedule.pk, enabled=False).update(
+        enabled=True,
+        paused_reason="",
+        paused_at=None,
+        consecutive_failures=0,
+        next_fire_at=next_fire_time(schedule_spec(schedule), now),
+    )
+    schedule.refresh_from_db()
+    return bool(updated)
+
+
+def schedule_run_now(*, schedule: Schedule, by: AbstractBaseUser | None = None) -> ScheduleRun:
+    """Record a run for now outside the schedule's slots and start it if the chat is free
+    (else it waits, `due`, like any run). Its slot is this instant: it never takes the place
+    of a scheduled slot."""
+    if not _may_manage(by, schedule):
+        raise PermissionDenied("Only its owner, the chat's admins and staff run a schedule.")
+    run = ScheduleRun.objects.create(
+        schedule=schedule, slot_at=timezone.now(), reason="run now", claim_token="now"
+    )
+    schedule_run_start(run_id=run.pk)
+    run.refresh_from_db()
+    return run
+
+
+# --- runs ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StartResult:
+    started: bool
+    why: str = ""  # "busy", "not due", "skipped: ..."
+
+
+def schedule_actor_name(schedule: Schedule) -> str:
+    return f"scheduled by {schedule.owner.get_username()}"
+
+
+def schedule_run_start(*, run_id: int, now: datetime | None = None) -> StartResult:
+    """Start a due run if its chat has no open turn (queued, running or waiting): store its
+    prompt in the chat, authored by the schedule's own actor, and request a turn that never
+    interrupts anyone. A busy chat leaves it `due` (started when the chat is free); an owner
+    who can no longer read the chat pauses the schedule and skips the run."""
+    open_turns = Turn.objects.filter(chat_id=OuterRef("schedule__chat_id"), status__in=OPEN_TURN)
+    readable = ChatMember.objects.filter(
+        chat_id=OuterRef("schedule__chat_id"),
+        person_id=OuterRef("schedule__owner_id"),
+        person__is_active=True,
+    )
+    with transaction.atomic():
+        # One query: the run, its schedule, owner and chat, whether the owner may still read
+        # the chat and whether a turn is open there. It locks the run (a second starter
+        # then finds it no longer due) and the chat (two schedules of one chat cannot both
+        # find it free) on PostgreSQL; SQLite transactions take the write lock at BEGIN
+        # (transaction_mode IMMEDIATE), which serialises starters the same way.
+        run = (
+            ScheduleRun.objects.select_for_update(of=("self", "schedule__chat"))
+            .select_related("schedule__owner", "schedule__chat")
+            .annotate(readable=Exists(readable), busy=Exists(open_turns))
+            .filter(pk=run_id, status=ScheduleRun.Status.DUE)
+            .first()
+        )
+        if run is None:
+            return StartResult(False, "not due")
+        schedule, chat = run.schedule, run.schedule.chat
+        now = now or timezone.now()
+        if not run.readable:
+            Schedule.objects.filter(pk=schedule.pk, enabled=True).update(
+                enabled=False, paused_reason=OWNER_LOST_ACCESS, paused_at=now
+            )
+            reason = f"schedule paused: {OWNER_LOST_ACCESS}"
+            _finish(run, ScheduleRun.Status.SKIPPED, now, reason=reason)
+            return StartResult(False, "skipped: owner lost access")
+        if not schedule.enabled and run.claim_token != "now":
+            _finish(run, ScheduleRun.Status.SKIPPED, now, reason="the schedule is paused")
+            return StartResult(False, "skipped: paused")
+        if run.busy:
+            return StartResult(False, "busy")
+        result = message_ingest(
+            channel=chat.channel,
+            chat_id=chat.external_id,
+            thread_id=chat.thread_id or None,
+            user_id=str(schedule.pk),
+            user_name=schedule_actor_name(schedule),
+            actor_namespace=ACTOR_NAMESPACE,
+            text=schedule.prompt,
+            # The message and the run's update commit together, so no retry can store it
+            # twice; the random part keeps an id SQLite reuses after a delete from
+            # matching an old run's message.
+            message_id=f"schedule-run-{run.pk}-{uuid.uuid4().hex[:12]}",
+            metadata={"schedule": schedule.pk, "schedule_run": run.pk},
+        )
+        message_received(result, respond=False)  # announce it to the chat's viewers
+        turn = turn_request(message=result.message, interrupt=False)
+        ScheduleRun.objects.filter(pk=run.pk).update(
+            status=ScheduleRun.Status.RUNNING,
+            trigger=result.message,
+            turn=turn,
+            started_at=now,
+            lateness_seconds=max(0.0, (now - run.slot_at).total_seconds()),
+        )
+    return StartResult(True)
+
+
+def _finish(run: ScheduleRun, status: str, now: datetime, **fields) -> None:
+    ScheduleRun.objects.filter(pk=run.pk).update(status=status, finished_at=now, **fields)
+
+
+def schedule_run_settle(*, run_id: int, turn: Turn | None = None) -> str | None:
+    """Record the outcome of a running run from its finished turn: `delivered` (reply stored
+    in a web, API or terminal chat), `awaiting_delivery` (reply stored for Telegram, whose
+    delivery is not confirmed yet), `failed` (with the turn's error; counts towards pausing
+    the schedule) or `skipped` (a person's message or Stop interrupted it). Returns the new
+    status, or None if the run was not running or its turn not finished."""
+    now = timezone.now()
+    with transaction.atomic():
+        run = (
+            ScheduleRun.objects.select_for_update()
+            .select_related("schedule__chat")
+            .filter(pk=run_id, status=ScheduleRun.Status.RUNNING)
+            .first()
+        )
+        if run is None:
+            return None
+        turn = Turn.objects.filter(pk=run.turn_id).first() if run.turn_id else None
+        if turn is None:
+            status, fields = ScheduleRun.Status.FAILED, {"error": "its turn is gone"}
+        elif not turn.is_finished:
+            return None
+        else:
+            status, fields = _outcome(run, turn)
+        _finish(run, status, now, **fields)
+        if status == ScheduleRun.Status.FAILED:
+            _count_failure(run.schedule, now)
+        elif status in (ScheduleRun.Status.DELIVERED, ScheduleRun.Status.AWAITING_DELIVERY):
+            Schedule.objects.filter(pk=run.schedule_id).update(consecutive_failures=0)
+    return status
+
+
+def schedule_run_fail(*, run_id: int, error: str) -> bool:
+    """Record that a due run could not start (e.g. its chat's message was refused), counting
+    towards pausing the schedule; False if it was no longer due."""
+    now = timezone.now()
+    with transaction.atomic():
+        run = (
+            ScheduleRun.objects.select_for_update()
+            .select_related("schedule")
+            .filter(pk=run_id, status=ScheduleRun.Status.DUE)
+            .first()
+        )
+        if run is None:
+            return False
+        _finish(run, ScheduleRun.Status.FAILED, now, error=error[:2000])
+        _count_failure(run.schedule, now)
+    return True
+
+
+def _outcome(run: ScheduleRun, turn: Turn) -> tuple[str, dict]:
+    chat = run.schedule.chat
+    if turn.status == Turn.Status.COMPLETED:
+        if turn.reply_id is None:
+            return ScheduleRun.Status.FAILED, {"error": "the turn completed without a reply"}
+        receipt = {"channel": chat.channel, "chat": chat.chat_key, "message": turn.reply_id}
+        if chat.channel == Channel.TELEGRAM:
+            # TODO(#23): the bridge queues outbox rows only for turns a Telegram update
+            # started, so this reply is stored but not sent; once `bots` sends it and reports
+            # the Bot API's message_ids through a hook in `chats`, the run becomes delivered.
+            note = "stored in the hub; not sent to Telegram (scheduled delivery not built yet)"
+            receipt |= {"stored": True, "delivered": False, "note": note}
+            return ScheduleRun.Status.AWAITING_DELIVERY, {"delivered_to": [receipt]}
+        receipt |= {"stored": True, "delivered": True}
+        return ScheduleRun.Status.DELIVERED, {"delivered_to": [receipt]}
+    if turn.status == Turn.Status.FAILED:
+        return ScheduleRun.Status.FAILED, {"error": turn.error or "the turn failed"}
+    reason = turn.interrupt_reason or "interrupted"
+    if reason.startswith(PERSON_INTERRUPTS):
+        return ScheduleRun.Status.SKIPPED, {"reason": f"interrupted: {reason}"[:255]}
+    return ScheduleRun.Status.FAILED, {"error": f"interrupted: {reason}"}
+
+
+def _count_failure(schedule: Schedule, now: datetime) -> None:
+    """One more failure in a row; at SCHEDULES_PAUSE_AFTER_FAILURES the schedule pauses."""
+    limit = settings.SCHEDULES_PAUSE_AFTER_FAILURES
+    failures = F("consecutive_failures") + 1
+    Schedule.objects.filter(pk=schedule.pk).update(consecutive_failures=failures)
+    paused = Schedule.objects.filter(
+        pk=schedule.pk, enabled=True, consecutive_failures__gte=limit
+    ).update(
+        enabled=False,
+        paused_at=now,
+        paused_reason=f"paused after {limit} failed runs in a row",
+    )
+    if paused:
+        logger.warning("schedule %s paused after %s failed runs in a row", schedule.pk, limit)
