@@ -10,7 +10,7 @@ Proposals are never shown to the model; they are for skill reviewers only
 """
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db.models import (
@@ -46,6 +46,10 @@ class IndexRow:
     pinned: bool
     stale: bool = False  # listed, but unused long enough for the curator to mark it
     personal: bool = False
+    # The tools it names ({"tools": [...], "toolsets": [...]}, see Skill.required_tools), and
+    # whether some of them are not available in the chat the index is for.
+    required_tools: dict | None = field(default=None, compare=False)
+    tools_missing: bool = False
 
 
 TEAM_ONLY = Q(scope=Scope.TEAM)
@@ -61,7 +65,9 @@ def skills_index_rows(*, audience: Q | None = None) -> list[IndexRow]:
             current_version__isnull=False,
         )
         .order_by("-pinned", "category", "slug")
-        .values_list("slug", "category", "description", "pinned", "status", "scope")
+        .values_list(
+            "slug", "category", "description", "pinned", "status", "scope", "required_tools"
+        )
     )
     return [
         IndexRow(
@@ -71,8 +77,9 @@ def skills_index_rows(*, audience: Q | None = None) -> list[IndexRow]:
             pinned,
             stale=status == Skill.Status.STALE,
             personal=scope == Scope.PERSONAL,
+            required_tools=needs or None,
         )
-        for slug, category, description, pinned, status, scope in rows
+        for slug, category, description, pinned, status, scope, needs in rows
     ]
 
 
