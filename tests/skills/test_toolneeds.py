@@ -242,3 +242,40 @@ def tools_section(html: str) -> str:
 def test_a_skill_that_names_no_tools_has_no_tools_section(reviewer_author, member):
     skill_create(name="plain", content=skill_md(name="plain"), author=reviewer_author)
     assert "Tools it needs" not in page(login(member), "plain")
+
+
+def test_a_hermes_skill_imported_names_its_tools_and_exports_them_unchanged(tmp_path):
+    import io
+
+    from django.core.management import call_command
+
+    text = (
+        "---\nname: ship-it\ndescription: Ship a release.\nmetadata:\n  hermes:\n"
+        "    requires_tools: [staging__build_image]\n    requires_toolsets: [terminal]\n"
+        "allowed-tools: Bash(git:*) Read\n---\n# Ship it\n\n1. Build.\n"
+    )
+    (tmp_path / "in" / "ops" / "ship-it").mkdir(parents=True)
+    (tmp_path / "in" / "ops" / "ship-it" / "SKILL.md").write_text(text)
+    call_command("import_skills", str(tmp_path / "in"), stdout=io.StringIO())
+    skill = Skill.objects.get(slug="ship-it")
+    assert skill.required_tools == {"tools": ["staging__build_image"], "toolsets": ["terminal"]}
+    # `allowed-tools` is kept as data, never read as what the skill needs or may run.
+    assert skill.current_version.front_matter["allowed-tools"] == "Bash(git:*) Read"
+    call_command("export_skills", str(tmp_path / "out"), stdout=io.StringIO())
+    assert (tmp_path / "out" / "ops" / "ship-it" / "SKILL.md").read_text() == text
+
+
+def test_the_migration_fills_in_what_existing_skills_already_named(reviewer_author):
+    import importlib
+
+    from django.apps import apps
+
+    skill_create(name="deploy-staging", content=skill_md(metadata=NEEDS), author=reviewer_author)
+    skill_create(name="plain", content=skill_md(name="plain"), author=reviewer_author)
+    Skill.objects.update(required_tools={})  # as before the field existed
+    migration = importlib.import_module("skills.migrations.0008_skill_required_tools")
+    migration.copy_requirements(apps, None)
+    assert dict(Skill.objects.values_list("slug", "required_tools")) == {
+        "deploy-staging": {"tools": ["staging__build", "staging__push", "memory"]},
+        "plain": {},
+    }
