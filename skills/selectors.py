@@ -23,6 +23,7 @@ from django.db.models import (
     Q,
     QuerySet,
     Subquery,
+    TextField,
 )
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Coalesce
@@ -65,9 +66,10 @@ def skills_index_rows(*, audience: Q | None = None) -> list[IndexRow]:
             current_version__isnull=False,
         )
         .order_by("-pinned", "category", "slug")
-        .values_list(
-            "slug", "category", "description", "pinned", "status", "scope", "required_tools"
-        )
+        # As text: most skills name no tools ("{}"), and decoding every row's JSON on every
+        # turn would cost more than the rest of the row.
+        .annotate(needs=Cast("required_tools", output_field=TextField()))
+        .values_list("slug", "category", "description", "pinned", "status", "scope", "needs")
     )
     return [
         IndexRow(
@@ -77,7 +79,7 @@ def skills_index_rows(*, audience: Q | None = None) -> list[IndexRow]:
             pinned,
             stale=status == Skill.Status.STALE,
             personal=scope == Scope.PERSONAL,
-            required_tools=needs or None,
+            required_tools=json.loads(needs) if needs and needs != "{}" else None,
         )
         for slug, category, description, pinned, status, scope, needs in rows
     ]

@@ -11,7 +11,7 @@ import dataclasses
 
 from chats.agent.registry import ORIGIN_CHAT, TurnContext
 from skills.selectors import IndexRow
-from toolservers.availability import ToolAvailability, tool_availability
+from toolservers.availability import ToolAvailability, available_names, tool_availability
 
 
 def _for_turn(context: TurnContext | None) -> bool:
@@ -27,11 +27,12 @@ def mark_missing_tools(rows: list[IndexRow], context: TurnContext | None) -> lis
         return rows
     tools = [name for row in needing for name in row.required_tools.get("tools", ())]
     toolsets = [name for row in needing for name in row.required_tools.get("toolsets", ())]
-    answers = tool_availability(context.chat, tools=tools, toolsets=toolsets)
-    available = {(item.kind, item.name) for item in answers if item.available}
+    available = available_names(context.chat, tools=tools, toolsets=toolsets)
 
     def missing(row: IndexRow) -> bool:
-        needs = row.required_tools or {}
+        needs = row.required_tools
+        if not needs:
+            return False
         return any(("tool", name) not in available for name in needs.get("tools", ())) or any(
             ("toolset", name) not in available for name in needs.get("toolsets", ())
         )

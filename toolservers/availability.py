@@ -141,6 +141,35 @@ def tool_availability(
     return answers
 
 
+def available_names(
+    chat: Chat, *, tools: Iterable[str] = (), toolsets: Iterable[str] = ()
+) -> set[tuple[str, str]]:
+    """("tool" | "toolset", name) of the given names the model can call in `chat` (on, or
+    on after approval): what `tool_availability` calls available, read from the chat's
+    active tools alone (one query for a chat with nothing on, two otherwise), for the
+    prompt index, which needs no reasons."""
+    tools, toolsets = set(tools), set(toolsets)
+    found = set()
+    for item in chat_active_tools(chat) if (tools or toolsets) else ():
+        if item.policy not in (Policy.ALLOW, Policy.ASK):
+            continue
+        name = function_name(item.server.slug, item.tool.name)
+        if name in tools:
+            found.add(("tool", name))
+        if item.server.slug in toolsets:
+            found.add(("toolset", item.server.slug))
+    bare = {name for name in tools if SEPARATOR not in name}
+    if bare or toolsets - {name for _, name in found}:
+        builtin = _builtin_names(chat)
+        found |= {("tool", name) for name in bare & builtin}
+        found |= {
+            ("toolset", slug)
+            for slug in toolsets
+            if any(name == slug or name.startswith(f"{slug}_") for name in builtin)
+        }
+    return found
+
+
 def _state(name: str, kind: str, policy: str | None, tool: ServerTool) -> ToolAvailability:
     if policy == Policy.ALLOW:
         return ToolAvailability(name, kind, ON)

@@ -16,7 +16,11 @@ from skills.services import skill_create, skill_edit
 from skills.tools import _view
 from tests.chats.dashboard_helpers import login
 from tests.skills.helpers import skill_md
-from toolservers.availability import tool_availability, tool_availability_for
+from toolservers.availability import (
+    available_names,
+    tool_availability,
+    tool_availability_for,
+)
 from toolservers.services import VIA_COMMAND, server_add, server_tools_record, toolset_set
 
 pytestmark = pytest.mark.django_db
@@ -104,6 +108,12 @@ def test_each_named_tool_is_on_needs_approval_off_or_not_on_this_hub(team_chat, 
         ("toolset", "staging"): ("on", ""),
         ("toolset", "browser"): ("missing", ""),
         ("toolset", "skills"): ("on", "built in"),
+    }
+    # The index's cheaper reading (active tools only) agrees on what is available.
+    names = [item.name for item in answers if item.kind == "tool"]
+    sets = [item.name for item in answers if item.kind == "toolset"]
+    assert available_names(team_chat, tools=names, toolsets=sets) == {
+        (item.kind, item.name) for item in answers if item.available
     }
     # Another chat has nothing on: the hub's tools are off there, not missing.
     other, _ = chat_get_or_create(channel="web", chat_id="elsewhere")
