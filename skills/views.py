@@ -24,7 +24,6 @@ from django.views.decorators.http import require_GET
 
 from chats.labels import identity_label
 from chats.markdown import render_markdown
-from chats.models import Chat
 from chats.selectors import chats_readable_by
 from hermes_site.scanning import reveal_hidden
 from skills import policy
@@ -46,7 +45,7 @@ from skills.selectors import (
     skills_existing,
     skills_library,
 )
-from toolservers.availability import tool_availability_for
+from toolservers.availability import tool_availability_by_key
 
 PAGE_SIZE = 50
 INLINE_FILE_CHARS = 100_000  # a longer file shows its start; the raw view has it whole
@@ -220,17 +219,12 @@ def tools_panel(request: HttpRequest, shown: SkillVersion) -> dict | None:
     key = (request.GET.get("chat") or "").strip()
     if not key:
         return panel
-    chat = Chat.objects.filter(chat_key=key).first()
     try:
-        if chat is None:
-            raise PermissionDenied
-        panel["answers"] = tool_availability_for(
-            chat=chat, person=person, tools=panel["tools"], toolsets=panel["toolsets"]
+        panel["chat"], panel["answers"] = tool_availability_by_key(
+            chat_key=key, person=person, tools=panel["tools"], toolsets=panel["toolsets"]
         )
     except PermissionDenied:
         panel["refused"] = True
-        return panel
-    panel["chat"] = chat
     return panel
 
 

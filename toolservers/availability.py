@@ -188,3 +188,14 @@ def tool_availability_for(
     if not may_read(chat, person):
         raise PermissionDenied("you are not a member of this chat")
     return tool_availability(chat, tools=tools, toolsets=toolsets)
+
+
+def tool_availability_by_key(
+    *, chat_key: str, person, tools: Iterable[str] = (), toolsets: Iterable[str] = ()
+) -> tuple[Chat, list[ToolAvailability]]:
+    """The chat `chat_key` names and `tool_availability_for` it; PermissionDenied alike for
+    a key that names no chat and for a chat `person` may not read (nobody learns which)."""
+    chat = Chat.objects.filter(chat_key=chat_key).first()
+    if chat is None:
+        raise PermissionDenied("you are not a member of this chat")
+    return chat, tool_availability_for(chat=chat, person=person, tools=tools, toolsets=toolsets)
