@@ -62,7 +62,10 @@ def view_note(required: dict | None, context: TurnContext | None) -> str:
     )
     text = "Tools this skill names, in this chat:\n" + describe(answers)
     if any(item.state == "ask" for item in answers):
-        text += "\nA call to a tool that needs approval waits for a decider of this chat."
+        text += (
+            "\nA call to a tool that needs approval does not run until a decider of this "
+            "chat approves it."
+        )
     if not all(item.available for item in answers):
         text += (
             "\nSome are not available here: do not pretend to run those steps. Tell the user "
