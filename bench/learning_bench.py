@@ -17,7 +17,8 @@ test suite's fake OpenAI server on loopback (instant replies). Three parts:
   proposing a skill) vs with no review, alternating blocks; only turns that started and
   ended while the review was running count;
 * tokens: the deploy story of `tests/learning/test_story.py` for 10 turns at the default
-  intervals (10 / 10), every queued review run in-process at once and its proposals
+  intervals (10 / 10), its cluster the story's MCP server (`tests/learning/story_server.py`,
+  streamable HTTP on loopback), every queued review run in-process at once and its proposals
   approved; the prompt and completion tokens recorded on the Review rows (as the fake
   server counts them: tiktoken cl100k over the messages and the tools' JSON).
 
@@ -279,12 +280,14 @@ def prepare_reviews(person, fake, count: int) -> tuple[Speaker, list[int]]:
     from learning.models import Review
     from learning.services import chat_learning_update
     from tests.learning import story_tools as story
+    from tests.learning.story_server import staging_server, turn_on
 
     speaker = Speaker(person, "bench-reviewed")
     chat, _ = chat_get_or_create(channel="telegram", chat_id=speaker.chat_id, kind=ChatKind.DM)
     chat_learning_update(chat=chat, memory_interval=0, skill_interval=8, review_notice=False)
     fake.default = story.operator_model
-    with story.cluster_tools(), collected_reviews() as ids:
+    with staging_server() as staging, collected_reviews() as ids:
+        turn_on(staging, chat)
         for n in range(count):
             if n:
                 speaker.new_context()
@@ -404,19 +407,23 @@ def tokens_part(person, fake) -> tuple[list[list], list[list]]:
     from django.contrib.auth import get_user_model
     from django.db.models import Sum
 
-    from chats.models import Turn
+    from chats.models import ChatKind, Turn
+    from chats.services import chat_get_or_create
     from learning.models import Review
     from learning.review import review_run
     from skills.models import SkillProposal
     from skills.reviews import skill_proposal_decide
     from tests.learning import story_tools as story
+    from tests.learning.story_server import staging_server, turn_on
 
     stella = get_user_model().objects.create_user("bench-stella", is_staff=True)
     # The review part leaves its skill proposals pending (nobody approves them there); the
     # story starts from a library with none waiting, as a team would.
     SkillProposal.objects.filter(status="pending").update(status="rejected")
     speaker = Speaker(person, "bench-story")
-    with story.cluster_tools(), collected_reviews() as ids:
+    chat, _ = chat_get_or_create(channel="telegram", chat_id=speaker.chat_id, kind=ChatKind.DM)
+    with staging_server() as staging, collected_reviews() as ids:
+        turn_on(staging, chat)
         for n, (app, tag) in enumerate(STORY):
             if n:
                 speaker.new_context()  # every deploy in a fresh context, as /new does

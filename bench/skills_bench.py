@@ -8,7 +8,9 @@ fifth with a references/ file, across 12 categories):
   10 more skills about one topic (Kafka consumers) planted in a category that sorts late and
   a conversation about that topic: build time when the chat's choice is kept (the common
   turn) and when it is chosen anew, its tokens within SKILLS_INDEX_TOKENS, how many skills
-  it lists and how many of the 10 planted ones, against the plain alphabetical listing;
+  it lists and how many of the 10 planted ones, against the plain alphabetical listing; and
+  kept again once every fifth skill names tools of a tool server, half of them with a tool
+  that is off in the chat (`metadata.hermes.requires_tools`: the index marks those);
 * `skill_view` through the tool handler (read, format, usage row);
 * `skill_patch` applied at once (row lock, tolerant match, parse, scan, new version, audit),
   on a 2 KB skill and on a 50 KB one;
@@ -270,11 +272,57 @@ def index_rows(runs: int) -> list[list]:
         alphabetical(),
         common.timings_ms(alphabetical, runs=runs, warmup=3),
     )
+    with _working_cache():
+        needing = name_tools()
+        marked = lambda: skills_section.render(context)  # noqa: E731
+        text = marked()  # the longer lines may choose once more; then the choice is kept
+        assert marked() == text, "the kept index must not change between turns"
+        described(
+            f"kept, {needing} skills naming tools (half not on here)",
+            marked,
+            text,
+            common.timings_ms(marked, runs=runs, warmup=3),
+        )
+        from skills.models import Skill
+
+        Skill.objects.update(required_tools={})  # the rows below measure skills as before
     everything = skills_index_rows()
     whole = render_index(everything, 10**7)
     rows.append(["(the whole index, uncut)", "—", "—", count_tokens(whole), len(everything),
                  "10 of 10", "—"])  # fmt: skip
     return rows
+
+
+def name_tools() -> int:
+    """Every fifth skill names three tools of a tool server `ops` (build, push: on in the
+    index's chat; deploy: announced, off there), as `metadata.hermes.requires_tools` would;
+    how many skills now name tools."""
+    from chats.models import Chat
+    from skills.models import Skill
+    from toolservers.services import (
+        VIA_COMMAND,
+        server_add,
+        server_tools_record,
+        toolset_set,
+    )
+
+    server = server_add(
+        by=None, via=VIA_COMMAND, slug="ops", transport="http", url="http://127.0.0.1:9/mcp"
+    )
+    server_tools_record(
+        server=server, announced=[{"name": name} for name in ("build", "push", "deploy")]
+    )
+    chat = Chat.objects.get(channel="web", external_id="bench-index")
+    for tool in ("build", "push"):
+        toolset_set(
+            by=None, via=VIA_COMMAND, chat=chat, server=server, tool_name=tool, policy="allow"
+        )
+    needs = {"tools": ["ops__build", "ops__push"]}
+    half = {"tools": ["ops__build", "ops__push", "ops__deploy"]}
+    ids = list(Skill.objects.order_by("slug").values_list("pk", flat=True))[::5]
+    Skill.objects.filter(pk__in=ids[::2]).update(required_tools=needs)
+    Skill.objects.filter(pk__in=ids[1::2]).update(required_tools=half)
+    return len(ids)
 
 
 def view_rows(runs: int, context) -> list[list]:

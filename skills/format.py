@@ -32,7 +32,11 @@ SEGMENT_MAX = 100
 CATEGORY_MAX = 255
 CATEGORY_DEPTH_MAX = 8
 FILE_DIRS = ("references", "templates", "scripts", "assets")  # the convention, not a rule
-LIST_MAX = 32  # tags, related skills
+LIST_MAX = 32  # tags, related skills, tools a skill requires
+# A tool a skill names (`metadata.hermes.requires_tools`): a function name as the model
+# sees it, `<server>__<tool>` for a tool server's tool, or a built-in tool's name.
+TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+REQUIREMENT_KEYS = ("requires_tools", "requires_toolsets")
 SKILL_FILE = "SKILL.md"
 # Escapes of a double-quoted YAML value: a backslash and the character after it (a line
 # break too). Those that decode to themselves are allowed (see _refuse_escapes).
@@ -205,9 +209,57 @@ def _check_front_matter(front: dict) -> dict:
                 raise SkillFormatError(f"`{key}` is longer than {NAME_MAX} characters.")
     if "metadata" in front and not isinstance(front["metadata"], dict):
         raise SkillFormatError("`metadata` must be a mapping (key: value lines indented below).")
+    _check_requirements(front)
     _string_list(front, "tags")
     _string_list(front, "related_skills", slugs=True)
     return front
+
+
+def _check_requirements(front: dict) -> None:
+    """`metadata.hermes.requires_tools` (tool names) and `requires_toolsets` (tool server
+    slugs), as Hermes Agent writes them: lists of at most LIST_MAX names, each a valid
+    function name; a comma- or space-separated string is read as a list."""
+    hermes = (front.get("metadata") or {}).get("hermes")
+    if not isinstance(hermes, dict):
+        return  # free form: nothing the hub reads
+    for key in REQUIREMENT_KEYS:
+        if key not in hermes or hermes[key] is None:
+            continue
+        value = hermes[key]
+        if isinstance(value, str):
+            value = value.replace(",", " ").split()
+        where = f"`metadata.hermes.{key}`"
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise SkillFormatError(
+                f"{where} must be a list of tool names, like [staging__build_image]."
+            )
+        if len(value) > LIST_MAX:
+            raise SkillFormatError(
+                f"{where} has {len(value)} items; at most {LIST_MAX} are allowed."
+            )
+        for item in value:
+            if not TOOL_NAME_RE.match(item):
+                raise SkillFormatError(
+                    f"{where} item {item[:70]!r} is not a tool name: use letters, digits, "
+                    "'_' and '-', at most 64 characters (`<server>__<tool>` for a tool "
+                    "server's tool, as the model sees it)."
+                )
+        hermes[key] = list(dict.fromkeys(value))  # in order, once each
+
+
+def required_tools(front_matter) -> dict:
+    """What a validated front matter says the skill needs: {"tools": [...], "toolsets":
+    [...]}, only the keys it names ({} for none)."""
+    metadata = front_matter.get("metadata") if isinstance(front_matter, dict) else None
+    hermes = metadata.get("hermes") if isinstance(metadata, dict) else None
+    if not isinstance(hermes, dict):
+        return {}
+    needs = {}
+    for key, short in zip(REQUIREMENT_KEYS, ("tools", "toolsets"), strict=True):
+        value = hermes.get(key)
+        if isinstance(value, list) and value:
+            needs[short] = [item for item in value if isinstance(item, str)][:LIST_MAX]
+    return needs
 
 
 def split_front_matter(text: str) -> tuple[str, str]:

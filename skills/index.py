@@ -110,9 +110,13 @@ def index_description(description: str) -> str:
     return _cut(shown, DESCRIPTION_CHARS)
 
 
+TOOLS_MISSING = " (some of its tools are not on in this chat: skill_view says which)"
+
+
 def index_line(row: IndexRow) -> str:
     where = f" [{row.category}]" if row.category else ""
-    return f"- {row.slug}{where}: {index_description(row.description)}"
+    missing = TOOLS_MISSING if row.tools_missing else ""
+    return f"- {row.slug}{where}: {index_description(row.description)}{missing}"
 
 
 def pointer_line(left_out: int) -> str:

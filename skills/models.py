@@ -98,6 +98,10 @@ class Skill(models.Model):
     pinned = models.BooleanField(default=False)
     # Copied from the current version so the prompt index needs no join over versions.
     description = models.CharField(max_length=1024, blank=True, default="")
+    # Copied from the current version's `metadata.hermes.requires_tools` / `requires_toolsets`
+    # ({"tools": [...], "toolsets": [...]}, skills.format.required_tools): the index reads
+    # it with the description and checks a chat's tools only when some skill names any.
+    required_tools = models.JSONField(default=dict, blank=True)
     current_version = models.ForeignKey(
         "SkillVersion", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )

@@ -10,6 +10,7 @@ from chats.agent.registry import SectionText, TurnContext
 from skills.index import choose_index, index_line, line_tokens, pointer_line
 from skills.scope import for_turn
 from skills.selectors import skills_index_rows
+from skills.toolneeds import mark_missing_tools
 
 HEADER = (
     "## Skills\n"
@@ -32,6 +33,7 @@ class SkillsSection:
         rows = skills_index_rows(audience=for_turn(context))
         if not rows:
             return ""
+        rows = mark_missing_tools(rows, context)
         available = settings.SKILLS_INDEX_TOKENS - line_tokens(HEADER)
         choice = choose_index(rows, available=available, context=context)
         lines = [index_line(row) for row in choice.rows]

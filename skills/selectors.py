@@ -10,7 +10,7 @@ Proposals are never shown to the model; they are for skill reviewers only
 """
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db.models import (
@@ -23,6 +23,7 @@ from django.db.models import (
     Q,
     QuerySet,
     Subquery,
+    TextField,
 )
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Coalesce
@@ -46,6 +47,10 @@ class IndexRow:
     pinned: bool
     stale: bool = False  # listed, but unused long enough for the curator to mark it
     personal: bool = False
+    # The tools it names ({"tools": [...], "toolsets": [...]}, see Skill.required_tools), and
+    # whether some of them are not available in the chat the index is for.
+    required_tools: dict | None = field(default=None, compare=False)
+    tools_missing: bool = False
 
 
 TEAM_ONLY = Q(scope=Scope.TEAM)
@@ -61,7 +66,10 @@ def skills_index_rows(*, audience: Q | None = None) -> list[IndexRow]:
             current_version__isnull=False,
         )
         .order_by("-pinned", "category", "slug")
-        .values_list("slug", "category", "description", "pinned", "status", "scope")
+        # As text: most skills name no tools ("{}"), and decoding every row's JSON on every
+        # turn would cost more than the rest of the row.
+        .annotate(needs=Cast("required_tools", output_field=TextField()))
+        .values_list("slug", "category", "description", "pinned", "status", "scope", "needs")
     )
     return [
         IndexRow(
@@ -71,8 +79,9 @@ def skills_index_rows(*, audience: Q | None = None) -> list[IndexRow]:
             pinned,
             stale=status == Skill.Status.STALE,
             personal=scope == Scope.PERSONAL,
+            required_tools=json.loads(needs) if needs and needs != "{}" else None,
         )
-        for slug, category, description, pinned, status, scope in rows
+        for slug, category, description, pinned, status, scope, needs in rows
     ]
 
 

@@ -40,6 +40,7 @@ from skills.format import (
     check_files,
     check_name,
     normalise_path,
+    required_tools,
 )
 from skills.matching import PatchError, apply_patch
 from skills.models import Skill, SkillEvent, SkillProposal, SkillUsage, SkillVersion, Via
@@ -187,6 +188,7 @@ def _apply(
         )
         skill.current_version = version
         skill.description = draft.front_matter.get("description", "")[:1024]
+        skill.required_tools = required_tools(draft.front_matter)
         if skill.status == Skill.Status.STALE:
             skill.status = Skill.Status.ACTIVE
     skill.updated_at = now

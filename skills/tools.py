@@ -20,6 +20,7 @@ from skills.services import (
     skill_patch,
     skill_usage_record,
 )
+from skills.toolneeds import view_note
 
 LIST_PAGE = 100
 SHORT_DESCRIPTION = 120
@@ -172,6 +173,9 @@ def _view(context: TurnContext, arguments: dict) -> str:
             size, kind = stored.get(sha, (0, ""))
             listed[file_path] = f"- {file_path} (binary, {kind or 'unknown type'}, {size:,} bytes)"
         parts += [listed[file_path] for file_path in sorted(listed)]
+    note = view_note(skill.required_tools, context)
+    if note:
+        parts += ["", note]
     return "\n".join(parts)
 
 

@@ -14,6 +14,7 @@ import posixpath
 from collections.abc import Callable
 
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -23,11 +24,12 @@ from django.views.decorators.http import require_GET
 
 from chats.labels import identity_label
 from chats.markdown import render_markdown
+from chats.selectors import chats_readable_by
 from hermes_site.scanning import reveal_hidden
 from skills import policy
 from skills.blobs import blob_sizes
 from skills.diff import content_diff_cached
-from skills.format import SKILL_FILE, SkillFormatError, split_front_matter
+from skills.format import SKILL_FILE, SkillFormatError, required_tools, split_front_matter
 from skills.forms import DiffForm, LibraryFilterForm, VersionForm
 from skills.models import Skill, SkillBlob, SkillEvent, SkillVersion
 from skills.scope import for_person
@@ -43,6 +45,7 @@ from skills.selectors import (
     skills_existing,
     skills_library,
 )
+from toolservers.availability import tool_availability_by_key
 
 PAGE_SIZE = 50
 INLINE_FILE_CHARS = 100_000  # a longer file shows its start; the raw view has it whole
@@ -190,7 +193,39 @@ def skill_context(
         "owner_label": identity_label(actor=skill.owner_actor, person=skill.owner_person),
         "notice": notice,
         "failed": failed,
+        "tools": tools_panel(request, shown),
     }
+
+
+SHOWN_CHATS = 50  # the chat chooser lists the viewer's chats with the newest activity
+
+
+def tools_panel(request: HttpRequest, shown: SkillVersion) -> dict | None:
+    """The tools `shown` names and, for the chat `?chat=<chat key>`, whether each is on
+    there; only for a chat the viewer may read (`toolservers.policy.may_read`): any other
+    key, existing or not, gets the same "not a chat you can see" and nothing about it."""
+    needs = required_tools(shown.front_matter)
+    if not needs:
+        return None
+    person = request.user
+    panel = {
+        "tools": needs.get("tools", []),
+        "toolsets": needs.get("toolsets", []),
+        "chats": list(chats_readable_by(person)[:SHOWN_CHATS]),
+        "chat": None,
+        "answers": [],
+        "refused": False,
+    }
+    key = (request.GET.get("chat") or "").strip()
+    if not key:
+        return panel
+    try:
+        panel["chat"], panel["answers"] = tool_availability_by_key(
+            chat_key=key, person=person, tools=panel["tools"], toolsets=panel["toolsets"]
+        )
+    except PermissionDenied:
+        panel["refused"] = True
+    return panel
 
 
 def shown_version(skill: Skill, number: int | None) -> SkillVersion:

@@ -1,26 +1,26 @@
 """The deploy story of the learning loop (seed 002, section 6), shared by
 `tests/learning/test_story.py` and `bench/learning_bench.py`.
 
-- `StagingCluster` and `cluster_tools`: a test-only tool provider standing in for cluster
-  tools (`build_image`, `push_image`, `kubectl_apply`, `kubectl_rollout_status`,
-  `kubectl_get_pods`, `http_check`). Real handlers keep the state of an in-memory
-  cluster and refuse wrong use the way a cluster does: a tag that was never pushed fails
-  the rollout with ErrImagePull, a wrong health path answers 404.
+- `StagingCluster`: build host, registry and staging cluster in memory, with the operations
+  (`build_image`, `push_image`, `kubectl_apply`, `kubectl_rollout_status`,
+  `kubectl_get_pods`, `http_check`) that `tests/learning/story_server.py` serves as a real
+  MCP server. They refuse wrong use the way a cluster does: a tag that was never pushed
+  fails the rollout with ErrImagePull, a wrong health path answers 404.
 - `operator_model` and `reviewer_model`: what the fake OpenAI server answers. They are
   not scripts of fixed calls: each reply is decided from the request the product sent
   (the skills index in the system prompt, the skill_view result, the tool results, the
-  review's snapshot), so a skill that never reached the model changes what it does.
+  review's snapshot), so a skill that never reached the model changes what it does. They
+  call the cluster's operations by the names the request offers (`staging__build_image`
+  from a tool server), and the reviewer's skill names the tools the snapshot shows were
+  used (`metadata.hermes.requires_tools`).
 """
 
-import contextlib
 import hashlib
 import json
 import re
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from chats.agent.registry import Tool, registry
 from tests.fakes import openai_server as fake_openai
 
 REGISTRY = "registry.local"
@@ -145,36 +145,6 @@ TOOL_SPECS = {
 }
 
 
-class ClusterTools:
-    """The tool provider: one Tool per cluster operation, each running on `cluster`."""
-
-    def __init__(self, cluster: StagingCluster):
-        self.cluster = cluster
-
-    def tools(self):
-        return [
-            Tool(
-                name=name,
-                description=description,
-                parameters=_string_parameters(*parameters),
-                handler=lambda context, arguments, name=name: self.cluster.run(name, arguments),
-            )
-            for name, (description, parameters) in TOOL_SPECS.items()
-        ]
-
-
-@contextlib.contextmanager
-def cluster_tools(cluster: StagingCluster | None = None) -> Iterator[StagingCluster]:
-    """Register the cluster tools with the engine for the block, and remove them after."""
-    cluster = cluster or StagingCluster()
-    provider = ClusterTools(cluster)
-    registry.tool_providers.append(provider)
-    try:
-        yield cluster
-    finally:
-        registry.tool_providers.remove(provider)
-
-
 # --- reading a request ------------------------------------------------------------------
 
 
@@ -189,6 +159,11 @@ class Step:
     @property
     def failed(self) -> bool:
         return self.result.startswith("Error")
+
+    @property
+    def operation(self) -> str:
+        """The name without its tool server (`staging__build_image` -> `build_image`)."""
+        return self.name.rpartition("__")[2]
 
 
 def request_steps(body: dict) -> tuple[str, list[Step]]:
@@ -239,7 +214,16 @@ def _known_health_path(notes: str, framework: str) -> str | None:
 
 
 def _last(steps: list[Step], name: str) -> int:
-    return max((i for i, step in enumerate(steps) if step.name == name), default=-1)
+    return max((i for i, step in enumerate(steps) if step.operation == name), default=-1)
+
+
+def offered_name(body: dict, operation: str) -> str:
+    """The name the request offers for `operation` (a tool server's `<server>__<operation>`),
+    or the bare name when nothing offers it (the call then fails as an unknown tool)."""
+    for name in sorted(offered_tools(body)):
+        if name == operation or name.endswith(f"__{operation}"):
+            return name
+    return operation
 
 
 # --- the operator: the model of the turns ----------------------------------------------
@@ -259,12 +243,13 @@ def operator_model(body: dict) -> fake_openai.Reply:
     image, host = f"{REGISTRY}/{app}:{tag}", f"http://{app}.staging.internal"
 
     def call(tool: str, **arguments) -> fake_openai.Reply:
-        return fake_openai.tool_calls([(f"{app}-{tag}-{len(steps) + 1}", tool, arguments)])
+        name = offered_name(body, tool)
+        return fake_openai.tool_calls([(f"{app}-{tag}-{len(steps) + 1}", name, arguments)])
 
     skill = indexed_deploy_skill(body["messages"][0]["content"])
     if skill and _last(steps, "skill_view") < 0:
         return call("skill_view", name=skill)
-    viewed = next((s for s in steps if s.name == "skill_view" and not s.failed), None)
+    viewed = next((s for s in steps if s.operation == "skill_view" and not s.failed), None)
     notes = viewed.result if viewed else ""
 
     if _last(steps, "build_image") < 0:
@@ -286,7 +271,7 @@ def operator_model(body: dict) -> fake_openai.Reply:
             return call("push_image", image=image)
         return fake_openai.text(f"The rollout of {app} failed: {steps[rollout].result}")
 
-    checks = [step for step in steps if step.name == "http_check"]
+    checks = [step for step in steps if step.operation == "http_check"]
     first_path = _known_health_path(notes, framework) or "/health"
     if not checks:
         return call("http_check", url=host + first_path)
@@ -299,7 +284,8 @@ def operator_model(body: dict) -> fake_openai.Reply:
     learnt = ok_path != first_path
     patched = _last(steps, "skill_manage") >= 0
     if viewed is not None and learnt and not patched:
-        line = next((line for line in notes.splitlines() if "http_check" in line), "")
+        steps_lines = (line for line in notes.splitlines() if re.match(r"\d+\. ", line))
+        line = next((line for line in steps_lines if "http_check" in line), "")
         version = re.search(r"\(version (\d+)", notes)
         if line and version:
             return call(
@@ -326,7 +312,7 @@ def operator_model(body: dict) -> fake_openai.Reply:
 SKILL_MD = """---
 name: k8s-staging-deploy
 description: Deploy an app version to the staging Kubernetes cluster and check it is healthy.
----
+{requirements}---
 # Deploy an app to staging (Kubernetes)
 
 ## When to use
@@ -347,6 +333,21 @@ PITFALL = """
 """
 
 
+def used_tools(snapshot: str) -> list[str]:
+    """The tool-server tools (`<server>__<tool>`) the snapshot shows were called, in the
+    order of their first call."""
+    found = re.findall(r"\((?:called |tool )(\w+__\w+)(?:\(| failed: )", snapshot)
+    return list(dict.fromkeys(found))
+
+
+def _requirements(snapshot: str) -> str:
+    """The front matter lines naming the tools the procedure used, as Hermes writes them."""
+    names = used_tools(snapshot)
+    if not names:
+        return ""
+    return f"metadata:\n  hermes:\n    requires_tools: [{', '.join(names)}]\n"
+
+
 def reviewer_model(body: dict) -> fake_openai.Reply:
     """The background reviewer: checks skills_list first; when the snapshot shows a task of
     5+ tool calls and no deploy skill exists, proposes one, with the pitfall when the
@@ -365,11 +366,11 @@ def reviewer_model(body: dict) -> fake_openai.Reply:
     calls = int(counted.group(1)) if counted else 0
     if calls < 5 or indexed_deploy_skill("## Skills\n" + steps[-1].result):
         return fake_openai.text(NOTHING_TO_SAVE)
-    content = SKILL_MD
+    content = SKILL_MD.format(requirements=_requirements(snapshot))
     failed_rollout = re.search(
-        r"\(tool kubectl_rollout_status failed: [^\n]*ErrImagePull", snapshot
+        r"\(tool (?:\w+__)?kubectl_rollout_status failed: [^\n]*ErrImagePull", snapshot
     )
-    if failed_rollout and "(called push_image(" in snapshot:
+    if failed_rollout and re.search(r"\(called (?:\w+__)?push_image\(", snapshot):
         content += PITFALL
     return fake_openai.tool_calls(
         [
