@@ -63,8 +63,9 @@ def view_note(required: dict | None, context: TurnContext | None) -> str:
     text = "Tools this skill names, in this chat:\n" + describe(answers)
     if any(item.state == "ask" for item in answers):
         text += (
-            "\nA call to a tool that needs approval does not run until a decider of this "
-            "chat approves it."
+            "\nA call to a tool that needs approval waits until a decider of this chat "
+            "approves or declines it (the people here see a card); if it is declined or "
+            "nobody decides in time, you are told and it did not run."
         )
     if not all(item.available for item in answers):
         text += (

@@ -196,7 +196,7 @@ def test_skill_view_says_tool_by_tool_what_this_chat_has_on(team_chat, staging, 
     assert "Tools this skill names, in this chat:\n" in viewed
     assert "- tool staging__build: on\n" in viewed
     assert "- tool staging__push: needs approval\n" in viewed
-    assert "does not run until a decider of this chat approves it" in viewed
+    assert "waits until a decider of this chat approves or declines it" in viewed
     assert "- tool staging__purge: off (denied in this chat)\n" in viewed
     assert "- tool gone__tool: not on this hub\n" in viewed
     assert "Some are not available here: do not pretend to run those steps." in viewed
