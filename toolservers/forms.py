@@ -1,4 +1,4 @@
-"""The staff form that edits a tool server's settings.
+"""The staff forms that add a tool server and edit its settings.
 
 Environment variables and headers are edited as lines `NAME=@HUB_VARIABLE` (a reference to
 a variable of the hub, read when the connection opens: how secrets are given) or
@@ -141,3 +141,23 @@ class ServerEditForm(forms.Form):
                 headers=parse_values("header", data["headers"], self.server.headers),
             )
         return changes
+
+
+class ServerAddForm(ServerEditForm):
+    """The edit form with the server's name (its slug, the prefix of its tools' names)."""
+
+    slug = forms.SlugField(
+        max_length=40,
+        label="Name (lowercase, digits, - and _; the prefix of its tools: name__tool)",
+    )
+    field_order = ["slug"]
+
+    def __init__(self, *args, transport: str, **kwargs):
+        super().__init__(*args, server=ToolServer(transport=transport), **kwargs)
+        self.order_fields(self.field_order)
+
+    def clean_slug(self) -> str:
+        slug = self.cleaned_data["slug"]
+        if ToolServer.objects.filter(slug=slug).exists():
+            raise ValidationError(f"a server named {slug} exists already")
+        return slug

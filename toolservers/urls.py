@@ -6,6 +6,7 @@ from toolservers import views
 # chats endpoint ends in `/tools`, `/tools/set` or `/tools/roles`, so these never shadow a chat.
 urlpatterns = [
     path("tools/", views.tools_page, name="tools_page"),
+    path("tools/add/<str:transport>", views.server_add_page, name="tools_server_add"),
     path("tools/<slug:slug>/enabled", views.server_enabled, name="tools_server_enabled"),
     path("tools/<slug:slug>/default", views.server_default, name="tools_server_default"),
     path("tools/<slug:slug>/edit", views.server_edit, name="tools_server_edit"),

@@ -2,7 +2,8 @@
 
 `/tools/` is for staff only (anyone else signed in gets a 404, so the page's existence says
 nothing); staff who may manage a server (a stdio server: superusers) turn it on or off, make
-it a team default, edit its settings (`/tools/<slug>/edit`) and accept a flagged tool.
+it a team default, add one (`/tools/add/<transport>`), edit its settings
+(`/tools/<slug>/edit`) and accept a flagged tool.
 `/chats/<key>/tools` is for the chat's readers (anyone else gets the 404 of a missing chat);
 its deciders (`toolservers.policy.may_decide`) turn servers and tools on or off and set
 their policy; in a shared chat it lists who decides (and why), and staff name admins there.
@@ -15,6 +16,7 @@ import datetime
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
@@ -22,19 +24,23 @@ from django.views.decorators.http import require_GET, require_POST
 
 from chats.models import Chat
 from chats.selectors import chat_for_person
-from toolservers.forms import KEPT, ServerEditForm
-from toolservers.models import Policy, ServerTool, ToolServer
+from toolservers.forms import KEPT, ServerAddForm, ServerEditForm
+from toolservers.models import Policy, ServerTool, ToolServer, Transport
 from toolservers.policy import may_decide, may_manage_servers
 from toolservers.roles import chat_roles, group_roles_state, member_role_set
 from toolservers.runtime import runtime
 from toolservers.selectors import chat_toolset_panel, servers_overview
 from toolservers.services import (
+    server_add,
     server_set_default,
     server_set_enabled,
     server_tool_accept_flag,
     server_update,
     toolset_set,
 )
+
+# Set after adding, through the same service as an edit (audited with the add).
+TEAM_SETTINGS = ("enabled", "on_by_default", "default_policy")
 
 
 def _is_staff(person) -> bool:
@@ -69,7 +75,9 @@ def tools_page(request: HttpRequest) -> HttpResponse:
         for item in overview
     ]
     policies = [(Policy.DEFAULT, "from annotations"), *[(p, p) for p in Policy.values if p]]
-    return render(request, "toolservers/tools.html", {"rows": rows, "policies": policies})
+    adds = [t for t in Transport.values if may_manage_servers(request.user, transport=t)]
+    context = {"rows": rows, "policies": policies, "adds": adds}
+    return render(request, "toolservers/tools.html", context)
 
 
 @login_required
@@ -131,6 +139,47 @@ def server_edit(request: HttpRequest, slug: str) -> HttpResponse:
         form, status = ServerEditForm.for_server(server), 200
     context = {"server": server, "form": form, "kept": KEPT}
     return render(request, "toolservers/server_edit.html", context, status=status)
+
+
+@login_required
+def server_add_page(request: HttpRequest, transport: str) -> HttpResponse:
+    """Add a server (staff: HTTP; superusers: stdio, which runs a process on this machine;
+    others 404 or 403). Nothing is on in any chat until a decider turns it on, unless it is
+    made a team default here."""
+    _staff_or_404(request)
+    if transport not in Transport.values:
+        raise Http404("No such transport.")
+    if not may_manage_servers(request.user, transport=transport):
+        raise PermissionDenied("Only superusers add a stdio server.")
+    if request.method == "POST":
+        form = ServerAddForm(request.POST, transport=transport)
+        if form.is_valid():
+            try:
+                changes = form.changes()
+                settings = {name: changes.pop(name) for name in TEAM_SETTINGS}
+                with transaction.atomic():
+                    server = server_add(
+                        by=request.user,
+                        slug=form.cleaned_data["slug"],
+                        transport=transport,
+                        **changes,
+                    )
+                    server_update(by=request.user, server=server, **settings)
+            except ValidationError as refusal:
+                form.add_error(None, refusal)
+            else:
+                messages.success(
+                    request,
+                    f"Added {server.slug}. Turn it on in a chat (its Tools page or /tools on "
+                    f"{server.slug}) or make it a team default.",
+                )
+                return redirect("tools_page")
+        status = 400
+    else:
+        initial = {"enabled": True, "call_timeout_seconds": 30.0}
+        form, status = ServerAddForm(initial=initial, transport=transport), 200
+    context = {"form": form, "kept": KEPT, "transport": Transport(transport)}
+    return render(request, "toolservers/server_add.html", context, status=status)
 
 
 @login_required
