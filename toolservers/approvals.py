@@ -237,8 +237,10 @@ def approval_decide(
     commit unless `enqueue` is off: the terminal runs its turns itself)."""
     now = timezone.now()
     with transaction.atomic():
+        # Only the card's row is locked: PostgreSQL refuses FOR UPDATE on the nullable side
+        # of the outer join that `decided_by` needs.
         approval = (
-            ToolApproval.objects.select_for_update()
+            ToolApproval.objects.select_for_update(of=("self",))
             .select_related("chat", "decided_by")
             .filter(pk=approval_id)
             .first()
