@@ -23,5 +23,6 @@ urlpatterns = [
     path("telegram/", include("bots.urls")),
     path("", include("learning.urls")),
     path("", include("toolservers.urls")),
+    path("", include("toolservers.urls_approvals")),
     path("", include("chats.urls")),
 ]

@@ -237,6 +237,8 @@ def approval_decide(
     commit unless `enqueue` is off: the terminal runs its turns itself)."""
     now = timezone.now()
     with transaction.atomic():
+        # Only the card's row is locked: PostgreSQL refuses FOR UPDATE on the nullable side
+        # of the outer join that `decided_by` needs.
         approval = (
             # Lock the card's row only: PostgreSQL refuses FOR UPDATE on the nullable side of
             # the outer join to `decided_by`.

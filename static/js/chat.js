@@ -1,6 +1,7 @@
 // Dashboard behaviour, no inline handlers: local times everywhere; on a chat page the
 // composer (Enter sends, Shift+Enter adds a line, disabled while sending) and live updates
-// from the chat's WebSocket (docs/EVENTS.md), each message shown exactly once.
+// from the chat's WebSocket (docs/EVENTS.md), each message shown exactly once; approval
+// cards of tool calls, each shown as the server renders it for this person.
 (function () {
   "use strict";
 
@@ -125,6 +126,41 @@
       if (event.error) chip.title = event.error;
     }
 
+    // The turn waits for a decider (turn.waiting) or runs again (turn.started, resumed).
+    function waitingFor(turnId, waiting) {
+      var el = streaming(turnId);
+      el.querySelector(".typing").textContent = waiting ? "waiting for approval" : "typing…";
+      el.classList.toggle("is-waiting", waiting);
+    }
+
+    // Approval cards: fetched as HTML (escaped, with buttons only for deciders), placed once
+    // by id; a decided card replaces the open one, never the other way round.
+    var cards = document.getElementById("approvals");
+
+    function placeCard(el) {
+      if (!cards || !el || !el.id) return;
+      var shown = document.getElementById(el.id);
+      if (shown && el.dataset.status === "pending") return;
+      if (shown) shown.replaceWith(el);
+      else cards.appendChild(el);
+      localizeTimes(el);
+      if (window.htmx) htmx.process(el);
+    }
+
+    function fetchCards(url) {
+      fetch(url, { headers: { "HX-Request": "true" }, credentials: "same-origin" })
+        .then(function (r) { return r.ok ? r.text() : ""; })
+        .then(function (html) {
+          var tpl = document.createElement("template");
+          tpl.innerHTML = html.trim();
+          Array.from(tpl.content.children).forEach(placeCard);
+        });
+    }
+
+    function fetchCard(card) {
+      if (cards && card && card.id) fetchCards(cards.dataset.url + "/" + card.id);
+    }
+
     function finish(event) {
       var placeholder = document.getElementById("streaming-" + event.turn_id);
       if (placeholder) {
@@ -152,7 +188,13 @@
         case "summary.created":
           return fetchMessage(event.message, null);
         case "turn.started":
-          return void streaming(event.turn_id);
+          return waitingFor(event.turn_id, false);
+        case "turn.waiting":
+          waitingFor(event.turn_id, true);
+          return fetchCard(event.card);
+        case "approval.requested":
+        case "approval.decided":
+          return fetchCard(event.card);
         case "turn.delta": {
           var follow = nearBottom();
           streaming(event.turn_id).querySelector(".body").textContent += event.text;
@@ -233,7 +275,10 @@
 
     document.body.addEventListener("htmx:beforeSwap", function (e) {
       var xhr = e.detail.xhr;
-      if (xhr.status === 400 || xhr.status === 429) { // refusals come back as partials to show
+      var source = e.detail.requestConfig && e.detail.requestConfig.elt;
+      var refused = xhr.status === 400 || xhr.status === 429 ||
+        (source && source.closest(".approval") && [403, 404, 409].indexOf(xhr.status) >= 0);
+      if (refused) { // refusals come back as partials to show
         e.detail.shouldSwap = true;
         e.detail.isError = false;
       }
@@ -257,6 +302,7 @@
 
     list.scrollTop = list.scrollHeight;
     if (chat.dataset.wsPath) connect();
+    if (cards) fetchCards(cards.dataset.url);
   }
 
   document.addEventListener("DOMContentLoaded", function () {
