@@ -240,8 +240,6 @@ def approval_decide(
         # Only the card's row is locked: PostgreSQL refuses FOR UPDATE on the nullable side
         # of the outer join that `decided_by` needs.
         approval = (
-            # Lock the card's row only: PostgreSQL refuses FOR UPDATE on the nullable side of
-            # the outer join to `decided_by`.
             ToolApproval.objects.select_for_update(of=("self",))
             .select_related("chat", "decided_by")
             .filter(pk=approval_id)
