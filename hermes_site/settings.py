@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "bots.apps.BotsConfig",
     "toolservers.apps.ToolServersConfig",
     "schedules.apps.SchedulesConfig",
+    "openai_api.apps.OpenAIApiConfig",
 ]
 
 MIDDLEWARE = [

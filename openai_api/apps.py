@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class OpenAIApiConfig(AppConfig):
+    name = "openai_api"
+    verbose_name = "OpenAI-compatible endpoint and personal keys"
