@@ -17,3 +17,56 @@ def models_json() -> dict:
 
 def now() -> int:
     return int(time.time())
+
+
+def usage_json(turn) -> dict:
+    """The turn's real token counts, as the model provider reported them."""
+    prompt, completion = turn.prompt_tokens, turn.completion_tokens
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+
+
+def completion_json(*, completion_id: str, created: int, text: str, turn) -> dict:
+    return {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": created,
+        "model": MODEL_ID,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text, "refusal": None},
+                "logprobs": None,
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": usage_json(turn),
+        "hermes": {"chat": turn.chat.chat_key, "turn_id": turn.pk},
+    }
+
+
+def chunk_json(
+    *, completion_id: str, created: int, delta: dict, finish_reason=None, extra=None
+) -> dict:
+    chunk = {
+        "id": completion_id,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": MODEL_ID,
+        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],
+    }
+    return chunk | (extra or {})
+
+
+def usage_chunk_json(*, completion_id: str, created: int, turn) -> dict:
+    return {
+        "id": completion_id,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": MODEL_ID,
+        "choices": [],
+        "usage": usage_json(turn),
+    }
