@@ -201,3 +201,13 @@ def test_a_client_disconnect_stops_the_turn(live_stack, fake_llm, make_person):
     turn = wait_for(lambda: Turn.objects.filter(status__in=Turn.FINISHED).first())
     assert turn.status == "interrupted"
     assert turn.interrupt_reason == "the client disconnected"
+
+    # Without streaming too: a client that gives up waiting for the whole answer.
+    fake_llm.script(fake_openai.text("word " * 400, delay=0.05))
+    body = body | {"stream": False, "messages": [{"role": "user", "content": "Another one."}]}
+    with httpx.Client(timeout=2) as http, pytest.raises(httpx.ReadTimeout):
+        http.post(f"{live_stack.url}/v1/chat/completions", json=body, headers=headers)
+    second = wait_for(
+        lambda: Turn.objects.filter(status__in=Turn.FINISHED).exclude(pk=turn.pk).first()
+    )
+    assert (second.status, second.interrupt_reason) == ("interrupted", "the client disconnected")
