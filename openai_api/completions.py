@@ -11,17 +11,22 @@ import json
 import uuid
 
 from asgiref.sync import sync_to_async
-from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from chats.agent.events import last_seq
-from chats.agent.turns import turn_stop
-from chats.api.streams import FINAL_EVENTS, KEEPALIVE, follow_turn
-from chats.models import Turn
+from chats.api.streams import KEEPALIVE, follow_turn
 from chats.services import IngestError
 from openai_api.auth import personal_key_person
 from openai_api.errors import OpenAIError, bad_request, openai_error_response
+from openai_api.following import (
+    failure,
+    follow_to_end,
+    is_final,
+    land,
+    landing_error,
+    outcome,
+    stop_turn,
+)
 from openai_api.parsing import parse_chat_completion, read_json
 from openai_api.render import (
     chunk_json,
@@ -29,41 +34,7 @@ from openai_api.render import (
     now,
     usage_chunk_json,
 )
-from openai_api.services import ChatNotAllowed, ChatNotFound, Landed, conversation_post
-
-CLIENT_GONE = "the client disconnected"
-CHAT_NOT_FOUND = "No chat with this key is visible to you."
-CHAT_NOT_ALLOWED = (
-    "A personal key posts only in web rooms you are a member of and in your own OpenAI "
-    "conversations, not in {} chats."
-)
-
-
-def _land(person, request) -> tuple[Landed, int]:
-    """Store the request's new messages; the turn to follow and the event seq to follow it from."""
-    with transaction.atomic():
-        landed = conversation_post(person=person, request=request)
-        # The new turn's events are published after this commits: nothing before this number
-        # belongs to it. A retry follows an earlier turn: from the start of the buffer.
-        after = last_seq(landed.chat.pk) if landed.new else 0
-    return landed, after
-
-
-def _outcome(turn_id: int) -> Turn:
-    return Turn.objects.select_related("reply", "chat").get(pk=turn_id)
-
-
-async def _stop(landed: Landed) -> None:
-    await sync_to_async(turn_stop)(turn_id=landed.turn.pk, chat=landed.chat, reason=CLIENT_GONE)
-
-
-def _failure(event: dict, turn: Turn) -> OpenAIError:
-    if event["type"] == "turn.failed":
-        return OpenAIError(502, f"The agent's model failed: {turn.error}", code="turn_failed")
-    if event["type"] == "stream.closed":
-        return OpenAIError(403, event["reason"], code="chat_not_readable")
-    reason = turn.interrupt_reason or event.get("reason") or "interrupted"
-    return OpenAIError(409, f"The turn was interrupted: {reason}.", code="turn_interrupted")
+from openai_api.services import ChatNotAllowed, ChatNotFound, Landed
 
 
 @csrf_exempt
@@ -75,14 +46,11 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
     try:
         person = await sync_to_async(personal_key_person)(request)
         conversation = parse_chat_completion(request, read_json(request))
-        landed, after = await sync_to_async(_land)(person, conversation)
+        landed, after = await sync_to_async(land)(person, conversation)
     except OpenAIError as error:
         return openai_error_response(error)
-    except ChatNotFound:
-        return openai_error_response(OpenAIError(404, CHAT_NOT_FOUND, code="chat_not_found"))
-    except ChatNotAllowed as exc:
-        message = CHAT_NOT_ALLOWED.format(exc)
-        return openai_error_response(OpenAIError(403, message, code="chat_not_allowed"))
+    except (ChatNotFound, ChatNotAllowed) as exc:
+        return openai_error_response(landing_error(exc))
     except IngestError as exc:
         return openai_error_response(bad_request(str(exc), param="messages"))
     if landed.turn is None:
@@ -100,19 +68,9 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
 
 
 async def _whole(landed: Landed, follow, completion_id: str) -> JsonResponse:
-    final = None
-    try:
-        async for event in follow:
-            if event.get("type") in FINAL_EVENTS or event.get("type") == "stream.closed":
-                final = event
-    except asyncio.CancelledError:
-        await asyncio.shield(_stop(landed))
-        raise
-    finally:
-        await follow.aclose()
-    turn = await sync_to_async(_outcome)(landed.turn.pk)
+    final, turn = await follow_to_end(landed, follow)
     if final is None or final["type"] != "turn.finished" or turn.reply is None:
-        return openai_error_response(_failure(final or {"type": "turn.failed"}, turn))
+        return openai_error_response(failure(final or {"type": "turn.failed"}, turn))
     body = completion_json(
         completion_id=completion_id, created=now(), text=turn.reply.text, turn=turn
     )
@@ -150,11 +108,11 @@ async def _chunks(landed: Landed, follow, completion_id: str, include_usage: boo
                 yield chunk({}, extra=extra)
             elif kind == "turn.started" and event.get("resumed"):
                 yield chunk({}, extra={"hermes": {"status": "resumed"}})
-            elif kind in FINAL_EVENTS or kind == "stream.closed":
+            elif is_final(event):
                 ended = True
-                turn = await sync_to_async(_outcome)(landed.turn.pk)
+                turn = await sync_to_async(outcome)(landed.turn.pk)
                 if kind != "turn.finished" or turn.reply is None:
-                    yield _data(_failure(event, turn).body())
+                    yield _data(failure(event, turn).body())
                 else:
                     text, streamed = turn.reply.text, "".join(sent)
                     if text != streamed and text.startswith(streamed):
@@ -170,5 +128,5 @@ async def _chunks(landed: Landed, follow, completion_id: str, include_usage: boo
                 return
     finally:
         if not ended:  # the client went away (or the server is stopping): stop the turn
-            await asyncio.shield(_stop(landed))
+            await asyncio.shield(stop_turn(landed))
         await follow.aclose()

@@ -49,3 +49,17 @@ class ConversationPrefix(models.Model):
 
     def __str__(self) -> str:
         return f"{self.digest[:12]}… ({self.length} messages) → chat {self.chat_id}"
+
+
+class StoredResponse(models.Model):
+    """A `/v1/responses` answer: its id, so a later request can continue after it
+    (`previous_response_id`), for its person only."""
+
+    response_id = models.CharField(max_length=64, unique=True)
+    person = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    chat = models.ForeignKey("chats.Chat", on_delete=models.CASCADE, related_name="+")
+    turn = models.ForeignKey("chats.Turn", on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"{self.response_id} (turn {self.turn_id})"

@@ -161,3 +161,73 @@ def parse_chat_completion(request: HttpRequest, payload: dict) -> ConversationRe
         stream=stream,
         include_usage=include_usage,
     )
+
+
+def _input_items(value: object) -> tuple[list[tuple[str, str]], list[str]]:
+    if isinstance(value, str):
+        return [("user", _text(value, "input"))], []
+    if not isinstance(value, list) or not value:
+        raise bad_request("input must be a string or a non-empty list of messages.", param="input")
+    items, notes = [], []
+    for index, item in enumerate(value):
+        param = f"input[{index}]"
+        if not isinstance(item, dict) or item.get("type", "message") != "message":
+            raise bad_request(
+                f"{param}: only message items are supported (the agent runs its own tools).",
+                param=param,
+            )
+        role = item.get("role")
+        text = _text(item.get("content"), f"{param}.content")
+        if role in NOTE_ROLES:
+            notes.append(text)
+        elif role in CONVERSATION_ROLES:
+            items.append((role, text))
+        else:
+            raise bad_request(f"{param}.role {role!r} is not supported.", param=f"{param}.role")
+    return items, notes
+
+
+@dataclass(frozen=True)
+class ResponsesRequest:
+    conversation: ConversationRequest
+    previous_response_id: str | None
+
+
+def parse_responses(request: HttpRequest, payload: dict) -> ResponsesRequest:
+    """A `POST /v1/responses` body, or OpenAIError 400/404."""
+    check_model(payload)
+    refuse_client_tools(payload)
+    items, notes = _input_items(payload.get("input"))
+    instructions = payload.get("instructions")
+    if instructions is not None:
+        notes.insert(0, _text(instructions, "instructions"))
+    if not items or items[-1][0] != "user" or not items[-1][1].strip():
+        raise bad_request("The input must end with a non-empty user message.", param="input")
+    previous = payload.get("previous_response_id")
+    if previous is not None and (not isinstance(previous, str) or not previous):
+        raise bad_request(
+            "previous_response_id must be a response id.", param="previous_response_id"
+        )
+    chat_key = _chat_key(request, payload)
+    conversation = payload.get("conversation")
+    if isinstance(conversation, dict):
+        conversation = conversation.get("id")
+    if conversation is not None:
+        if not isinstance(conversation, str) or not conversation:
+            raise bad_request("conversation must be a chat key.", param="conversation")
+        if previous is not None:
+            raise bad_request(
+                "Send previous_response_id or conversation, not both.", param="conversation"
+            )
+        chat_key = conversation
+    stream, _ = _stream_flags(payload)
+    return ResponsesRequest(
+        conversation=ConversationRequest(
+            items=tuple(items),
+            system="\n\n".join(note for note in notes if note.strip()),
+            chat_key=chat_key,
+            stream=stream,
+            include_usage=True,
+        ),
+        previous_response_id=previous,
+    )

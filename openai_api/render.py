@@ -70,3 +70,42 @@ def usage_chunk_json(*, completion_id: str, created: int, turn) -> dict:
         "choices": [],
         "usage": usage_json(turn),
     }
+
+
+def response_json(*, response_id: str, created: int, turn, text: str | None, status: str) -> dict:
+    """A Responses API object; `text` None while in progress."""
+    output = []
+    if text is not None:
+        output.append(
+            {
+                "type": "message",
+                "id": f"msg_{response_id[5:]}",
+                "status": "completed",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": text, "annotations": []}],
+            }
+        )
+    usage = None
+    if status == "completed":
+        prompt, completion = turn.prompt_tokens, turn.completion_tokens
+        usage = {
+            "input_tokens": prompt,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": completion,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": prompt + completion,
+        }
+    return {
+        "id": response_id,
+        "object": "response",
+        "created_at": created,
+        "status": status,
+        "model": MODEL_ID,
+        "output": output,
+        "parallel_tool_calls": False,
+        "tool_choice": "none",
+        "tools": [],
+        "usage": usage,
+        "conversation": {"id": turn.chat.chat_key},
+        "hermes": {"chat": turn.chat.chat_key, "turn_id": turn.pk},
+    }

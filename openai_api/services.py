@@ -157,34 +157,52 @@ def _post_to_named_chat(*, person, request: ConversationRequest) -> Landed:
         raise ChatNotFound(request.chat_key)
     if chat.channel not in NAMEABLE_CHANNELS:
         raise ChatNotAllowed(chat.channel)
-    if (
-        chat.channel == Channel.OPENAI
-        and not Conversation.objects.filter(chat=chat, person=person).exists()
-    ):
-        raise ChatNotAllowed(chat.channel)
+    conversation = None
+    if chat.channel == Channel.OPENAI:
+        conversation = Conversation.objects.filter(chat=chat, person=person).first()
+        if conversation is None:
+            raise ChatNotAllowed(chat.channel)
     digest = prefix_digests(request.items)[-1]
-    text = request.items[-1][1]
     with transaction.atomic():
+        retried = _unanswered(chat, digest)
+        if retried is not None:  # the same request again while its turn runs: follow it
+            return Landed(chat, retried, _trigger_turn(retried))
+        metadata = {"openai_digest": digest}
         if chat.channel == Channel.WEB:
-            user_id, metadata = person_actor_id(person), {"via": "openai"}
-        else:
-            user_id, metadata = person_actor_id(person), {"openai_digest": digest}
-            Conversation.objects.filter(chat=chat, person=person).update(tip_digest=digest)
+            metadata["via"] = "openai"
+        if conversation is not None:
+            conversation.tip_digest = digest
+            if request.system:
+                conversation.system_note = request.system[:MAX_NOTE_CHARS]
+            conversation.save(update_fields=["tip_digest", "system_note"])
         result = message_ingest(
             channel=chat.channel,
             chat_id=chat.external_id,
             thread_id=chat.thread_id or None,
-            user_id=user_id,
+            user_id=person_actor_id(person),
             user_name=_author(person),
             person=person,
-            text=text,
-            message_id=f"oa-{digest[:40]}",
+            text=request.items[-1][1],
+            # A named chat has its own history: the same words may come again later, so the
+            # id is new each time; a retry is recognised by `_unanswered` instead.
+            message_id=f"oa-{digest[:40]}-{uuid.uuid4().hex[:12]}",
             metadata=metadata,
         )
         turn = message_received(result)
-        if turn is None:
-            return Landed(result.chat, result.message, _trigger_turn(result.message))
-        return Landed(result.chat, result.message, turn, new=True)
+        return Landed(result.chat, result.message, turn, new=turn is not None)
+
+
+def _unanswered(chat: Chat, digest: str) -> Message | None:
+    """The newest message this request already stored in `chat`, if its turn is still open."""
+    message = (
+        Message.objects.filter(chat=chat, external_id__startswith=f"oa-{digest[:40]}-")
+        .order_by("-id")
+        .first()
+    )
+    if message is None:
+        return None
+    turn = _trigger_turn(message)
+    return message if turn is not None and not turn.is_finished else None
 
 
 def conversation_record_reply(*, turn: Turn) -> None:

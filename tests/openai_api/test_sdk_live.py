@@ -211,3 +211,48 @@ def test_a_client_disconnect_stops_the_turn(live_stack, fake_llm, make_person):
         lambda: Turn.objects.filter(status__in=Turn.FINISHED).exclude(pk=turn.pk).first()
     )
     assert (second.status, second.interrupt_reason) == ("interrupted", "the client disconnected")
+
+
+def test_responses_follow_previous_response_id(live_stack, fake_llm, make_person):
+    alice, bob = make_person("alice"), make_person("bob")
+    _, key = api_token_create(person=alice, kind=ApiToken.Kind.PERSONAL)
+    _, bobs_key = api_token_create(person=bob, kind=ApiToken.Kind.PERSONAL)
+    sdk = client(live_stack, key)
+
+    fake_llm.script(fake_openai.text("The staging host is stg-1."))
+    first = sdk.responses.create(
+        model="hermes-hub", input="Which host is staging?", instructions="Be brief."
+    )
+    assert first.output_text == "The staging host is stg-1."
+    assert first.usage.input_tokens > 0 and first.usage.output_tokens > 0
+    chat = Chat.objects.get(channel="openai")
+
+    fake_llm.script(fake_openai.text("Production is prod-1."))
+    events = list(
+        sdk.responses.create(
+            model="hermes-hub",
+            input="And production?",
+            previous_response_id=first.id,
+            stream=True,
+        )
+    )
+    assert events[0].type == "response.created" and events[-1].type == "response.completed"
+    deltas = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert deltas == "Production is prod-1." == events[-1].response.output_text
+    # The same chat, the new input only, the model saw the earlier exchange.
+    assert user_and_assistant(chat) == [
+        ("user", "Which host is staging?"),
+        ("assistant", "The staging host is stg-1."),
+        ("user", "And production?"),
+        ("assistant", "Production is prod-1."),
+    ]
+    seen = [m["content"] for m in fake_llm.last_request["messages"]]
+    assert "The staging host is stg-1." in seen
+    assert "Be brief." in seen[0]
+
+    # Someone else's response id continues nothing.
+    with pytest.raises(openai.NotFoundError):
+        client(live_stack, bobs_key).responses.create(
+            model="hermes-hub", input="Show me.", previous_response_id=first.id
+        )
+    assert Message.objects.filter(text="Show me.").count() == 0
