@@ -157,3 +157,16 @@ def test_named_chats_follow_the_rules(owner, member, outsider):
     assert Message.objects.filter(chat__in=[terminal, integration]).count() == 0
     assert Message.objects.filter(chat=members_own.chat).count() == 1
     assert Chat.objects.filter(channel="openai").count() == 1
+
+
+def test_a_named_chat_stores_repeated_words_again_but_not_a_retry(owner):
+    room, _ = chat_get_or_create(channel="web", chat_id="ops", kind="room")
+    chat_member_ensure(chat=room, person=owner)
+    first = conversation_post(person=owner, request=ask(("user", "ok"), chat_key=room.chat_key))
+    retry = conversation_post(person=owner, request=ask(("user", "ok"), chat_key=room.chat_key))
+    assert (retry.trigger, retry.turn, retry.new) == (first.trigger, first.turn, False)
+
+    Turn.objects.filter(pk=first.turn.pk).update(status="completed")
+    later = conversation_post(person=owner, request=ask(("user", "ok"), chat_key=room.chat_key))
+    assert later.trigger != first.trigger and later.new
+    assert Message.objects.filter(chat=room, text="ok").count() == 2
