@@ -29,6 +29,7 @@ from openai_api.models import Conversation, ConversationPrefix
 from openai_api.parsing import ConversationRequest
 
 MAX_NOTE_CHARS = 8000
+TITLE_CHARS = 60
 NAMEABLE_CHANNELS = (Channel.WEB, Channel.OPENAI)
 
 
@@ -79,9 +80,16 @@ def _ingest_items(*, person, chat: Chat, items, digests, start: int) -> Message:
     return last
 
 
-def _new_chat(person, *, forked_from: Chat | None) -> tuple[Chat, Conversation]:
+def _title(items) -> str:
+    """The conversation's first words, so the dashboard's chat list says which one it is."""
+    first = next((text for role, text in items if role == "user"), "")
+    words = " ".join(first.split())
+    return words if len(words) <= TITLE_CHARS else words[: TITLE_CHARS - 1] + "…"
+
+
+def _new_chat(person, *, items, forked_from: Chat | None) -> tuple[Chat, Conversation]:
     chat, _ = chat_get_or_create(
-        channel=Channel.OPENAI, chat_id=uuid.uuid4().hex, kind=ChatKind.API
+        channel=Channel.OPENAI, chat_id=uuid.uuid4().hex, kind=ChatKind.API, title=_title(items)
     )
     chat_member_ensure(chat=chat, person=person, role=ChatMember.Role.OWNER)
     conversation = Conversation.objects.create(chat=chat, person=person, forked_from=forked_from)
@@ -136,7 +144,7 @@ def conversation_post(*, person: AbstractBaseUser, request: ConversationRequest)
             chat, start = conversation.chat, length
         else:
             chat, conversation = _new_chat(
-                person, forked_from=conversation.chat if conversation else None
+                person, items=items, forked_from=conversation.chat if conversation else None
             )
             start = 0
         note = request.system[:MAX_NOTE_CHARS]

@@ -170,3 +170,19 @@ def test_a_named_chat_stores_repeated_words_again_but_not_a_retry(owner):
     later = conversation_post(person=owner, request=ask(("user", "ok"), chat_key=room.chat_key))
     assert later.trigger != first.trigger and later.new
     assert Message.objects.filter(chat=room, text="ok").count() == 2
+
+
+def test_the_person_sees_the_conversation_on_the_dashboard_and_others_do_not(owner, outsider):
+    from django.test import Client
+
+    landed = conversation_post(
+        person=owner, request=ask(("user", "Where are the   release notes kept?"))
+    )
+    assert landed.chat.title == "Where are the release notes kept?"
+    mine, theirs = Client(), Client()
+    mine.force_login(owner)
+    theirs.force_login(outsider)
+    url = f"/chats/{landed.chat.chat_key}/"
+    page = mine.get(url)
+    assert page.status_code == 200 and "Where are the   release notes kept?" in page.text
+    assert theirs.get(url).status_code == 404
