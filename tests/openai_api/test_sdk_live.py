@@ -15,6 +15,9 @@ from chats.services import (
     chat_member_ensure,
 )
 from tests.fakes import openai_server as fake_openai
+from tests.toolservers.conftest import PROBE, PYTHON, add_server, enable
+from toolservers.approvals import Decision, approval_decide
+from toolservers.models import ToolApproval
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -256,3 +259,45 @@ def test_responses_follow_previous_response_id(live_stack, fake_llm, make_person
             model="hermes-hub", input="Show me.", previous_response_id=first.id
         )
     assert Message.objects.filter(text="Show me.").count() == 0
+
+
+def test_a_call_that_needs_approval_waits_for_the_person_and_the_stream_says_so(
+    live_stack, fake_llm, make_person, tmp_path
+):
+    alice = make_person("alice")
+    _, key = api_token_create(person=alice, kind=ApiToken.Kind.PERSONAL)
+    sdk = client(live_stack, key)
+    fake_llm.script(fake_openai.text("Hello."))
+    conversation = [{"role": "user", "content": "hi"}]
+    first = sdk.chat.completions.create(model="hermes-hub", messages=conversation)
+    chat = Chat.objects.get(channel="openai")
+    enable(chat, add_server("probe", stdio=[PYTHON, PROBE]))
+
+    log = tmp_path / "deploy.log"
+    fake_llm.script(
+        fake_openai.tool_calls([("c1", "probe__append_line", {"path": str(log), "line": "v2"})]),
+        fake_openai.text("Deployed v2."),
+    )
+    conversation += [
+        {"role": "assistant", "content": first.choices[0].message.content},
+        {"role": "user", "content": "deploy v2"},
+    ]
+    statuses, text = [], []
+    for chunk in sdk.chat.completions.create(
+        model="hermes-hub", messages=conversation, stream=True
+    ):
+        status = (chunk.model_extra.get("hermes") or {}).get("status")
+        if status:
+            statuses.append(status)
+        if status == "waiting":
+            assert not log.exists()  # nothing runs before the person decides
+            card = ToolApproval.objects.get(turn__chat=chat)
+            decided = approval_decide(
+                approval_id=card.pk, nonce=card.nonce, person=alice, approve=True
+            )
+            assert decided.outcome is Decision.DECIDED
+        if chunk.choices:
+            text.append(chunk.choices[0].delta.content or "")
+    assert statuses == ["waiting", "resumed"]
+    assert "".join(text) == "Deployed v2."
+    assert log.read_text() == "v2\n"
