@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
-from chats.agent.turns import message_received
+from chats.agent.turns import message_received, turn_request
 from chats.models import Channel, Chat, ChatKind, ChatMember, Message, Turn
 from chats.selectors import chat_for_person
 from chats.services import chat_get_or_create, chat_member_ensure, message_ingest, person_actor_id
@@ -122,6 +122,18 @@ def _trigger_turn(result_message: Message) -> Turn | None:
     return Turn.objects.filter(trigger=result_message).order_by("-id").first()
 
 
+def _retry(chat: Chat, digest: str) -> Landed | None:
+    """The same request again before an answer was recorded: follow its turn while it runs
+    (or once it completed); after a failure or an interruption, answer it again."""
+    trigger = Message.objects.filter(chat=chat, external_id=f"oa-{digest[:40]}").first()
+    if trigger is None:
+        return None
+    turn = _trigger_turn(trigger)
+    if turn is not None and (not turn.is_finished or turn.status == Turn.Status.COMPLETED):
+        return Landed(chat, trigger, turn)
+    return Landed(chat, trigger, turn_request(message=trigger), new=True)
+
+
 def conversation_post(*, person: AbstractBaseUser, request: ConversationRequest) -> Landed:
     """Store what is new in the person's conversation and request the agent's turn on its
     last user message (a retried request finds the turn its first delivery started)."""
@@ -133,12 +145,10 @@ def conversation_post(*, person: AbstractBaseUser, request: ConversationRequest)
         conversation, length = _find(person, digests)
         if conversation is not None and length == len(items):
             if conversation.tip_digest == digests[-1]:
-                # The same request again before its answer was recorded: follow that turn.
-                trigger = Message.objects.get(
-                    chat=conversation.chat, external_id=f"oa-{digests[-1][:40]}"
-                )
-                return Landed(conversation.chat, trigger, _trigger_turn(trigger))
-            length = len(items) - 1  # a regenerate: answer the last message again, in a fork
+                retried = _retry(conversation.chat, digests[-1])
+                if retried is not None:
+                    return retried
+            # A regenerate: answer the last message again, in a fork.
             conversation, length = _find(person, digests[:-1])
         if conversation is not None and conversation.tip_digest == digests[length]:
             chat, start = conversation.chat, length

@@ -186,3 +186,12 @@ def test_the_person_sees_the_conversation_on_the_dashboard_and_others_do_not(own
     page = mine.get(url)
     assert page.status_code == 200 and "Where are the   release notes kept?" in page.text
     assert theirs.get(url).status_code == 404
+
+
+def test_a_retry_after_a_failed_turn_answers_again_in_the_same_chat(owner):
+    first = conversation_post(person=owner, request=ask(("user", "q1")))
+    Turn.objects.filter(pk=first.turn.pk).update(status="failed", error="model down")
+    again = conversation_post(person=owner, request=ask(("user", "q1")))
+    assert again.chat == first.chat and again.new
+    assert again.turn != first.turn and again.turn.trigger == first.trigger
+    assert Message.objects.count() == 1
