@@ -8,6 +8,7 @@ from openai_api.responses import responses
 
 urlpatterns = [
     path("models", views.models, name="openai_models"),
+    path("models/<str:model_id>", views.model_detail, name="openai_model_detail"),
     path("chat/completions", chat_completions, name="openai_chat_completions"),
     path("responses", responses, name="openai_responses"),
     # Last: anything else under /v1/ is a JSON 404 in OpenAI's shape.

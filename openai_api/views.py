@@ -8,7 +8,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from openai_api.auth import personal_key_person
 from openai_api.errors import OpenAIError, openai_error_response
-from openai_api.render import models_json
+from openai_api.render import MODEL_ID, models_json
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +30,25 @@ def models(request: HttpRequest) -> JsonResponse:
     except OpenAIError as error:
         return openai_error_response(error)
     return JsonResponse(models_json())
+
+
+@csrf_exempt
+def model_detail(request: HttpRequest, model_id: str) -> JsonResponse:
+    """The one model, by its id; any other id is a 404 `model_not_found`."""
+    if request.method != "GET":
+        return _method_not_allowed(request, "GET")
+    try:
+        personal_key_person(request)
+        if model_id != MODEL_ID:
+            raise OpenAIError(
+                404,
+                f"The model {model_id!r} does not exist.",
+                param="model",
+                code="model_not_found",
+            )
+    except OpenAIError as error:
+        return openai_error_response(error)
+    return JsonResponse(models_json()["data"][0])
 
 
 @csrf_exempt

@@ -173,3 +173,9 @@ def test_a_failed_turn_ends_the_stream_with_an_error(owner):
     errors = [c for c in data_of(pieces) if "error" in c]
     assert "the model is down" in errors[0]["error"]["message"]
     assert pieces[-1] == "data: [DONE]\n\n"
+
+
+def test_the_model_by_id(sdk_like):
+    assert sdk_like.get("/v1/models/hermes-hub").json()["id"] == "hermes-hub"
+    assert_openai_error(sdk_like.get("/v1/models/gpt-4o"), 404, code="model_not_found")
+    assert_openai_error(ApiClient("hk_wrong").get("/v1/models/hermes-hub"), 401)
