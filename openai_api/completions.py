@@ -34,7 +34,13 @@ from openai_api.render import (
     now,
     usage_chunk_json,
 )
-from openai_api.services import ChatNotAllowed, ChatNotFound, Landed
+from openai_api.services import (
+    STEP_SEPARATOR,
+    ChatNotAllowed,
+    ChatNotFound,
+    Landed,
+    visible_answer,
+)
 
 
 @csrf_exempt
@@ -71,9 +77,8 @@ async def _whole(landed: Landed, follow, completion_id: str) -> JsonResponse:
     final, turn = await follow_to_end(landed, follow)
     if final is None or final["type"] != "turn.finished" or turn.reply is None:
         return openai_error_response(failure(final or {"type": "turn.failed"}, turn))
-    body = completion_json(
-        completion_id=completion_id, created=now(), text=turn.reply.text, turn=turn
-    )
+    text = await sync_to_async(visible_answer)(turn)
+    body = completion_json(completion_id=completion_id, created=now(), text=text, turn=turn)
     return JsonResponse(body)
 
 
@@ -91,6 +96,7 @@ async def _chunks(landed: Landed, follow, completion_id: str, include_usage: boo
         )
 
     sent: list[str] = []
+    step_ended = False  # a tool step came after the text sent so far
     try:
         yield chunk({"role": "assistant", "content": ""})
         async for event in follow:
@@ -98,8 +104,14 @@ async def _chunks(landed: Landed, follow, completion_id: str, include_usage: boo
             if event is KEEPALIVE:
                 yield ": keep-alive\n\n"
             elif kind == "turn.delta":
+                if step_ended and sent:
+                    sent.append(STEP_SEPARATOR)
+                    yield chunk({"content": STEP_SEPARATOR})
+                step_ended = False
                 sent.append(event["text"])
                 yield chunk({"content": event["text"]})
+            elif kind == "tool.started":
+                step_ended = True
             elif kind == "turn.waiting":
                 reason = event.get("reason") or "a decision"
                 # A comment for raw SSE readers, and a chunk without content that says it.
@@ -114,7 +126,8 @@ async def _chunks(landed: Landed, follow, completion_id: str, include_usage: boo
                 if kind != "turn.finished" or turn.reply is None:
                     yield _data(failure(event, turn).body())
                 else:
-                    text, streamed = turn.reply.text, "".join(sent)
+                    text = await sync_to_async(visible_answer)(turn)
+                    streamed = "".join(sent)
                     if text != streamed and text.startswith(streamed):
                         yield chunk({"content": text[len(streamed) :]})
                     yield chunk({}, finish_reason="stop")

@@ -28,7 +28,13 @@ from openai_api.following import (
 from openai_api.models import StoredResponse
 from openai_api.parsing import ResponsesRequest, parse_responses, read_json
 from openai_api.render import now, response_json
-from openai_api.services import ChatNotAllowed, ChatNotFound, Landed
+from openai_api.services import (
+    STEP_SEPARATOR,
+    ChatNotAllowed,
+    ChatNotFound,
+    Landed,
+    visible_answer,
+)
 
 
 def _previous_chat_key(person, parsed: ResponsesRequest) -> ResponsesRequest:
@@ -94,7 +100,7 @@ async def _whole(landed: Landed, follow, response_id: str) -> JsonResponse:
     final, turn = await follow_to_end(landed, follow)
     if final is None or final["type"] != "turn.finished" or turn.reply is None:
         return openai_error_response(failure(final or {"type": "turn.failed"}, turn))
-    text = turn.reply.text
+    text = await sync_to_async(visible_answer)(turn)
     body = response_json(
         response_id=response_id, created=created, turn=turn, text=text, status="completed"
     )
@@ -121,6 +127,7 @@ async def _events(landed: Landed, follow, response_id: str):
     part = {"type": "output_text", "text": "", "annotations": []}
     at = {"item_id": item_id, "output_index": 0, "content_index": 0}
     sent: list[str] = []
+    step_ended = False
     try:
         yield event("response.created", response=snapshot("in_progress"))
         yield event("response.in_progress", response=snapshot("in_progress"))
@@ -131,8 +138,16 @@ async def _events(landed: Landed, follow, response_id: str):
             if update is KEEPALIVE:
                 yield ": keep-alive\n\n"
             elif kind == "turn.delta":
+                if step_ended and sent:
+                    sent.append(STEP_SEPARATOR)
+                    yield event(
+                        "response.output_text.delta", **at, delta=STEP_SEPARATOR, logprobs=[]
+                    )
+                step_ended = False
                 sent.append(update["text"])
                 yield event("response.output_text.delta", **at, delta=update["text"], logprobs=[])
+            elif kind == "tool.started":
+                step_ended = True
             elif kind == "turn.waiting":
                 yield f": waiting for {update.get('reason') or 'a decision'}\n\n"
             elif is_final(update):
@@ -143,7 +158,7 @@ async def _events(landed: Landed, follow, response_id: str):
                     yield event("error", message=error["message"], code=error["code"], param=None)
                     yield event("response.failed", response=snapshot("failed"))
                     return
-                text, streamed = turn.reply.text, "".join(sent)
+                text, streamed = await sync_to_async(visible_answer)(turn), "".join(sent)
                 if text != streamed and text.startswith(streamed):
                     yield event(
                         "response.output_text.delta", **at, delta=text[len(streamed) :], logprobs=[]

@@ -223,6 +223,27 @@ def _unanswered(chat: Chat, digest: str) -> Message | None:
     return message if turn is not None and not turn.is_finished else None
 
 
+STEP_SEPARATOR = "\n\n"
+
+
+def visible_answer(turn: Turn) -> str:
+    """The answer as an OpenAI client sees it: the text the agent wrote before each of its
+    tool steps, then its reply, in order (the stream sends the same). Stored apart in the
+    chat, they are one assistant message to the client."""
+    if turn.reply is None:
+        return ""
+    steps = (
+        Message.objects.filter(
+            chat_id=turn.chat_id, role=Message.Role.ASSISTANT, metadata__turn=turn.pk
+        )
+        .exclude(pk=turn.reply_id)
+        .exclude(text="")
+        .order_by("id")
+        .values_list("text", flat=True)
+    )
+    return STEP_SEPARATOR.join(text for text in [*steps, turn.reply.text] if text)
+
+
 def conversation_record_reply(*, turn: Turn) -> None:
     """After a turn in an `openai` chat finished with a reply: the conversation's tip moves
     past that reply, so the client resending it continues this chat instead of forking."""
@@ -236,7 +257,7 @@ def conversation_record_reply(*, turn: Turn) -> None:
         conversation = Conversation.objects.select_for_update().filter(chat_id=turn.chat_id).first()
         if conversation is None or conversation.tip_digest != digest:
             return  # something newer came meanwhile: that is the tip now
-        tip = chain(digest, "assistant", reply.text)
+        tip = chain(digest, "assistant", visible_answer(turn))
         length = (
             ConversationPrefix.objects.filter(person=conversation.person, digest=digest)
             .values_list("length", flat=True)

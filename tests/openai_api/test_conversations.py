@@ -195,3 +195,25 @@ def test_a_retry_after_a_failed_turn_answers_again_in_the_same_chat(owner):
     assert again.chat == first.chat and again.new
     assert again.turn != first.turn and again.turn.trigger == first.trigger
     assert Message.objects.count() == 1
+
+
+def test_text_before_a_tool_step_is_part_of_the_answer_the_client_resends(owner):
+    from openai_api.services import visible_answer
+
+    first = conversation_post(person=owner, request=ask(("user", "what time is it?")))
+    Message.objects.create(
+        chat=first.chat,
+        role="assistant",
+        text="Let me check.",
+        parts=[{"type": "tool_call", "id": "c1", "name": "current_time", "arguments": "{}"}],
+        external_id="step-1",
+        metadata={"turn": first.turn.pk},
+    )
+    answer(first, "It is noon.")
+    shown = visible_answer(Turn.objects.get(pk=first.turn.pk))
+    assert shown == "Let me check.\n\nIt is noon."
+    second = conversation_post(
+        person=owner,
+        request=ask(("user", "what time is it?"), ("assistant", shown), ("user", "thanks")),
+    )
+    assert second.chat == first.chat
