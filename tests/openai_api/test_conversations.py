@@ -217,3 +217,15 @@ def test_text_before_a_tool_step_is_part_of_the_answer_the_client_resends(owner)
         request=ask(("user", "what time is it?"), ("assistant", shown), ("user", "thanks")),
     )
     assert second.chat == first.chat
+
+
+def test_naming_ones_own_openai_chat_continues_it(owner):
+    first = conversation_post(person=owner, request=ask(("user", "q1")))
+    answer(first, "a1")
+    named = conversation_post(
+        person=owner, request=ask(("user", "q2"), system="Short.", chat_key=first.chat.chat_key)
+    )
+    assert named.chat == first.chat and named.new
+    assert texts(first.chat) == [("user", "q1"), ("assistant", "a1"), ("user", "q2")]
+    assert named.trigger.actor.channel == "openai"
+    assert Conversation.objects.get(chat=first.chat).system_note == "Short."

@@ -179,3 +179,41 @@ def test_the_model_by_id(sdk_like):
     assert sdk_like.get("/v1/models/hermes-hub").json()["id"] == "hermes-hub"
     assert_openai_error(sdk_like.get("/v1/models/gpt-4o"), 404, code="model_not_found")
     assert_openai_error(ApiClient("hk_wrong").get("/v1/models/hermes-hub"), 401)
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"model": "hermes-hub", "input": [{"type": "function_call_output"}]}, "input[0]"),
+        ({"model": "hermes-hub", "input": "hi", "tools": [{"type": "web_search"}]}, "tools"),
+        ({"model": "hermes-hub", "input": ""}, "input"),
+        (
+            {
+                "model": "hermes-hub",
+                "input": "hi",
+                "previous_response_id": "r",
+                "conversation": "c",
+            },
+            "conversation",
+        ),
+    ],
+)
+def test_bad_responses_requests_are_refused(sdk_like, body, param):
+    assert_openai_error(sdk_like.post("/v1/responses", body), 400, param=param)
+    assert not Message.objects.exists()
+
+
+def test_responses_refuse_unknown_previous_ids_and_foreign_conversations(sdk_like, member):
+    theirs = conversation_post(
+        person=member,
+        request=ConversationRequest(
+            items=(("user", "mine"),), system="", chat_key=None, stream=False, include_usage=False
+        ),
+    )
+    body = {"model": "hermes-hub", "input": "hi", "previous_response_id": "resp_nope"}
+    assert_openai_error(
+        sdk_like.post("/v1/responses", body), 404, code="previous_response_not_found"
+    )
+    body = {"model": "hermes-hub", "input": "hi", "conversation": {"id": theirs.chat.chat_key}}
+    assert_openai_error(sdk_like.post("/v1/responses", body), 404, code="chat_not_found")
+    assert Message.objects.count() == 1
