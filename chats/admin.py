@@ -353,14 +353,17 @@ class TokenStateFilter(admin.SimpleListFilter):
 class ApiTokenAdmin(admin.ModelAdmin):
     list_display = (
         "prefix",
+        "kind",
         "person",
         "name",
         "created_at",
+        "expires_at",
         "last_used_at",
+        "last_used_address",
         "revoked_at",
         "is_active",
     )
-    list_filter = (TokenStateFilter, "created_at")
+    list_filter = (TokenStateFilter, "kind", "created_at")
     list_select_related = ("person",)
     search_fields = ("prefix", "name", "person__username")
     autocomplete_fields = ("person",)
@@ -369,14 +372,33 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     def get_fields(self, request, obj=None):
         if obj is None:
-            return ("person", "name")
-        return ("prefix", "person", "name", "created_at", "last_used_at", "revoked_at")
+            return ("person", "kind", "name", "expires_at")
+        return (
+            "prefix",
+            "kind",
+            "person",
+            "name",
+            "created_at",
+            "expires_at",
+            "last_used_at",
+            "last_used_address",
+            "revoked_at",
+        )
 
     def get_readonly_fields(self, request, obj=None):
         if obj is None:
             return ()
-        # A token never changes hands; only its label is editable.
-        return ("prefix", "person", "created_at", "last_used_at", "revoked_at")
+        # A token never changes hands nor kind; only its label is editable.
+        return (
+            "prefix",
+            "kind",
+            "person",
+            "created_at",
+            "expires_at",
+            "last_used_at",
+            "last_used_address",
+            "revoked_at",
+        )
 
     @admin.display(boolean=True, description="active")
     def is_active(self, token: ApiToken) -> bool:
@@ -386,7 +408,9 @@ class ApiTokenAdmin(admin.ModelAdmin):
         if change:
             super().save_model(request, obj, form, change)
             return
-        token, raw = api_token_create(person=obj.person, name=obj.name)
+        token, raw = api_token_create(
+            person=obj.person, name=obj.name, kind=obj.kind, expires_at=obj.expires_at
+        )
         for model_field in ApiToken._meta.concrete_fields:
             setattr(obj, model_field.attname, getattr(token, model_field.attname))
         obj._state.adding = False

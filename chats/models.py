@@ -20,6 +20,7 @@ class Channel(models.TextChoices):
     TELEGRAM = "telegram", "Telegram"
     CLI = "cli", "Terminal"
     API = "api", "API"
+    OPENAI = "openai", "OpenAI-compatible client"
 
 
 class ChatKind(models.TextChoices):
@@ -283,16 +284,27 @@ def hash_api_token(raw: str) -> str:
 
 
 class ApiToken(models.Model):
-    """A per-person bearer token for the HTTP API; only its SHA-256 is stored."""
+    """A per-person bearer token; only its SHA-256 is stored.
+
+    An `integration` token speaks on API v1 (`/api/v1/`) for its owner's integration users;
+    a `personal` key speaks on the OpenAI-compatible `/v1/` only, as its person and no one
+    else (docs/OPENAI.md). Each kind is refused on the other's endpoints."""
+
+    class Kind(models.TextChoices):
+        INTEGRATION = "integration", "Integration token (API v1)"
+        PERSONAL = "personal", "Personal key (OpenAI-compatible /v1)"
 
     person = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
     )
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.INTEGRATION)
     name = models.CharField(max_length=100, blank=True, default="")
     prefix = models.CharField(max_length=16, editable=False)
     key_hash = models.CharField(max_length=64, unique=True, editable=False)
     created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
+    last_used_address = models.GenericIPAddressField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
@@ -300,4 +312,6 @@ class ApiToken(models.Model):
 
     @property
     def is_active(self) -> bool:
-        return self.revoked_at is None
+        if self.revoked_at is not None:
+            return False
+        return self.expires_at is None or self.expires_at > timezone.now()

@@ -527,13 +527,29 @@ def chat_reset(*, chat: Chat, actor: Actor | None = None) -> Message:
 
 
 TOKEN_PREFIX = "hh_"
+PERSONAL_KEY_PREFIX = "hk_"
 
 
-def api_token_create(*, person: AbstractBaseUser, name: str = "") -> tuple[ApiToken, str]:
-    """Create an API token for `person`; the raw token is returned once and never stored."""
-    raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
+def api_token_create(
+    *,
+    person: AbstractBaseUser,
+    name: str = "",
+    kind: str = ApiToken.Kind.INTEGRATION,
+    expires_at: datetime | None = None,
+) -> tuple[ApiToken, str]:
+    """Create an API token (or, with `kind` personal, a personal key) for `person`; the raw
+    value is returned once and never stored."""
+    if kind not in ApiToken.Kind.values:
+        raise ValueError(f"kind must be one of {', '.join(ApiToken.Kind.values)}")
+    prefix = PERSONAL_KEY_PREFIX if kind == ApiToken.Kind.PERSONAL else TOKEN_PREFIX
+    raw = prefix + secrets.token_urlsafe(32)
     token = ApiToken.objects.create(
-        person=person, name=name[:100], prefix=raw[:10], key_hash=hash_api_token(raw)
+        person=person,
+        kind=kind,
+        name=name[:100],
+        prefix=raw[:10],
+        key_hash=hash_api_token(raw),
+        expires_at=expires_at,
     )
     return token, raw
 

@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "bots.apps.BotsConfig",
     "toolservers.apps.ToolServersConfig",
     "schedules.apps.SchedulesConfig",
+    "openai_api.apps.OpenAIApiConfig",
 ]
 
 MIDDLEWARE = [
@@ -283,6 +284,8 @@ WHITENOISE_USE_FINDERS = True
 API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 256 * 1024, minimum=1024)
 API_RATE_LIMIT_PER_MINUTE = env_int("API_RATE_LIMIT_PER_MINUTE", 600, minimum=0)
 API_PAGE_SIZE_MAX = 200
+# The OpenAI-compatible /v1 (docs/OPENAI.md): clients resend whole conversations.
+OPENAI_API_MAX_BODY_BYTES = env_int("OPENAI_API_MAX_BODY_BYTES", 4 * 1024 * 1024, minimum=1024)
 
 # --- Abuse bounds of the dashboard -------------------------------------------------------
 # Messages a person may post from the dashboard composer per minute (0: no limit); counted in

@@ -17,6 +17,8 @@ urlpatterns = [
         name="password_change_done",
     ),
     path("api/v1/", include("chats.api.urls")),
+    path("v1/", include("openai_api.urls")),
+    path("settings/", include("openai_api.urls_keys")),
     path("memory/", include("memory.urls")),
     path("skills/", include("skills.urls")),
     path("skills/", include("skills.urls_reviews")),

@@ -63,6 +63,8 @@ CHANNEL_HINTS = {
     "(bold, italic, inline code, code blocks, links), no tables or headings.",
     "cli": "You are talking in a terminal: write plain text without Markdown, short lines.",
     "api": "You are answering through an API: write plain text unless asked for a format.",
+    "openai": "You are answering one person through their own chat client or editor "
+    "(an OpenAI-compatible app): Markdown is usually rendered.",
 }
 MULTI_USER_NOTE = (
     "Several people talk in this chat. Each user message starts with its author's name in "

@@ -4,6 +4,7 @@ Only the SHA-256 of a token is stored, so a lookup hashes the presented value. E
 failure is a 401 with `WWW-Authenticate: Bearer`, and the API never redirects to a login.
 """
 
+import ipaddress
 from datetime import timedelta
 
 from django.http import HttpRequest
@@ -11,6 +12,7 @@ from django.utils import timezone
 
 from chats.api.errors import ApiError
 from chats.models import ApiToken, hash_api_token
+from chats.views_accounts import client_address
 
 # Writing last_used_at on every request would turn every read into a write; a minute of
 # precision is enough to see which tokens are alive.
@@ -42,29 +44,66 @@ def _raw_token(request: HttpRequest) -> str:
     return raw
 
 
-def authenticate(request: HttpRequest) -> ApiToken:
-    """The active token named by the request, with an active `person`, or ApiError 401."""
-    raw = _raw_token(request)
-    token = None
-    if len(raw) <= MAX_RAW_TOKEN_LENGTH:
-        token = (
-            ApiToken.objects.select_related("person")
-            .filter(key_hash=hash_api_token(raw), revoked_at__isnull=True)
-            .first()
-        )
-    if token is None or not token.person.is_active:
-        raise _unauthorized(
-            "invalid_token", "The API token is invalid, revoked or expired.", invalid=True
-        )
-    _touch(token)
+WRONG_KIND = {
+    ApiToken.Kind.INTEGRATION: (
+        "This is a personal key: it works only on the OpenAI-compatible endpoints under /v1/. "
+        "API v1 takes an integration token."
+    ),
+    ApiToken.Kind.PERSONAL: (
+        "This is an integration token: it works only on API v1 (/api/v1/). The "
+        "OpenAI-compatible endpoints take a personal key (create one on your settings page)."
+    ),
+}
+
+
+def token_for_raw(raw: str) -> ApiToken | None:
+    """The active, unexpired token whose raw value is `raw`, with an active person, or None."""
+    if len(raw) > MAX_RAW_TOKEN_LENGTH:
+        return None
+    token = (
+        ApiToken.objects.select_related("person")
+        .filter(key_hash=hash_api_token(raw), revoked_at__isnull=True)
+        .first()
+    )
+    if token is None or not token.is_active or not token.person.is_active:
+        return None
     return token
 
 
-def _touch(token: ApiToken) -> None:
+def authenticate(request: HttpRequest, *, kind: str = ApiToken.Kind.INTEGRATION) -> ApiToken:
+    """The active token of `kind` named by the request, with an active `person`; ApiError 401
+    for a missing, unknown, revoked or expired one, 403 `wrong_token_kind` for the other kind."""
+    token = token_for_raw(_raw_token(request))
+    if token is None:
+        raise _unauthorized(
+            "invalid_token", "The API token is invalid, revoked or expired.", invalid=True
+        )
+    if token.kind != kind:
+        raise ApiError(403, "wrong_token_kind", WRONG_KIND[kind])
+    touch(token, request)
+    return token
+
+
+def _ip_or_none(value: str | None) -> str | None:
+    try:
+        return str(ipaddress.ip_address(value)) if value else None
+    except ValueError:  # a proxy header that is not an address: keep nothing rather than it
+        return None
+
+
+def touch(token: ApiToken, request: HttpRequest) -> None:
+    """Record when (to the minute) and from which address the token was last used."""
     now = timezone.now()
     stale = now - LAST_USED_PRECISION
-    if token.last_used_at is not None and token.last_used_at > stale:
+    address = _ip_or_none(client_address(request))
+    if (
+        token.last_used_at is not None
+        and token.last_used_at > stale
+        and token.last_used_address == address
+    ):
         return
     # The filter repeats the staleness test so concurrent requests write at most once.
-    ApiToken.objects.filter(pk=token.pk).exclude(last_used_at__gt=stale).update(last_used_at=now)
-    token.last_used_at = now
+    ApiToken.objects.filter(pk=token.pk).exclude(
+        last_used_at__gt=stale, last_used_address=address
+    ).update(last_used_at=now, last_used_address=address)
+    token.last_used_at, token.last_used_address = now, address

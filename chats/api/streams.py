@@ -86,7 +86,19 @@ async def turn_events(request: HttpRequest, turn_id: int) -> HttpResponse:
     return response
 
 
+KEEPALIVE = {"type": "keep-alive"}
+
+
 async def _stream(chat_id: int, turn_id: int, after: int, person_id: int):
+    async for event in follow_turn(chat_id, turn_id, after, person_id):
+        yield ": keep-alive\n\n" if event is KEEPALIVE else _sse(event)
+
+
+async def follow_turn(chat_id: int, turn_id: int, after: int, person_id: int):
+    """One turn's events after `after`, in order, exactly once each, ending with its final
+    event (or `stream.closed` once the person may no longer read the chat); `KEEPALIVE`
+    after every KEEPALIVE_SECONDS of silence. Shared by this stream and the OpenAI-compatible
+    endpoint (`openai_api`)."""
     layer = get_channel_layer()
     group = chat_group_name(chat_id)
     channel = await layer.new_channel()
@@ -97,27 +109,27 @@ async def _stream(chat_id: int, turn_id: int, after: int, person_id: int):
         for event in await sync_to_async(events_since)(chat_id, last):
             last = event["seq"]
             if event.get("turn_id") == turn_id:
-                yield _sse(event)
+                yield event
                 if event["type"] in FINAL_EVENTS:
                     return
         final = await sync_to_async(_final_from_database)(turn_id)
         if final is not None:
-            yield _sse(final)
+            yield final
             return
         while True:
             try:
                 message = await asyncio.wait_for(layer.receive(channel), KEEPALIVE_SECONDS)
             except TimeoutError:
-                yield ": keep-alive\n\n"
+                yield KEEPALIVE
                 final = await sync_to_async(_final_from_database)(turn_id)
                 if final is not None:  # its final event came and went while we were away
-                    yield _sse(final)
+                    yield final
                     return
                 continue
             if message.get("type") == ACCESS_MESSAGE_TYPE:
                 if not await sync_to_async(chat_still_readable)(person_id, chat_id):
                     closed = {"type": "stream.closed", "turn_id": turn_id}
-                    yield _sse(closed | {"reason": "You no longer have access to this chat."})
+                    yield closed | {"reason": "You no longer have access to this chat."}
                     return
                 continue
             event = message.get("event", {})
@@ -131,7 +143,7 @@ async def _stream(chat_id: int, turn_id: int, after: int, person_id: int):
             for item in batch:
                 last = item["seq"]
                 if item.get("turn_id") == turn_id:
-                    yield _sse(item)
+                    yield item
                     if item["type"] in FINAL_EVENTS:
                         return
     finally:

@@ -198,7 +198,8 @@ def test_messages_and_edits_cannot_be_added_changed_or_deleted(admin_client, his
 
 def test_adding_an_api_token_shows_the_raw_token_once(admin_client, owner):
     response = admin_client.post(
-        reverse("admin:chats_apitoken_add"), {"person": owner.pk, "name": "ci deploy"}
+        reverse("admin:chats_apitoken_add"),
+        {"person": owner.pk, "kind": "integration", "name": "ci deploy"},
     )
 
     assert response.status_code == 200

@@ -1,0 +1,145 @@
+"""`POST /v1/chat/completions`: the person's message lands in a chat, the agent's turn runs
+in a worker as any other, and the answer is followed through the turn's events (the same
+ones the dashboard and the API v1 stream follow), then given back in OpenAI's format:
+whole, or as `chat.completion.chunk` Server-Sent Events ending with `data: [DONE]`.
+
+A client that goes away (its connection closes) stops the turn, as the Stop button does.
+"""
+
+import asyncio
+import json
+import uuid
+
+from asgiref.sync import sync_to_async
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from chats.api.streams import KEEPALIVE, follow_turn
+from chats.services import IngestError
+from openai_api.auth import personal_key_person
+from openai_api.errors import OpenAIError, bad_request, openai_error_response
+from openai_api.following import (
+    failure,
+    follow_to_end,
+    is_final,
+    land,
+    landing_error,
+    outcome,
+    stop_turn,
+)
+from openai_api.parsing import parse_chat_completion, read_json
+from openai_api.render import (
+    chunk_json,
+    completion_json,
+    now,
+    usage_chunk_json,
+)
+from openai_api.services import (
+    STEP_SEPARATOR,
+    ChatNotAllowed,
+    ChatNotFound,
+    Landed,
+    visible_answer,
+)
+
+
+@csrf_exempt
+async def chat_completions(request: HttpRequest) -> HttpResponse:
+    """Answers the conversation's last user message as the agent, whole or streamed."""
+    if request.method != "POST":
+        error = OpenAIError(405, "Use POST.", headers={"Allow": "POST"})
+        return openai_error_response(error)
+    try:
+        person = await sync_to_async(personal_key_person)(request)
+        conversation = parse_chat_completion(request, read_json(request))
+        landed, after = await sync_to_async(land)(person, conversation)
+    except OpenAIError as error:
+        return openai_error_response(error)
+    except (ChatNotFound, ChatNotAllowed) as exc:
+        return openai_error_response(landing_error(exc))
+    except IngestError as exc:
+        return openai_error_response(bad_request(str(exc), param="messages"))
+    if landed.turn is None:
+        error = OpenAIError(409, "This message was stored without a turn to answer it.")
+        return openai_error_response(error)
+    completion_id = f"chatcmpl-hermes-{landed.turn.pk}-{uuid.uuid4().hex[:8]}"
+    follow = follow_turn(landed.chat.pk, landed.turn.pk, after, person.pk)
+    if conversation.stream:
+        chunks = _chunks(landed, follow, completion_id, conversation.include_usage)
+        response = StreamingHttpResponse(chunks, content_type="text/event-stream")
+        response["Cache-Control"] = "no-cache"
+        response["X-Accel-Buffering"] = "no"
+        return response
+    return await _whole(landed, follow, completion_id)
+
+
+async def _whole(landed: Landed, follow, completion_id: str) -> JsonResponse:
+    final, turn = await follow_to_end(landed, follow)
+    if final is None or final["type"] != "turn.finished" or turn.reply is None:
+        return openai_error_response(failure(final or {"type": "turn.failed"}, turn))
+    text = await sync_to_async(visible_answer)(turn)
+    body = completion_json(completion_id=completion_id, created=now(), text=text, turn=turn)
+    return JsonResponse(body)
+
+
+def _data(payload: dict) -> str:
+    return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
+
+
+async def _chunks(landed: Landed, follow, completion_id: str, include_usage: bool):
+    created = now()
+    ended = False
+
+    def chunk(delta: dict, **fields) -> str:
+        return _data(
+            chunk_json(completion_id=completion_id, created=created, delta=delta, **fields)
+        )
+
+    sent: list[str] = []
+    step_ended = False  # a tool step came after the text sent so far
+    try:
+        yield chunk({"role": "assistant", "content": ""})
+        async for event in follow:
+            kind = event.get("type")
+            if event is KEEPALIVE:
+                yield ": keep-alive\n\n"
+            elif kind == "turn.delta":
+                if step_ended and sent:
+                    sent.append(STEP_SEPARATOR)
+                    yield chunk({"content": STEP_SEPARATOR})
+                step_ended = False
+                sent.append(event["text"])
+                yield chunk({"content": event["text"]})
+            elif kind == "tool.started":
+                step_ended = True
+            elif kind == "turn.waiting":
+                reason = event.get("reason") or "a decision"
+                # A comment for raw SSE readers, and a chunk without content that says it.
+                yield f": waiting for {reason}\n\n"
+                extra = {"hermes": {"status": "waiting", "reason": reason}}
+                yield chunk({}, extra=extra)
+            elif kind == "turn.started" and event.get("resumed"):
+                yield chunk({}, extra={"hermes": {"status": "resumed"}})
+            elif is_final(event):
+                ended = True
+                turn = await sync_to_async(outcome)(landed.turn.pk)
+                if kind != "turn.finished" or turn.reply is None:
+                    yield _data(failure(event, turn).body())
+                else:
+                    text = await sync_to_async(visible_answer)(turn)
+                    streamed = "".join(sent)
+                    if text != streamed and text.startswith(streamed):
+                        yield chunk({"content": text[len(streamed) :]})
+                    yield chunk({}, finish_reason="stop")
+                    if include_usage:
+                        yield _data(
+                            usage_chunk_json(
+                                completion_id=completion_id, created=created, turn=turn
+                            )
+                        )
+                yield "data: [DONE]\n\n"
+                return
+    finally:
+        if not ended:  # the client went away (or the server is stopping): stop the turn
+            await asyncio.shield(stop_turn(landed))
+        await follow.aclose()

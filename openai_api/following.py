@@ -1,0 +1,76 @@
+"""What both /v1 answering endpoints do around a turn: land the request's messages, follow
+the turn to its end, stop it when the client goes away, and say why it failed."""
+
+import asyncio
+
+from asgiref.sync import sync_to_async
+from django.db import transaction
+
+from chats.agent.events import last_seq
+from chats.agent.turns import turn_stop
+from chats.api.streams import FINAL_EVENTS
+from chats.models import Turn
+from openai_api.errors import OpenAIError
+from openai_api.parsing import ConversationRequest
+from openai_api.services import ChatNotFound, Landed, conversation_post
+
+CLIENT_GONE = "the client disconnected"
+CHAT_NOT_FOUND = "No chat with this key is visible to you."
+CHAT_NOT_ALLOWED = (
+    "A personal key posts only in web rooms you are a member of and in your own OpenAI "
+    "conversations, not in {} chats."
+)
+
+
+def land(person, request: ConversationRequest) -> tuple[Landed, int]:
+    """Store the request's new messages; the turn to follow and the event seq to follow it from."""
+    with transaction.atomic():
+        landed = conversation_post(person=person, request=request)
+        # The new turn's events are published after this commits: nothing before this number
+        # belongs to it. A retry follows an earlier turn: from the start of the buffer.
+        after = last_seq(landed.chat.pk) if landed.new else 0
+    return landed, after
+
+
+def outcome(turn_id: int) -> Turn:
+    return Turn.objects.select_related("reply", "chat").get(pk=turn_id)
+
+
+async def stop_turn(landed: Landed) -> None:
+    await sync_to_async(turn_stop)(turn_id=landed.turn.pk, chat=landed.chat, reason=CLIENT_GONE)
+
+
+def failure(event: dict, turn: Turn) -> OpenAIError:
+    if event["type"] == "turn.failed":
+        return OpenAIError(502, f"The agent's model failed: {turn.error}", code="turn_failed")
+    if event["type"] == "stream.closed":
+        return OpenAIError(403, event["reason"], code="chat_not_readable")
+    reason = turn.interrupt_reason or event.get("reason") or "interrupted"
+    return OpenAIError(409, f"The turn was interrupted: {reason}.", code="turn_interrupted")
+
+
+def landing_error(exc: Exception) -> OpenAIError:
+    """The answer to a chat the request may not post in."""
+    if isinstance(exc, ChatNotFound):
+        return OpenAIError(404, CHAT_NOT_FOUND, code="chat_not_found")
+    return OpenAIError(403, CHAT_NOT_ALLOWED.format(exc), code="chat_not_allowed")
+
+
+async def follow_to_end(landed: Landed, follow) -> tuple[dict | None, Turn]:
+    """Wait for the turn's final event (stopping the turn if the client goes away meanwhile);
+    that event and the turn as stored."""
+    final = None
+    try:
+        async for event in follow:
+            if event.get("type") in FINAL_EVENTS or event.get("type") == "stream.closed":
+                final = event
+    except asyncio.CancelledError:
+        await asyncio.shield(stop_turn(landed))
+        raise
+    finally:
+        await follow.aclose()
+    return final, await sync_to_async(outcome)(landed.turn.pk)
+
+
+def is_final(event: dict) -> bool:
+    return event.get("type") in FINAL_EVENTS or event.get("type") == "stream.closed"

@@ -1,0 +1,233 @@
+"""Reading an OpenAI-style request body: its own size limit, then the fields the hub uses.
+
+Everything is checked before anything is stored. Client-side `tools` (and `tool`-role
+messages, which only exist to answer them) are refused: the agent runs its own tools.
+"""
+
+import json
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.http import HttpRequest
+
+from chats.services import IngestError, validate_text
+from openai_api.errors import OpenAIError, bad_request
+from openai_api.render import MODEL_ID
+
+CONVERSATION_ROLES = ("user", "assistant")
+NOTE_ROLES = ("system", "developer")
+CLIENT_TOOLS = ("tools", "functions", "tool_choice", "function_call")
+TOOLS_REFUSED = (
+    "This endpoint does not run client-side tools: the hub's agent uses its own tools (memory, "
+    "skills, the chat's tool servers). Send the request without `{}`."
+)
+
+
+@dataclass(frozen=True)
+class ConversationRequest:
+    """A validated request: the conversation (role, text) in order, the client's system
+    text, the chat it names if any, and how to answer."""
+
+    items: tuple[tuple[str, str], ...]
+    system: str
+    chat_key: str | None
+    stream: bool
+    include_usage: bool
+
+
+def read_json(request: HttpRequest) -> dict:
+    """The body as a JSON object, refused beyond OPENAI_API_MAX_BODY_BYTES (413)."""
+    limit = settings.OPENAI_API_MAX_BODY_BYTES
+    too_large = OpenAIError(413, f"The request body must be at most {limit} bytes.")
+    try:
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        declared = 0
+    if declared > limit:
+        raise too_large
+    # Not request.body: that obeys the global DATA_UPLOAD_MAX_MEMORY_SIZE of API v1, and
+    # /v1 clients resend whole conversations, so it has its own, larger limit.
+    body = request.read(limit + 1)
+    if len(body) > limit:
+        raise too_large
+    try:
+        payload = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise bad_request(f"The body is not valid JSON: {exc}.") from exc
+    if not isinstance(payload, dict):
+        raise bad_request("The body must be a JSON object.")
+    return payload
+
+
+def _text(content: object, param: str) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        text = content
+    elif isinstance(content, list):
+        pieces = []
+        for index, part in enumerate(content):
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind not in ("text", "input_text", "output_text") or not isinstance(
+                part.get("text"), str
+            ):
+                raise bad_request(
+                    f"{param}[{index}]: only text content parts are supported.",
+                    param=f"{param}[{index}]",
+                )
+            pieces.append(part["text"])
+        text = "\n".join(pieces)
+    else:
+        raise bad_request(f"{param} must be a string or a list of text parts.", param=param)
+    try:
+        return validate_text(text, param)
+    except IngestError as exc:
+        raise bad_request(str(exc), param=param) from exc
+
+
+def check_model(payload: dict) -> None:
+    model = payload.get("model")
+    if not isinstance(model, str) or not model:
+        raise bad_request("model is required.", param="model")
+    if model != MODEL_ID:
+        raise OpenAIError(
+            404,
+            f"The model {model!r} does not exist; this hub serves {MODEL_ID!r}.",
+            param="model",
+            code="model_not_found",
+        )
+
+
+def refuse_client_tools(payload: dict) -> None:
+    for name in CLIENT_TOOLS:
+        value = payload.get(name)
+        if value in (None, [], "none", "auto") and name in ("tool_choice", "function_call"):
+            continue
+        if value not in (None, []):
+            raise bad_request(TOOLS_REFUSED.format(name), param=name, code="tools_not_supported")
+
+
+def _chat_key(request: HttpRequest, payload: dict) -> str | None:
+    metadata = payload.get("metadata")
+    if metadata is not None and not isinstance(metadata, dict):
+        raise bad_request("metadata must be an object.", param="metadata")
+    key = request.headers.get("X-Hermes-Chat") or (metadata or {}).get("chat")
+    if key is not None and (not isinstance(key, str) or not key.strip()):
+        raise bad_request("metadata.chat must be a chat key.", param="metadata.chat")
+    return key.strip() if key else None
+
+
+def _stream_flags(payload: dict) -> tuple[bool, bool]:
+    stream = payload.get("stream", False)
+    if not isinstance(stream, bool):
+        raise bad_request("stream must be a boolean.", param="stream")
+    options = payload.get("stream_options") or {}
+    if not isinstance(options, dict):
+        raise bad_request("stream_options must be an object.", param="stream_options")
+    return stream, bool(options.get("include_usage"))
+
+
+def parse_chat_completion(request: HttpRequest, payload: dict) -> ConversationRequest:
+    """A `POST /v1/chat/completions` body as a ConversationRequest, or OpenAIError 400/404."""
+    check_model(payload)
+    refuse_client_tools(payload)
+    if payload.get("n", 1) != 1:
+        raise bad_request("Only n=1 is supported.", param="n")
+    messages = payload.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise bad_request("messages must be a non-empty list.", param="messages")
+    items, notes = [], []
+    for index, message in enumerate(messages):
+        param = f"messages[{index}]"
+        if not isinstance(message, dict):
+            raise bad_request(f"{param} must be an object.", param=param)
+        role = message.get("role")
+        if role == "tool" or message.get("tool_calls") or message.get("function_call"):
+            raise bad_request(TOOLS_REFUSED.format("tool messages"), param=param)
+        text = _text(message.get("content"), f"{param}.content")
+        if role in NOTE_ROLES:
+            notes.append(text)
+        elif role in CONVERSATION_ROLES:
+            items.append((role, text))
+        else:
+            raise bad_request(f"{param}.role {role!r} is not supported.", param=f"{param}.role")
+    if not items or items[-1][0] != "user" or not items[-1][1].strip():
+        raise bad_request("The last message must be a non-empty user message.", param="messages")
+    stream, include_usage = _stream_flags(payload)
+    return ConversationRequest(
+        items=tuple(items),
+        system="\n\n".join(note for note in notes if note.strip()),
+        chat_key=_chat_key(request, payload),
+        stream=stream,
+        include_usage=include_usage,
+    )
+
+
+def _input_items(value: object) -> tuple[list[tuple[str, str]], list[str]]:
+    if isinstance(value, str):
+        return [("user", _text(value, "input"))], []
+    if not isinstance(value, list) or not value:
+        raise bad_request("input must be a string or a non-empty list of messages.", param="input")
+    items, notes = [], []
+    for index, item in enumerate(value):
+        param = f"input[{index}]"
+        if not isinstance(item, dict) or item.get("type", "message") != "message":
+            raise bad_request(
+                f"{param}: only message items are supported (the agent runs its own tools).",
+                param=param,
+            )
+        role = item.get("role")
+        text = _text(item.get("content"), f"{param}.content")
+        if role in NOTE_ROLES:
+            notes.append(text)
+        elif role in CONVERSATION_ROLES:
+            items.append((role, text))
+        else:
+            raise bad_request(f"{param}.role {role!r} is not supported.", param=f"{param}.role")
+    return items, notes
+
+
+@dataclass(frozen=True)
+class ResponsesRequest:
+    conversation: ConversationRequest
+    previous_response_id: str | None
+
+
+def parse_responses(request: HttpRequest, payload: dict) -> ResponsesRequest:
+    """A `POST /v1/responses` body, or OpenAIError 400/404."""
+    check_model(payload)
+    refuse_client_tools(payload)
+    items, notes = _input_items(payload.get("input"))
+    instructions = payload.get("instructions")
+    if instructions is not None:
+        notes.insert(0, _text(instructions, "instructions"))
+    if not items or items[-1][0] != "user" or not items[-1][1].strip():
+        raise bad_request("The input must end with a non-empty user message.", param="input")
+    previous = payload.get("previous_response_id")
+    if previous is not None and (not isinstance(previous, str) or not previous):
+        raise bad_request(
+            "previous_response_id must be a response id.", param="previous_response_id"
+        )
+    chat_key = _chat_key(request, payload)
+    conversation = payload.get("conversation")
+    if isinstance(conversation, dict):
+        conversation = conversation.get("id")
+    if conversation is not None:
+        if not isinstance(conversation, str) or not conversation:
+            raise bad_request("conversation must be a chat key.", param="conversation")
+        if previous is not None:
+            raise bad_request(
+                "Send previous_response_id or conversation, not both.", param="conversation"
+            )
+        chat_key = conversation
+    stream, _ = _stream_flags(payload)
+    return ResponsesRequest(
+        conversation=ConversationRequest(
+            items=tuple(items),
+            system="\n\n".join(note for note in notes if note.strip()),
+            chat_key=chat_key,
+            stream=stream,
+            include_usage=True,
+        ),
+        previous_response_id=previous,
+    )

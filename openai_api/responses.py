@@ -1,0 +1,175 @@
+"""`POST /v1/responses` (whole and streamed): as chat completions, with the Responses API's
+shapes. `previous_response_id` continues the chat of an earlier response of the same person
+(only the new input is stored there); `conversation` names a chat as `X-Hermes-Chat` does.
+"""
+
+import asyncio
+import json
+import uuid
+from dataclasses import replace
+
+from asgiref.sync import sync_to_async
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from chats.api.streams import KEEPALIVE, follow_turn
+from chats.services import IngestError
+from openai_api.auth import personal_key_person
+from openai_api.errors import OpenAIError, bad_request, openai_error_response
+from openai_api.following import (
+    failure,
+    follow_to_end,
+    is_final,
+    land,
+    landing_error,
+    outcome,
+    stop_turn,
+)
+from openai_api.models import StoredResponse
+from openai_api.parsing import ResponsesRequest, parse_responses, read_json
+from openai_api.render import now, response_json
+from openai_api.services import (
+    STEP_SEPARATOR,
+    ChatNotAllowed,
+    ChatNotFound,
+    Landed,
+    visible_answer,
+)
+
+
+def _previous_chat_key(person, parsed: ResponsesRequest) -> ResponsesRequest:
+    if parsed.previous_response_id is None:
+        return parsed
+    previous = (
+        StoredResponse.objects.select_related("chat")
+        .filter(response_id=parsed.previous_response_id, person=person)
+        .first()
+    )
+    if previous is None:
+        raise OpenAIError(
+            404,
+            f"No response {parsed.previous_response_id!r} of yours.",
+            param="previous_response_id",
+            code="previous_response_not_found",
+        )
+    conversation = replace(parsed.conversation, chat_key=previous.chat.chat_key)
+    return ResponsesRequest(conversation=conversation, previous_response_id=None)
+
+
+def _land_response(person, parsed: ResponsesRequest) -> tuple[Landed, int, str]:
+    parsed = _previous_chat_key(person, parsed)
+    landed, after = land(person, parsed.conversation)
+    response_id = f"resp_{uuid.uuid4().hex}"
+    if landed.turn is not None:
+        StoredResponse.objects.create(
+            response_id=response_id, person=person, chat=landed.chat, turn=landed.turn
+        )
+    return landed, after, response_id
+
+
+@csrf_exempt
+async def responses(request: HttpRequest) -> HttpResponse:
+    """Answers the input's last user message as the agent, whole or as response events."""
+    if request.method != "POST":
+        return openai_error_response(OpenAIError(405, "Use POST.", headers={"Allow": "POST"}))
+    try:
+        person = await sync_to_async(personal_key_person)(request)
+        parsed = parse_responses(request, read_json(request))
+        landed, after, response_id = await sync_to_async(_land_response)(person, parsed)
+    except OpenAIError as error:
+        return openai_error_response(error)
+    except (ChatNotFound, ChatNotAllowed) as exc:
+        return openai_error_response(landing_error(exc))
+    except IngestError as exc:
+        return openai_error_response(bad_request(str(exc), param="input"))
+    if landed.turn is None:
+        error = OpenAIError(409, "This message was stored without a turn to answer it.")
+        return openai_error_response(error)
+    follow = follow_turn(landed.chat.pk, landed.turn.pk, after, person.pk)
+    if parsed.conversation.stream:
+        events = _events(landed, follow, response_id)
+        response = StreamingHttpResponse(events, content_type="text/event-stream")
+        response["Cache-Control"] = "no-cache"
+        response["X-Accel-Buffering"] = "no"
+        return response
+    return await _whole(landed, follow, response_id)
+
+
+async def _whole(landed: Landed, follow, response_id: str) -> JsonResponse:
+    created = now()
+    final, turn = await follow_to_end(landed, follow)
+    if final is None or final["type"] != "turn.finished" or turn.reply is None:
+        return openai_error_response(failure(final or {"type": "turn.failed"}, turn))
+    text = await sync_to_async(visible_answer)(turn)
+    body = response_json(
+        response_id=response_id, created=created, turn=turn, text=text, status="completed"
+    )
+    return JsonResponse(body)
+
+
+async def _events(landed: Landed, follow, response_id: str):
+    created, sequence, ended = now(), 0, False
+    item_id = f"msg_{response_id[5:]}"
+    turn = await sync_to_async(outcome)(landed.turn.pk)
+
+    def event(kind: str, **fields) -> str:
+        nonlocal sequence
+        payload = {"type": kind, "sequence_number": sequence, **fields}
+        sequence += 1
+        return f"event: {kind}\ndata: {json.dumps(payload, ensure_ascii=False)}\n\n"
+
+    def snapshot(status: str, text: str | None = None) -> dict:
+        return response_json(
+            response_id=response_id, created=created, turn=turn, text=text, status=status
+        )
+
+    item = {"type": "message", "id": item_id, "status": "in_progress", "role": "assistant"}
+    part = {"type": "output_text", "text": "", "annotations": []}
+    at = {"item_id": item_id, "output_index": 0, "content_index": 0}
+    sent: list[str] = []
+    step_ended = False
+    try:
+        yield event("response.created", response=snapshot("in_progress"))
+        yield event("response.in_progress", response=snapshot("in_progress"))
+        yield event("response.output_item.added", output_index=0, item=item | {"content": []})
+        yield event("response.content_part.added", **at, part=part)
+        async for update in follow:
+            kind = update.get("type")
+            if update is KEEPALIVE:
+                yield ": keep-alive\n\n"
+            elif kind == "turn.delta":
+                if step_ended and sent:
+                    sent.append(STEP_SEPARATOR)
+                    yield event(
+                        "response.output_text.delta", **at, delta=STEP_SEPARATOR, logprobs=[]
+                    )
+                step_ended = False
+                sent.append(update["text"])
+                yield event("response.output_text.delta", **at, delta=update["text"], logprobs=[])
+            elif kind == "tool.started":
+                step_ended = True
+            elif kind == "turn.waiting":
+                yield f": waiting for {update.get('reason') or 'a decision'}\n\n"
+            elif is_final(update):
+                ended = True
+                turn = await sync_to_async(outcome)(landed.turn.pk)
+                if kind != "turn.finished" or turn.reply is None:
+                    error = failure(update, turn).body()["error"]
+                    yield event("error", message=error["message"], code=error["code"], param=None)
+                    yield event("response.failed", response=snapshot("failed"))
+                    return
+                text, streamed = await sync_to_async(visible_answer)(turn), "".join(sent)
+                if text != streamed and text.startswith(streamed):
+                    yield event(
+                        "response.output_text.delta", **at, delta=text[len(streamed) :], logprobs=[]
+                    )
+                yield event("response.output_text.done", **at, text=text, logprobs=[])
+                yield event("response.content_part.done", **at, part=part | {"text": text})
+                done = item | {"status": "completed", "content": [part | {"text": text}]}
+                yield event("response.output_item.done", output_index=0, item=done)
+                yield event("response.completed", response=snapshot("completed", text))
+                return
+    finally:
+        if not ended:
+            await asyncio.shield(stop_turn(landed))
+        await follow.aclose()

@@ -1,0 +1,272 @@
+"""Writes of the OpenAI-compatible endpoint: a person's conversation lands in a chat once.
+
+Who speaks (docs/SECURITY.md): only the key's person, through the `openai` channel, as the
+actor (`openai`, "", their Person id) linked to them. Which chat:
+
+- a chat the request names (`X-Hermes-Chat`, `metadata.chat`): a web room the person is a
+  member of (their message is stored as their web actor's, marked `via: openai`), or
+  another of their own `openai` chats; never a Telegram, terminal or API chat (403), and a
+  chat they cannot read is 404. Only the conversation's last user message is stored there.
+- else one `openai` chat per conversation, recognised by its prefixes (`openai_api.models`):
+  only the new tail is stored; an earlier message that differs forks a new chat.
+
+Each stored message's id is derived from its prefix digest, so a retried request stores
+nothing twice and follows the turn its first delivery started.
+"""
+
+import uuid
+from dataclasses import dataclass
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+
+from chats.agent.turns import message_received, turn_request
+from chats.models import Channel, Chat, ChatKind, ChatMember, Message, Turn
+from chats.selectors import chat_for_person
+from chats.services import chat_get_or_create, chat_member_ensure, message_ingest, person_actor_id
+from openai_api.digests import chain, prefix_digests
+from openai_api.models import Conversation, ConversationPrefix
+from openai_api.parsing import ConversationRequest
+
+MAX_NOTE_CHARS = 8000
+TITLE_CHARS = 60
+NAMEABLE_CHANNELS = (Channel.WEB, Channel.OPENAI)
+
+
+class ChatNotAllowed(Exception):
+    """The named chat exists and is readable, but a personal key may not post there."""
+
+
+class ChatNotFound(Exception):
+    """No chat with this key is readable by the person."""
+
+
+@dataclass(frozen=True)
+class Landed:
+    """Where the request's last user message is, and the turn answering it."""
+
+    chat: Chat
+    trigger: Message
+    turn: Turn | None
+    new: bool = False  # the turn was requested by this call (not a retry's earlier one)
+
+
+def _author(person: AbstractBaseUser) -> str:
+    return person.get_full_name() or person.get_username()
+
+
+def _ingest_items(*, person, chat: Chat, items, digests, start: int) -> Message:
+    """Store items[start:] in `chat` (an `openai` chat), each once; the last one's row."""
+    last = None
+    for index in range(start, len(items)):
+        role, text = items[index]
+        digest = digests[index + 1]
+        result = message_ingest(
+            channel=Channel.OPENAI,
+            chat_id=chat.external_id,
+            user_id=person_actor_id(person) if role == "user" else None,
+            user_name=_author(person),
+            person=person if role == "user" else None,
+            member=person,
+            role=Message.Role.USER if role == "user" else Message.Role.ASSISTANT,
+            text=text,
+            message_id=f"oa-{digest[:40]}",
+            metadata={"openai_digest": digest},
+        )
+        ConversationPrefix.objects.update_or_create(
+            person=person, digest=digest, defaults={"chat": chat, "length": index + 1}
+        )
+        last = result
+    return last
+
+
+def _title(items) -> str:
+    """The conversation's first words, so the dashboard's chat list says which one it is."""
+    first = next((text for role, text in items if role == "user"), "")
+    words = " ".join(first.split())
+    return words if len(words) <= TITLE_CHARS else words[: TITLE_CHARS - 1] + "…"
+
+
+def _new_chat(person, *, items, forked_from: Chat | None) -> tuple[Chat, Conversation]:
+    chat, _ = chat_get_or_create(
+        channel=Channel.OPENAI, chat_id=uuid.uuid4().hex, kind=ChatKind.API, title=_title(items)
+    )
+    chat_member_ensure(chat=chat, person=person, role=ChatMember.Role.OWNER)
+    conversation = Conversation.objects.create(chat=chat, person=person, forked_from=forked_from)
+    return chat, conversation
+
+
+def _find(person, digests) -> tuple[Conversation | None, int]:
+    """The conversation holding the longest known prefix of the request, and its length."""
+    known = dict(
+        ConversationPrefix.objects.filter(person=person, digest__in=digests[1:]).values_list(
+            "digest", "chat_id"
+        )
+    )
+    for length in range(len(digests) - 1, 0, -1):
+        chat_id = known.get(digests[length])
+        if chat_id is None:
+            continue
+        conversation = (
+            Conversation.objects.select_for_update()
+            .select_related("chat")
+            .filter(chat_id=chat_id, person=person)
+            .first()
+        )
+        if conversation is not None:
+            return conversation, length
+    return None, 0
+
+
+def _trigger_turn(result_message: Message) -> Turn | None:
+    return Turn.objects.filter(trigger=result_message).order_by("-id").first()
+
+
+def _retry(chat: Chat, digest: str) -> Landed | None:
+    """The same request again before an answer was recorded: follow its turn while it runs
+    (or once it completed); after a failure or an interruption, answer it again."""
+    trigger = Message.objects.filter(chat=chat, external_id=f"oa-{digest[:40]}").first()
+    if trigger is None:
+        return None
+    turn = _trigger_turn(trigger)
+    if turn is not None and (not turn.is_finished or turn.status == Turn.Status.COMPLETED):
+        return Landed(chat, trigger, turn)
+    return Landed(chat, trigger, turn_request(message=trigger), new=True)
+
+
+def conversation_post(*, person: AbstractBaseUser, request: ConversationRequest) -> Landed:
+    """Store what is new in the person's conversation and request the agent's turn on its
+    last user message (a retried request finds the turn its first delivery started)."""
+    if request.chat_key is not None:
+        return _post_to_named_chat(person=person, request=request)
+    items = request.items
+    digests = prefix_digests(items)
+    with transaction.atomic():
+        conversation, length = _find(person, digests)
+        if conversation is not None and length == len(items):
+            if conversation.tip_digest == digests[-1]:
+                retried = _retry(conversation.chat, digests[-1])
+                if retried is not None:
+                    return retried
+            # A regenerate: answer the last message again, in a fork.
+            conversation, length = _find(person, digests[:-1])
+        if conversation is not None and conversation.tip_digest == digests[length]:
+            chat, start = conversation.chat, length
+        else:
+            chat, conversation = _new_chat(
+                person, items=items, forked_from=conversation.chat if conversation else None
+            )
+            start = 0
+        note = request.system[:MAX_NOTE_CHARS]
+        if note != conversation.system_note:
+            conversation.system_note = note
+        conversation.tip_digest = digests[-1]
+        conversation.save(update_fields=["system_note", "tip_digest"])
+        last = _ingest_items(person=person, chat=chat, items=items, digests=digests, start=start)
+        turn = message_received(last)
+        if turn is None:
+            return Landed(chat, last.message, _trigger_turn(last.message))
+        return Landed(chat, last.message, turn, new=True)
+
+
+def _post_to_named_chat(*, person, request: ConversationRequest) -> Landed:
+    chat = chat_for_person(person, request.chat_key)
+    if chat is None:
+        raise ChatNotFound(request.chat_key)
+    if chat.channel not in NAMEABLE_CHANNELS:
+        raise ChatNotAllowed(chat.channel)
+    conversation = None
+    if chat.channel == Channel.OPENAI:
+        conversation = Conversation.objects.filter(chat=chat, person=person).first()
+        if conversation is None:
+            raise ChatNotAllowed(chat.channel)
+    digest = prefix_digests(request.items)[-1]
+    with transaction.atomic():
+        retried = _unanswered(chat, digest)
+        if retried is not None:  # the same request again while its turn runs: follow it
+            return Landed(chat, retried, _trigger_turn(retried))
+        metadata = {"openai_digest": digest}
+        if chat.channel == Channel.WEB:
+            metadata["via"] = "openai"
+        if conversation is not None:
+            conversation.tip_digest = digest
+            if request.system:
+                conversation.system_note = request.system[:MAX_NOTE_CHARS]
+            conversation.save(update_fields=["tip_digest", "system_note"])
+        result = message_ingest(
+            channel=chat.channel,
+            chat_id=chat.external_id,
+            thread_id=chat.thread_id or None,
+            user_id=person_actor_id(person),
+            user_name=_author(person),
+            person=person,
+            text=request.items[-1][1],
+            # A named chat has its own history: the same words may come again later, so the
+            # id is new each time; a retry is recognised by `_unanswered` instead.
+            message_id=f"oa-{digest[:40]}-{uuid.uuid4().hex[:12]}",
+            metadata=metadata,
+        )
+        turn = message_received(result)
+        return Landed(result.chat, result.message, turn, new=turn is not None)
+
+
+def _unanswered(chat: Chat, digest: str) -> Message | None:
+    """The newest message this request already stored in `chat`, if its turn is still open."""
+    message = (
+        Message.objects.filter(chat=chat, external_id__startswith=f"oa-{digest[:40]}-")
+        .order_by("-id")
+        .first()
+    )
+    if message is None:
+        return None
+    turn = _trigger_turn(message)
+    return message if turn is not None and not turn.is_finished else None
+
+
+STEP_SEPARATOR = "\n\n"
+
+
+def visible_answer(turn: Turn) -> str:
+    """The answer as an OpenAI client sees it: the text the agent wrote before each of its
+    tool steps, then its reply, in order (the stream sends the same). Stored apart in the
+    chat, they are one assistant message to the client."""
+    if turn.reply is None:
+        return ""
+    steps = (
+        Message.objects.filter(
+            chat_id=turn.chat_id, role=Message.Role.ASSISTANT, metadata__turn=turn.pk
+        )
+        .exclude(pk=turn.reply_id)
+        .exclude(text="")
+        .order_by("id")
+        .values_list("text", flat=True)
+    )
+    return STEP_SEPARATOR.join(text for text in [*steps, turn.reply.text] if text)
+
+
+def conversation_record_reply(*, turn: Turn) -> None:
+    """After a turn in an `openai` chat finished with a reply: the conversation's tip moves
+    past that reply, so the client resending it continues this chat instead of forking."""
+    reply = turn.reply
+    if reply is None or turn.chat.channel != Channel.OPENAI:
+        return
+    digest = (turn.trigger.metadata or {}).get("openai_digest")
+    if not digest:
+        return
+    with transaction.atomic():
+        conversation = Conversation.objects.select_for_update().filter(chat_id=turn.chat_id).first()
+        if conversation is None or conversation.tip_digest != digest:
+            return  # something newer came meanwhile: that is the tip now
+        tip = chain(digest, "assistant", visible_answer(turn))
+        length = (
+            ConversationPrefix.objects.filter(person=conversation.person, digest=digest)
+            .values_list("length", flat=True)
+            .first()
+        )
+        ConversationPrefix.objects.update_or_create(
+            person=conversation.person,
+            digest=tip,
+            defaults={"chat_id": turn.chat_id, "length": (length or 0) + 1},
+        )
+        conversation.tip_digest = tip
+        conversation.save(update_fields=["tip_digest"])
