@@ -24,5 +24,6 @@ urlpatterns = [
     path("", include("learning.urls")),
     path("", include("toolservers.urls")),
     path("", include("toolservers.urls_approvals")),
+    path("", include("operations.urls")),
     path("", include("chats.urls")),
 ]
