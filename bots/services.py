@@ -23,6 +23,7 @@ from bots.models import (
     ProcessedUpdate,
     hash_link_code,
 )
+from bots.signals import update_processed
 from bots.updates import (
     BotIdentity,
     Place,
@@ -204,12 +205,15 @@ def telegram_update_process(
     identity = identity or bot_identity()
     kind = update_kind(update)
     if _processed(identity.bot_id, update.update_id):
-        return UpdateOutcome("duplicate")
-    claim = _Claim(identity.bot_id, update.update_id, kind)
-    try:
-        return _apply(update, kind, identity, claim)
-    except _AlreadyProcessed:
-        return UpdateOutcome("duplicate")
+        outcome = UpdateOutcome("duplicate")
+    else:
+        claim = _Claim(identity.bot_id, update.update_id, kind)
+        try:
+            outcome = _apply(update, kind, identity, claim)
+        except _AlreadyProcessed:
+            outcome = UpdateOutcome("duplicate")
+    update_processed.send_robust(sender=UpdateOutcome, kind=kind, duplicate=outcome.duplicate)
+    return outcome
 
 
 class _AlreadyProcessed(Exception):

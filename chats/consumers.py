@@ -25,6 +25,7 @@ from django.http import HttpRequest
 
 from chats.agent.events import chat_group_name, events_since, last_seq, person_group_name
 from chats.selectors import chat_for_person, chat_still_readable
+from chats.signals import socket_closed, socket_opened
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +92,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     last_sent: int = 0
     next_catch_up: float = 0.0
     allowance: FrameAllowance | None = None
+    counted: bool = False  # socket_opened was sent: socket_closed is owed
 
     async def connect(self):
         user = self.scope.get("user")
@@ -125,6 +127,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         # Accepted only now: every event published after the page sees the socket open
         # reaches it, even without `after`.
         await self.accept()
+        self.counted = True
+        socket_opened.send_robust(sender=ChatConsumer)
         await self._catch_up(before=None)
 
     async def _refuse(self, code: int, reason: str = ""):
@@ -134,6 +138,9 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         await self.close(code=code, reason=reason or None)
 
     async def disconnect(self, code):
+        if self.counted:
+            self.counted = False
+            socket_closed.send_robust(sender=ChatConsumer)
         await self._leave_groups()
 
     async def _leave_groups(self):

@@ -19,3 +19,17 @@ turn_finished = Signal()
 # The Telegram bridge listens to deliver it to a Telegram chat; a receiver's failure is logged
 # and never loses the notice.
 notice_posted = Signal()
+
+# Sent by the turn loop when a model call failed for good: `turn` and `error` (an LLMError;
+# `error.kind` names what went wrong). For counting only: receivers must be cheap.
+model_error = Signal()
+
+# Sent by the turn loop after each tool call's result is stored: `turn`, `name`, `ok` and
+# `duration_ms`. For counting only: receivers must be cheap.
+tool_call_finished = Signal()
+
+# Sent by the chat WebSocket consumer when a member's socket is accepted (`socket_opened`)
+# and when an accepted one closes (`socket_closed`). For counting only: receivers must be
+# cheap and must not touch the database (they run on the event loop).
+socket_opened = Signal()
+socket_closed = Signal()

@@ -4,7 +4,9 @@ Processes (hermes_site/supervisor.py): the embedded Valkey (unless REDIS_URL is 
 an append-only file under var/valkey), daphne serving HTTP and WebSockets on
 127.0.0.1:PORT, a Celery worker with its embedded beat (the periodic turn sweep), a second
 worker for background reviews (queue "<REDIS_KEY_PREFIX>-reviews", concurrency 1), and the
-Telegram bridge when TELEGRAM_BOT_TOKEN is set. A process that exits is restarted (with
+Telegram bridge when TELEGRAM_BOT_TOKEN is set. All of them write their Prometheus counters
+to one directory (PROMETHEUS_MULTIPROC_DIR, var/prometheus by default), so /metrics on the
+web process reports the workers' counters too. A process that exits is restarted (with
 backoff, logged); Ctrl-C stops them all.
 """
 
@@ -37,7 +39,20 @@ def prepare_environment() -> dict[str, str]:
         env["SECRET_KEY"] = ensure_secret_key(var_dir / "secret_key")
     env.setdefault("PORT", "8000")
     env.setdefault("PYTHONUNBUFFERED", "1")
+    if not env.get("PROMETHEUS_MULTIPROC_DIR"):
+        env["PROMETHEUS_MULTIPROC_DIR"] = str(fresh_metrics_dir(var_dir / "prometheus"))
     return env
+
+
+def fresh_metrics_dir(directory: Path) -> Path:
+    """The directory every process of this run writes its Prometheus counters to (the
+    multiprocess mode of prometheus_client, summed by /metrics), emptied of an earlier run's
+    files: counters restart at zero with the processes, which Prometheus expects. Only the
+    default directory under var/ is emptied; one set in the environment is used as it is."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for stale in directory.glob("*.db"):
+        stale.unlink(missing_ok=True)
+    return directory
 
 
 def ensure_secret_key(key_file: Path) -> str:

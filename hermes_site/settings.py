@@ -64,9 +64,13 @@ INSTALLED_APPS = [
     "toolservers.apps.ToolServersConfig",
     "schedules.apps.SchedulesConfig",
     "openai_api.apps.OpenAIApiConfig",
+    "operations.apps.OperationsConfig",
 ]
 
 MIDDLEWARE = [
+    # First: /healthz, /readyz and /metrics answer probes by IP over plain HTTP, before the
+    # HTTPS redirect and the ALLOWED_HOSTS check (docs/OPERATIONS.md).
+    "operations.middleware.ProbeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -469,6 +473,20 @@ SCHEDULES_MIN_INTERVAL_MINUTES = env_int("SCHEDULES_MIN_INTERVAL_MINUTES", 5, mi
 SCHEDULES_MAX_PER_PERSON = env_int("SCHEDULES_MAX_PER_PERSON", 50, minimum=1)
 # After this many failed runs in a row a schedule pauses itself, saying why.
 SCHEDULES_PAUSE_AFTER_FAILURES = env_int("SCHEDULES_PAUSE_AFTER_FAILURES", 3, minimum=1)
+
+# --- Operations (docs/OPERATIONS.md) ------------------------------------------------------
+# The bearer token Prometheus sends to /metrics; unset: /metrics answers 404 to everybody.
+METRICS_TOKEN = env_str("METRICS_TOKEN")
+# Where every process of this host writes its Prometheus counters (prometheus_client's
+# multiprocess mode); /metrics sums them. One directory per host, shared by its processes,
+# emptied by `make run` at start. Exported here, before prometheus_client is imported, so
+# the web process, the workers and the bridge all use it.
+PROMETHEUS_MULTIPROC_DIR = env_str("PROMETHEUS_MULTIPROC_DIR") or str(VAR_DIR / "prometheus")
+Path(PROMETHEUS_MULTIPROC_DIR).mkdir(parents=True, exist_ok=True)
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = PROMETHEUS_MULTIPROC_DIR
+# Each Celery worker writes its heartbeat this often; /readyz counts a worker silent for four
+# beats (at least 30 s) as gone.
+WORKER_HEARTBEAT_SECONDS = env_float("WORKER_HEARTBEAT_SECONDS", 15.0, minimum=1)
 
 # --- Telegram ---------------------------------------------------------------------------
 # The bridge (`manage.py run_telegram_bot`, started by `make run`) runs when a token is set.

@@ -26,5 +26,6 @@ urlpatterns = [
     path("", include("learning.urls")),
     path("", include("toolservers.urls")),
     path("", include("toolservers.urls_approvals")),
+    path("", include("operations.urls")),
     path("", include("chats.urls")),
 ]

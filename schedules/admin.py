@@ -1,9 +1,9 @@
 """The admin of schedules: schedules with their run history, runs (read-only: every record
-stays as the dispatcher wrote it) and the dispatcher's heartbeat."""
+stays as the dispatcher wrote it). The dispatcher's heartbeat is under Operations."""
 
 from django.contrib import admin
 
-from schedules.models import Schedule, SchedulerHeartbeat, ScheduleRun
+from schedules.models import Schedule, ScheduleRun
 
 
 class ScheduleRunInline(admin.TabularInline):
@@ -63,8 +63,3 @@ class ScheduleRunAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request) -> bool:
         return False
-
-
-@admin.register(SchedulerHeartbeat)
-class SchedulerHeartbeatAdmin(admin.ModelAdmin):
-    list_display = ["name", "beat_at", "host"]

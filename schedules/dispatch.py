@@ -16,7 +16,6 @@ missed slot, run late.
 """
 
 import logging
-import socket
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -26,7 +25,9 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from chats.models import ChatMember, Turn
-from schedules.models import Schedule, SchedulerHeartbeat, ScheduleRun
+from operations.services import heartbeat_beat
+from schedules.models import Schedule, ScheduleRun
+from schedules.selectors import DISPATCHER_HEARTBEAT
 from schedules.services import (
     OPEN_TURN,
     OWNER_LOST_ACCESS,
@@ -39,7 +40,7 @@ from schedules.timing import next_fire_time, slots_until
 
 logger = logging.getLogger(__name__)
 
-HEARTBEAT = "dispatcher"
+HEARTBEAT = DISPATCHER_HEARTBEAT
 BATCH = 1000
 
 
@@ -55,14 +56,9 @@ class DispatchResult:
 
 
 def heartbeat_write(now: datetime) -> None:
-    """Say that a dispatcher ran at `now` (read by `schedules.selectors.scheduler_status`)."""
-    updated = SchedulerHeartbeat.objects.filter(name=HEARTBEAT).update(
-        beat_at=now, host=socket.gethostname()[:255]
-    )
-    if not updated:
-        SchedulerHeartbeat.objects.get_or_create(
-            name=HEARTBEAT, defaults={"beat_at": now, "host": socket.gethostname()[:255]}
-        )
+    """Say that a dispatcher ran at `now` (read by `schedules.selectors.scheduler_status`),
+    through the one heartbeat mechanism of the hub (`operations`)."""
+    heartbeat_beat(name=HEARTBEAT, now=now)
 
 
 def plan_runs(schedule: Schedule, now: datetime, token: str) -> tuple[list[ScheduleRun], datetime]:

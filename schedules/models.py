@@ -130,14 +130,3 @@ class ScheduleRun(models.Model):
         return (
             f"run of schedule #{self.schedule_id} at {self.slot_at:%Y-%m-%d %H:%M}: {self.status}"
         )
-
-
-class SchedulerHeartbeat(models.Model):
-    """When a dispatcher last ran (one row per name): the liveness the pages and tools show."""
-
-    name = models.CharField(max_length=64, unique=True)
-    beat_at = models.DateTimeField()
-    host = models.CharField(max_length=255, blank=True, default="")
-
-    def __str__(self) -> str:
-        return f"{self.name} at {self.beat_at:%Y-%m-%d %H:%M:%S}"

@@ -10,9 +10,13 @@ from django.db.models import OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
 from chats.selectors import chats_readable_by
-from schedules.models import Schedule, SchedulerHeartbeat, ScheduleRun
+from operations.selectors import heartbeat_latest
+from schedules.models import Schedule, ScheduleRun
 from schedules.services import schedule_spec
 from schedules.timing import describe, fire_times
+
+# The dispatcher's name in the hub's heartbeats (`operations.models.Heartbeat`).
+DISPATCHER_HEARTBEAT = "dispatcher"
 
 
 def schedules_visible_to(person: AbstractBaseUser) -> QuerySet[Schedule]:
@@ -63,7 +67,7 @@ def scheduler_status(now: datetime | None = None) -> SchedulerStatus:
     """Whether a dispatcher ran recently, in words a page, a command or a tool can show:
     nothing reports schedules as working while no dispatcher runs."""
     now = now or timezone.now()
-    beat = SchedulerHeartbeat.objects.order_by("-beat_at").values_list("beat_at", flat=True).first()
+    beat = heartbeat_latest(name=DISPATCHER_HEARTBEAT)
     stale_after = timedelta(seconds=max(60.0, 6 * settings.SCHEDULES_DISPATCH_SECONDS))
     if beat is None:
         return SchedulerStatus(

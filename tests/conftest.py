@@ -18,6 +18,7 @@ def pytest_report_header(config):
     return [
         f"database: {connection.vendor} ({settings.DATABASES['default']['NAME']})",
         f"redis: {settings.REDIS_URL}",
+        f"metrics: {settings.PROMETHEUS_MULTIPROC_DIR}",
     ]
 
 

@@ -92,6 +92,7 @@ def test_make_run_serves_login_and_chat_list_on_embedded_defaults(tmp_path):
 
 def test_make_run_generates_the_secret_key_once_readable_by_its_owner_only(tmp_path, monkeypatch):
     monkeypatch.delenv("SECRET_KEY", raising=False)
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)  # this run's: keep it
     monkeypatch.setenv("HERMES_VAR_DIR", str(tmp_path))
 
     key = prepare_environment()["SECRET_KEY"]
@@ -100,6 +101,25 @@ def test_make_run_generates_the_secret_key_once_readable_by_its_owner_only(tmp_p
     assert key_file.read_text().strip() == key
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
     assert prepare_environment()["SECRET_KEY"] == key  # the next `make run` keeps it
+
+
+def test_make_run_gives_its_processes_one_metrics_directory_emptied_at_start(tmp_path, monkeypatch):
+    monkeypatch.setenv("SECRET_KEY", "k")
+    monkeypatch.setenv("HERMES_VAR_DIR", str(tmp_path))
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
+    stale = tmp_path / "prometheus" / "counter_12345.db"
+    stale.parent.mkdir()
+    stale.write_bytes(b"an earlier run's counts")
+    env = prepare_environment()
+    assert env["PROMETHEUS_MULTIPROC_DIR"] == str(tmp_path / "prometheus")
+    assert not stale.exists()
+    # A directory the operator set is used as it is, never emptied.
+    own = tmp_path / "mine"
+    own.mkdir()
+    (own / "counter_1.db").write_bytes(b"theirs")
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(own))
+    assert prepare_environment()["PROMETHEUS_MULTIPROC_DIR"] == str(own)
+    assert (own / "counter_1.db").exists()
 
 
 def test_the_telegram_bridge_runs_only_when_a_token_is_configured():

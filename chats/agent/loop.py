@@ -34,6 +34,7 @@ from chats.agent.turns import (
 )
 from chats.models import Message, Turn
 from chats.payloads import message_payload
+from chats.signals import model_error, tool_call_finished
 
 logger = logging.getLogger(__name__)
 
@@ -221,9 +222,10 @@ class TurnRunner:
                     self.turn.completion_tokens += event.completion_tokens
                 elif isinstance(event, Finish):
                     finish = event.reason
-        except LLMError:
+        except LLMError as exc:
             batcher.flush()
             self._partial_on_error = "".join(text)
+            model_error.send_robust(sender=Turn, turn=self.turn, error=exc)
             raise
         finally:
             batcher.flush()
@@ -276,6 +278,13 @@ class TurnRunner:
                 },
             )
             if stopped is None:
+                tool_call_finished.send_robust(
+                    sender=Turn,
+                    turn=self.turn,
+                    name=call.name,
+                    ok=not is_error,
+                    duration_ms=duration,
+                )
                 self.emit(
                     "tool.finished",
                     call_id=call.id,

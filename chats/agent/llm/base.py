@@ -46,9 +46,24 @@ class LLMError(Exception):
         self.user_message = user_message or message
         self.status = status
 
+    @property
+    def kind(self) -> str:
+        """A short, bounded name of what went wrong, for counting errors by kind."""
+        if self.status is None:
+            return "unreachable"  # no HTTP answer: connection lost, timeout, broken stream
+        if self.status == 429:
+            return "rate_limited"
+        if self.status in (401, 403):
+            return "auth"
+        if self.status >= 500:
+            return "server"
+        return "rejected"
+
 
 class LLMNotConfigured(LLMError):
     """No model is configured: the turn fails with instructions for configuring one."""
+
+    kind = "not_configured"
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,8 @@ SAVED_HINT = "Your message is saved; try again later."
 class LLMContextLengthExceeded(LLMError):
     """The server refused the request because prompt + reply exceed its context window."""
 
+    kind = "context_length"
+
 
 def message_text(content) -> str:
     """The text of a message `content`: a string or a list of OpenAI content parts."""
