@@ -42,6 +42,7 @@ __all__ = [
 
 MAX_RESULTS = 200
 TRIGRAM = 3
+CJK_FIRST = 0x2E80  # CJK radicals onwards: the characters migration 0009 indexes in pairs
 SNIPPET_CHARS = 160
 SNIPPET_CONTEXT_BEFORE = 50
 SNIPPET_WORD_SNAP = 20
@@ -131,29 +132,68 @@ def _search(parsed: SearchQuery, scope_sql: str, scope_params: list, limit: int)
 
 
 def _surely_missing(parsed: SearchQuery) -> bool:
-    """Whether a required clause of words of 3+ characters matches no message at all.
+    """Whether a required clause matches no message at all, asked of the indexes alone.
 
-    One indexed lookup on the whole table (any chat, any role): a superset of what the
-    scoped query could find, so "missing" here is always right, and it reads the index as
-    it is now. Clauses with shorter words are left to the real query."""
-    clauses = [c for c in parsed.clauses if all(len(t.text) >= TRIGRAM for t in c)]
-    if not clauses:
+    Clauses of 3+ character words ask the trigram index; a 2-character Chinese word asks
+    the index of migration 0009. Both look at the whole table (any chat, any role): a
+    superset of what the scoped query could find, so "missing" here is always right, and
+    they read the indexes as they are now. Other clauses are left to the real query."""
+    long_clauses = [c for c in parsed.clauses if all(len(t.text) >= TRIGRAM for t in c)]
+    pair_clauses = [
+        c
+        for c in parsed.clauses
+        if c not in long_clauses and all(len(t.text) >= TRIGRAM or _is_cjk_pair(t) for t in c)
+    ]
+    if not (long_clauses or pair_clauses) or connection.vendor not in ("sqlite", "postgresql"):
         return False
-    if connection.vendor == "sqlite":
-        sql = "SELECT 1 FROM chats_message_fts WHERE chats_message_fts MATCH %s LIMIT 1"
-        params = [_fts5_and(clauses)]
-    elif connection.vendor == "postgresql":
-        checks = []
-        params = []
-        for clause in clauses:
-            checks.append("(" + " OR ".join(["text ILIKE %s"] * len(clause)) + ")")
-            params += [_like_contains(term.text) for term in clause]
-        sql = f"SELECT 1 FROM chats_message WHERE {' AND '.join(checks)} LIMIT 1"
-    else:
-        return False
+    checks, params = [], []
+    if long_clauses:
+        check, check_params = _exists_long(long_clauses)
+        checks.append(check)
+        params += check_params
+    for clause in pair_clauses:
+        pieces = []
+        for term in clause:
+            piece, piece_params = (
+                _exists_long([[term]]) if len(term.text) >= TRIGRAM else _exists_pair(term.text)
+            )
+            pieces.append(piece)
+            params += piece_params
+        checks.append("(" + " OR ".join(pieces) + ")")
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.fetchone() is None
+        cursor.execute(f"SELECT {' AND '.join(checks)}", params)
+        return not cursor.fetchone()[0]
+
+
+def _is_cjk_pair(term: Term) -> bool:
+    return len(term.text) == 2 and all(ord(ch) >= CJK_FIRST for ch in term.text)
+
+
+def _exists_long(clauses: list[list[Term]]) -> tuple[str, list]:
+    if connection.vendor == "sqlite":
+        return (
+            "EXISTS (SELECT 1 FROM chats_message_fts WHERE chats_message_fts MATCH %s)",
+            [_fts5_and(clauses)],
+        )
+    checks, params = [], []
+    for clause in clauses:
+        checks.append("(" + " OR ".join(["text ILIKE %s"] * len(clause)) + ")")
+        params += [_like_contains(term.text) for term in clause]
+    return f"EXISTS (SELECT 1 FROM chats_message WHERE {' AND '.join(checks)})", params
+
+
+def _exists_pair(pair: str) -> tuple[str, list]:
+    if connection.vendor == "sqlite":
+        # A trigram starting with the pair, or a text ending with it.
+        return (
+            "(EXISTS (SELECT 1 FROM chats_message_fts_vocab WHERE term >= %s AND term < %s)"
+            " OR EXISTS (SELECT 1 FROM chats_message WHERE substr(text, -2) = %s))",
+            [pair, pair + "\U0010ffff", pair],
+        )
+    return (
+        "EXISTS (SELECT 1 FROM chats_message WHERE chats_cjk_bigrams(text) @> ARRAY[%s]::text[])",
+        [pair],
+    )
 
 
 # --- SQL --------------------------------------------------------------------------------

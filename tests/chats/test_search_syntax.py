@@ -348,3 +348,51 @@ def test_the_parser_reads_the_documented_examples():
     assert parsed.channels == ["telegram"]
     assert parsed.after.date().isoformat() == "2026-02-01"
     assert parsed.before.date().isoformat() == "2026-03-01"
+
+
+@pytest.mark.parametrize(
+    "text", ["猫狗", "我的猫狗", "猫狗好", "有猫狗的家", "cats 猫狗", "猫狗\n"]
+)
+def test_a_two_character_chinese_word_stored_a_moment_ago_is_found(team_chat, owner, text):
+    # Wherever the pair sits (the whole text, its end, its start, the middle), the index
+    # check of migration 0009 knows it at once.
+    assert found(owner, "猫狗") == []
+    assert found(owner, "猫狗 OR 狐狸") == []
+    say(text)
+    assert found(owner, "猫狗") == [text]
+    assert found(owner, "狐狸 OR 猫狗") == [text]
+
+
+def test_an_edited_two_character_word_is_found_and_the_old_one_is_not(team_chat, owner):
+    message = say("只有狐狸")
+    Message.objects.filter(pk=message.pk).update(text="只有猫狗")
+    assert found(owner, "猫狗") == ["只有猫狗"] and found(owner, "狐狸") == []
+
+
+def test_the_cheap_checks_are_answered_by_indexes(team_chat, owner):
+    from django.db import connection
+
+    from chats.search import _exists_long, _exists_pair
+    from chats.search_query import Term
+
+    say("猫狗 and quokka")
+    for sql, params in (_exists_pair("猫狗"), _exists_long([[Term("quokka")]])):
+        with connection.cursor() as cursor:
+            if connection.vendor == "sqlite":
+                cursor.execute(f"EXPLAIN QUERY PLAN SELECT {sql}", params)
+                plan = " ".join(str(row[-1]) for row in cursor.fetchall())
+                assert (
+                    "SCAN chats_message " not in plan + " " and "SCAN chats_message\n" not in plan
+                )
+                assert "VIRTUAL TABLE" in plan or "chats_message_text_tail" in plan
+            else:
+                cursor.execute("SET LOCAL enable_seqscan = off")
+                cursor.execute(f"EXPLAIN SELECT {sql}", params)
+                plan = " ".join(row[0] for row in cursor.fetchall())
+                assert "Seq Scan" not in plan, plan
+    if connection.vendor == "sqlite":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "EXPLAIN QUERY PLAN SELECT 1 FROM chats_message WHERE substr(text, -2) = '猫狗'"
+            )
+            assert "chats_message_text_tail" in " ".join(str(r[-1]) for r in cursor.fetchall())
