@@ -166,7 +166,13 @@ def _surely_missing(parsed: SearchQuery) -> bool:
 
 
 def _is_cjk_pair(term: Term) -> bool:
-    return len(term.text) == 2 and all(ord(ch) >= CJK_FIRST for ch in term.text)
+    """A 2-character term the pair indexes can answer: Chinese on both databases, and
+    ASCII on SQLite too (its trigram index holds every pair followed by something)."""
+    if len(term.text) != 2:
+        return False
+    if all(ord(ch) >= CJK_FIRST for ch in term.text):
+        return True
+    return connection.vendor == "sqlite" and term.text.isascii()
 
 
 def _exists_long(clauses: list[list[Term]]) -> tuple[str, list]:
@@ -184,11 +190,18 @@ def _exists_long(clauses: list[list[Term]]) -> tuple[str, list]:
 
 def _exists_pair(pair: str) -> tuple[str, list]:
     if connection.vendor == "sqlite":
-        # A trigram starting with the pair, or a text ending with it.
+        # A trigram starting with the pair (the index folds ASCII case), or a text ending
+        # with it in any case.
+        folded = pair.lower()
+        spellings = sorted(
+            {"".join(s) for s in itertools.product(*({c.lower(), c.upper()} for c in pair))}
+        )
         return (
             "(EXISTS (SELECT 1 FROM chats_message_fts_vocab WHERE term >= %s AND term < %s)"
-            " OR EXISTS (SELECT 1 FROM chats_message WHERE substr(text, -2) = %s))",
-            [pair, pair + "\U0010ffff", pair],
+            " OR EXISTS (SELECT 1 FROM chats_message WHERE substr(text, -2) IN ("
+            + ", ".join(["%s"] * len(spellings))
+            + ")))",
+            [folded, folded + "\U0010ffff", *spellings],
         )
     return (
         "EXISTS (SELECT 1 FROM chats_message WHERE chats_cjk_bigrams(text) @> ARRAY[%s]::text[])",

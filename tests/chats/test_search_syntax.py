@@ -351,16 +351,29 @@ def test_the_parser_reads_the_documented_examples():
 
 
 @pytest.mark.parametrize(
-    "text", ["猫狗", "我的猫狗", "猫狗好", "有猫狗的家", "cats 猫狗", "猫狗\n"]
+    ("pair", "other", "text"),
+    [
+        ("猫狗", "狐狸", "猫狗"),
+        ("猫狗", "狐狸", "我的猫狗"),
+        ("猫狗", "狐狸", "猫狗好"),
+        ("猫狗", "狐狸", "有猫狗的家"),
+        ("猫狗", "狐狸", "cats 猫狗"),
+        ("猫狗", "狐狸", "猫狗\n"),
+        ("qz", "xj", "QZ"),
+        ("qz", "xj", "the Qz"),
+        ("qz", "xj", "aqZb"),
+        ("qz", "xj", "qZ first"),
+    ],
 )
-def test_a_two_character_chinese_word_stored_a_moment_ago_is_found(team_chat, owner, text):
-    # Wherever the pair sits (the whole text, its end, its start, the middle), the index
-    # check of migration 0009 knows it at once.
-    assert found(owner, "猫狗") == []
-    assert found(owner, "猫狗 OR 狐狸") == []
+def test_a_two_character_word_stored_a_moment_ago_is_found(team_chat, owner, pair, other, text):
+    # Wherever the pair sits (the whole text, its end, its start, the middle), in any case,
+    # the index check of migration 0009 knows it at once.
+    assert found(owner, pair) == []
+    assert found(owner, f"{pair} OR {other}") == []
     say(text)
-    assert found(owner, "猫狗") == [text]
-    assert found(owner, "狐狸 OR 猫狗") == [text]
+    assert found(owner, pair) == [text]
+    assert found(owner, pair.upper()) == [text]
+    assert found(owner, f"{other} OR {pair}") == [text]
 
 
 def test_an_edited_two_character_word_is_found_and_the_old_one_is_not(team_chat, owner):
