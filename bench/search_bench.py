@@ -55,7 +55,8 @@ QUERIES = [
     ("OR, Chinese", "部署 OR 发布", True),
     ("NOT", "deploy -the", True),
     ("prefix", "migr*", True),
-    ("prefix + word", "deploy* 部署", True),
+    ("prefix + word", "migr* database", True),
+    ("prefix + 2 Chinese characters", "deploy* 部署", False),
     # Cheap misses: words that match nothing.
     ("no match, English word", "quokka", False),
     ("no match, English word (all trigrams exist)", "zeppelinx", False),
