@@ -1,14 +1,19 @@
 """Full-text search over message history, never outside the chats a person may read.
 
-A query is split on whitespace into terms; a message matches when it contains every term
-as a case-insensitive substring, so Chinese needs no word segmentation ("记忆" finds
-"长期记忆管理") and "deploy" finds "Deployment". Query text is always literal: quotes,
-`*`, `OR`, `NEAR(`, `%`, `_` and backslashes are searched for, never interpreted.
+The query syntax (`chats.search_query`): words, "phrases", OR, -word / NOT word, prefix*,
+and from: in: channel: before: after: filters. A word or phrase matches as a
+case-insensitive substring, so Chinese needs no word segmentation ("记忆" finds
+"长期记忆管理") and "deploy" finds "Deployment"; `dep*` matches where a word starts.
+Everything the syntax does not claim (`%`, `_`, `(`, `NEAR(`, backslashes) is literal.
 
 Indexes (migration 0002): on SQLite an FTS5 trigram table over chats_message.text, on
 PostgreSQL a pg_trgm GIN index. Trigrams need terms of at least three characters; shorter
-terms filter the trigram candidates, and a query of only short terms walks the readable
-history newest first until it has enough hits (see bench/search_bench.py for timings).
+terms filter the trigram candidates, and a query without a 3-character term walks the
+readable history newest first until it has enough hits (see bench/search_bench.py).
+
+Cheap misses: before building the scoped query, one tiny query asks the index whether the
+required words exist anywhere at all; a word that exists nowhere answers at once. It reads
+the live index, so a message stored a moment ago is never a miss.
 """
 
 import itertools
@@ -18,14 +23,26 @@ from dataclasses import dataclass
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import EmptyResultSet
 from django.db import connection
+from django.db.models import Q
 from django.db.models.expressions import RawSQL
 
-from chats.models import Chat, Message
+from chats.models import Actor, Chat, Message
+from chats.search_query import MAX_TERMS, SearchQuery, SearchQueryError, Term, parse_search_query
 from chats.selectors import chats_readable_by
 
-MAX_TERMS = 8
+__all__ = [
+    "MAX_TERMS",
+    "SearchHit",
+    "SearchQueryError",
+    "build_snippet",
+    "chat_message_search",
+    "message_search",
+    "parse_search_query",
+]
+
 MAX_RESULTS = 200
 TRIGRAM = 3
+CJK_FIRST = 0x2E80  # CJK radicals onwards: the characters migration 0009 indexes in pairs
 SNIPPET_CHARS = 160
 SNIPPET_CONTEXT_BEFORE = 50
 SNIPPET_WORD_SNAP = 20
@@ -50,22 +67,6 @@ class SearchHit:
     highlights: list[tuple[int, int]]
 
 
-def search_terms(query: str) -> list[str]:
-    """The distinct terms of `query` (case-insensitive), in order, at most MAX_TERMS."""
-    # NUL and lone surrogates cannot be sent to the database: treat them as separators.
-    cleaned = "".join(" " if ch == "\x00" or 0xD800 <= ord(ch) <= 0xDFFF else ch for ch in query)
-    terms: list[str] = []
-    seen: set[str] = set()
-    for term in cleaned.split():
-        key = term.casefold()
-        if key not in seen:
-            seen.add(key)
-            terms.append(term)
-        if len(terms) == MAX_TERMS:
-            break
-    return terms
-
-
 def message_search(
     *,
     person: AbstractBaseUser | None,
@@ -73,14 +74,14 @@ def message_search(
     chat: Chat | None = None,
     limit: int = 20,
 ) -> list[SearchHit]:
-    """Messages containing every term of `query`, newest first, from chats `person` may read.
+    """Messages matching `query`, newest first, from chats `person` may read.
 
     With `chat`, only that chat (nothing when `person` may not read it). Markers and system
-    messages are never returned. One database query; the chat and actor come with it.
+    messages are never returned. Raises SearchQueryError for a query it cannot read.
     """
-    terms = search_terms(query)
+    parsed = parse_search_query(query)
     limit = min(limit, MAX_RESULTS)
-    if not terms or limit <= 0:
+    if parsed.is_empty or limit <= 0 or _surely_missing(parsed):
         return []
     readable = chats_readable_by(person).order_by().values("id")
     try:
@@ -92,24 +93,27 @@ def message_search(
     if chat is not None:
         scope_sql += " AND m.chat_id = %s"
         scope_params.append(chat.pk)
-    return _search(terms, scope_sql, scope_params, limit)
+    return _search(parsed, scope_sql, scope_params, limit)
 
 
 def chat_message_search(*, chat: Chat, query: str, limit: int = 20) -> list[SearchHit]:
     """Like `message_search`, within one chat, without a Person: for the agent answering in
     that chat (a group's members may not be linked to Persons). The caller owns the scope."""
-    terms = search_terms(query)
+    parsed = parse_search_query(query)
     limit = min(limit, MAX_RESULTS)
-    if not terms or limit <= 0:
+    if parsed.is_empty or limit <= 0 or _surely_missing(parsed):
         return []
-    return _search(terms, "m.chat_id = %s", [chat.pk], limit)
+    return _search(parsed, "m.chat_id = %s", [chat.pk], limit)
 
 
-def _search(terms: list[str], scope_sql: str, scope_params: list, limit: int) -> list[SearchHit]:
+def _search(parsed: SearchQuery, scope_sql: str, scope_params: list, limit: int) -> list:
+    filters_sql, filters_params = _filters_sql(parsed)
+    scope_sql = " AND ".join([scope_sql, *filters_sql])
+    scope_params = [*scope_params, *filters_params]
     if connection.vendor == "sqlite":
-        ids_sql, ids_params = _sqlite_hit_ids(terms, scope_sql, scope_params, limit)
+        ids_sql, ids_params = _sqlite_hit_ids(parsed, scope_sql, scope_params, limit)
     elif connection.vendor == "postgresql":
-        ids_sql, ids_params = _postgresql_hit_ids(terms, scope_sql, scope_params, limit)
+        ids_sql, ids_params = _postgresql_hit_ids(parsed, scope_sql, scope_params, limit)
     else:
         raise NotImplementedError(
             f"message search supports SQLite and PostgreSQL, not {connection.vendor}"
@@ -120,10 +124,132 @@ def _search(terms: list[str], scope_sql: str, scope_params: list, limit: int) ->
         .select_related("actor", "chat")
         .order_by("-id")
     )
+    terms = parsed.highlight_terms
     return [_hit(message, terms) for message in messages]
 
 
+# --- Cheap misses -----------------------------------------------------------------------
+
+
+def _surely_missing(parsed: SearchQuery) -> bool:
+    """Whether a required clause matches no message at all, asked of the indexes alone.
+
+    Clauses of 3+ character words ask the trigram index; a 2-character Chinese word asks
+    the index of migration 0009. Both look at the whole table (any chat, any role): a
+    superset of what the scoped query could find, so "missing" here is always right, and
+    they read the indexes as they are now. Other clauses are left to the real query."""
+    long_clauses = [c for c in parsed.clauses if all(len(t.text) >= TRIGRAM for t in c)]
+    pair_clauses = [
+        c
+        for c in parsed.clauses
+        if c not in long_clauses and all(len(t.text) >= TRIGRAM or _is_cjk_pair(t) for t in c)
+    ]
+    if not (long_clauses or pair_clauses) or connection.vendor not in ("sqlite", "postgresql"):
+        return False
+    checks, params = [], []
+    if long_clauses:
+        check, check_params = _exists_long(long_clauses)
+        checks.append(check)
+        params += check_params
+    for clause in pair_clauses:
+        pieces = []
+        for term in clause:
+            piece, piece_params = (
+                _exists_long([[term]]) if len(term.text) >= TRIGRAM else _exists_pair(term.text)
+            )
+            pieces.append(piece)
+            params += piece_params
+        checks.append("(" + " OR ".join(pieces) + ")")
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {' AND '.join(checks)}", params)
+        return not cursor.fetchone()[0]
+
+
+def _is_cjk_pair(term: Term) -> bool:
+    """A 2-character term the pair indexes can answer: Chinese on both databases, and
+    ASCII on SQLite too (its trigram index holds every pair followed by something)."""
+    if len(term.text) != 2:
+        return False
+    if all(ord(ch) >= CJK_FIRST for ch in term.text):
+        return True
+    return connection.vendor == "sqlite" and term.text.isascii()
+
+
+def _exists_long(clauses: list[list[Term]]) -> tuple[str, list]:
+    if connection.vendor == "sqlite":
+        return (
+            "EXISTS (SELECT 1 FROM chats_message_fts WHERE chats_message_fts MATCH %s)",
+            [_fts5_and(clauses)],
+        )
+    checks, params = [], []
+    for clause in clauses:
+        checks.append("(" + " OR ".join(["text ILIKE %s"] * len(clause)) + ")")
+        params += [_like_contains(term.text) for term in clause]
+    return f"EXISTS (SELECT 1 FROM chats_message WHERE {' AND '.join(checks)})", params
+
+
+def _exists_pair(pair: str) -> tuple[str, list]:
+    if connection.vendor == "sqlite":
+        # A trigram starting with the pair (the index folds ASCII case), or a text ending
+        # with it in any case.
+        folded = pair.lower()
+        spellings = sorted(
+            {"".join(s) for s in itertools.product(*({c.lower(), c.upper()} for c in pair))}
+        )
+        return (
+            "(EXISTS (SELECT 1 FROM chats_message_fts_vocab WHERE term >= %s AND term < %s)"
+            " OR EXISTS (SELECT 1 FROM chats_message WHERE substr(text, -2) IN ("
+            + ", ".join(["%s"] * len(spellings))
+            + ")))",
+            [folded, folded + "\U0010ffff", *spellings],
+        )
+    return (
+        "EXISTS (SELECT 1 FROM chats_message WHERE chats_cjk_bigrams(text) @> ARRAY[%s]::text[])",
+        [pair],
+    )
+
+
 # --- SQL --------------------------------------------------------------------------------
+
+
+def _subquery(queryset) -> tuple[str, list]:
+    try:
+        sql, params = queryset.order_by().values("id").query.sql_with_params()
+    except EmptyResultSet:
+        return "SELECT NULL WHERE 1 = 0", []
+    return sql, list(params)
+
+
+def _filters_sql(parsed: SearchQuery) -> tuple[list[str], list]:
+    """from:, in:, channel:, before:, after: as conditions on `m`."""
+    sql: list[str] = []
+    params: list = []
+    if parsed.authors:
+        who = Q()
+        for name in parsed.authors:
+            who |= Q(display_name__icontains=name) | Q(person__username__iexact=name)
+        sub_sql, sub_params = _subquery(Actor.objects.filter(who))
+        sql.append(f"m.actor_id IN ({sub_sql})")
+        params += sub_params
+    if parsed.chats or parsed.channels:
+        where = Q()
+        if parsed.chats:
+            titles = Q()
+            for name in parsed.chats:
+                titles |= Q(title__icontains=name) | Q(chat_key__iexact=name)
+            where &= titles
+        if parsed.channels:
+            where &= Q(channel__in=parsed.channels)
+        sub_sql, sub_params = _subquery(Chat.objects.filter(where))
+        sql.append(f"m.chat_id IN ({sub_sql})")
+        params += sub_params
+    if parsed.after is not None:
+        sql.append("m.created_at >= %s")
+        params.append(connection.ops.adapt_datetimefield_value(parsed.after))
+    if parsed.before is not None:
+        sql.append("m.created_at < %s")
+        params.append(connection.ops.adapt_datetimefield_value(parsed.before))
+    return sql, params
 
 
 def _roles_sql() -> tuple[str, list[str]]:
@@ -131,9 +257,15 @@ def _roles_sql() -> tuple[str, list[str]]:
     return f"m.role IN ({placeholders})", [str(role) for role in SEARCHABLE_ROLES]
 
 
-def _fts5_phrase(term: str) -> str:
-    """A term as an FTS5 string: inside double quotes everything is literal but `"`."""
-    return '"' + term.replace('"', '""') + '"'
+def _fts5_phrase(text: str) -> str:
+    """Text as an FTS5 string: inside double quotes everything is literal but `"`."""
+    return '"' + text.replace('"', '""') + '"'
+
+
+def _fts5_and(clauses: list[list[Term]]) -> str:
+    return " AND ".join(
+        "(" + " OR ".join(_fts5_phrase(term.text) for term in clause) + ")" for clause in clauses
+    )
 
 
 def _non_ascii_case_variants(term: str) -> list[str]:
@@ -151,23 +283,67 @@ def _non_ascii_case_variants(term: str) -> list[str]:
     return ["".join(combination) for combination in itertools.product(*choices)]
 
 
+def _word_start_regex(term: Term) -> str:
+    """Python regex (SQLite's REGEXP is Python's re) for `term` at the start of a word."""
+    return r"(?i)(?:^|\W)" + re.escape(term.text)
+
+
+def _sqlite_term_sql(term: Term) -> tuple[str, list]:
+    """An exact test of one term against `m.text`."""
+    if term.prefix:
+        return "m.text REGEXP %s", [_word_start_regex(term)]
+    if len(term.text) >= TRIGRAM:
+        return (
+            "m.id IN (SELECT rowid FROM chats_message_fts WHERE chats_message_fts MATCH %s)",
+            [_fts5_phrase(term.text)],
+        )
+    variants = _non_ascii_case_variants(term.text)
+    return (
+        "(" + " OR ".join([r"m.text LIKE %s ESCAPE '\'"] * len(variants)) + ")",
+        [_like_contains(variant) for variant in variants],
+    )
+
+
+def _any_of(terms: list[Term], term_sql) -> tuple[str, list]:
+    pieces, params = [], []
+    for term in terms:
+        piece, piece_params = term_sql(term)
+        pieces.append(piece)
+        params += piece_params
+    return "(" + " OR ".join(pieces) + ")", params
+
+
 def _sqlite_hit_ids(
-    terms: list[str], scope_sql: str, scope_params: list, limit: int
+    parsed: SearchQuery, scope_sql: str, scope_params: list, limit: int
 ) -> tuple[str, list]:
-    long_terms = [term for term in terms if len(term) >= TRIGRAM]
-    short_terms = [term for term in terms if len(term) < TRIGRAM]
+    # Clauses of 3+ character terms go to the trigram index; a prefix term's letters find
+    # candidates there and REGEXP then checks that a word starts with them.
+    indexed = [c for c in parsed.clauses if all(len(t.text) >= TRIGRAM for t in c)]
     roles_sql, roles_params = _roles_sql()
     filters, filter_params = [roles_sql], list(roles_params)
-    for term in short_terms:
-        variants = _non_ascii_case_variants(term)
-        filters.append("(" + " OR ".join([r"m.text LIKE %s ESCAPE '\'"] * len(variants)) + ")")
-        filter_params += [_like_contains(variant) for variant in variants]
+    for clause in parsed.clauses:
+        if clause in indexed and not any(term.prefix for term in clause):
+            continue
+        piece, piece_params = _any_of(clause, _sqlite_term_sql)
+        filters.append(piece)
+        filter_params += piece_params
+    excluded_in_match = [t for t in parsed.excluded if len(t.text) >= TRIGRAM and not t.prefix]
+    for term in parsed.excluded:
+        if indexed and term in excluded_in_match:
+            continue
+        piece, piece_params = _sqlite_term_sql(term)
+        filters.append(f"NOT {piece}")
+        filter_params += piece_params
     filters_sql = " AND ".join(filters)
 
-    if long_terms:
+    if indexed:
         # The trigram index yields matching ids newest first (FTS5 consumes the ORDER BY)
         # and CROSS JOIN keeps it the outer loop, so the LIMIT stops the scan early.
-        match = " ".join(_fts5_phrase(term) for term in long_terms)
+        match = _fts5_and(indexed)
+        if excluded_in_match:
+            match = (
+                f"({match}) NOT ({' OR '.join(_fts5_phrase(t.text) for t in excluded_in_match)})"
+            )
         sql = (
             "SELECT m.id FROM chats_message_fts"
             " CROSS JOIN chats_message m ON m.id = chats_message_fts.rowid"
@@ -176,9 +352,9 @@ def _sqlite_hit_ids(
         )
         return sql, [match, *scope_params, *filter_params, limit]
 
-    # Only 1-2 character terms: no trigram to look up. The unary `+` stops SQLite from
-    # using the chat_id index (and sorting everything it finds): it walks ids newest
-    # first and stops after `limit` hits. A single `chat` still uses (chat_id, id).
+    # No 3-character term: no trigram to look up. The unary `+` stops SQLite from using the
+    # chat_id index (and sorting everything it finds): it walks ids newest first and stops
+    # after `limit` hits. A single `chat` still uses (chat_id, id).
     sql = (
         f"SELECT m.id FROM chats_message m WHERE +{scope_sql} AND {filters_sql}"
         " ORDER BY m.id DESC LIMIT %s"
@@ -191,22 +367,41 @@ def _like_contains(term: str) -> str:
     return f"%{escaped}%"
 
 
+def _postgresql_regex(text: str) -> str:
+    """`text` as a literal inside a PostgreSQL regular expression (ARE)."""
+    return "".join("\\" + ch if ch.isascii() and not ch.isalnum() else ch for ch in text)
+
+
+def _postgresql_term_sql(term: Term) -> tuple[str, list]:
+    # Both operators can use the gin_trgm_ops index on text; LIKE is much cheaper per
+    # row for text without letter case (Chinese), where it means the same thing.
+    operator = "ILIKE" if term.text.lower() != term.text.upper() else "LIKE"
+    if term.prefix:
+        return (
+            f"(m.text {operator} %s AND m.text ~* %s)",
+            [_like_contains(term.text), r"(^|\W)" + _postgresql_regex(term.text)],
+        )
+    return f"m.text {operator} %s", [_like_contains(term.text)]
+
+
 def _postgresql_hit_ids(
-    terms: list[str], scope_sql: str, scope_params: list, limit: int
+    parsed: SearchQuery, scope_sql: str, scope_params: list, limit: int
 ) -> tuple[str, list]:
     roles_sql, roles_params = _roles_sql()
-    filters, filter_params = [], []
-    for term in terms:
-        # Both operators can use the gin_trgm_ops index on text; LIKE is much cheaper per
-        # row for text without letter case (Chinese), where it means the same thing.
-        operator = "ILIKE" if term.lower() != term.upper() else "LIKE"
-        filters.append(f"m.text {operator} %s")
-        filter_params.append(_like_contains(term))
+    filters, filter_params = [roles_sql], list(roles_params)
+    for clause in parsed.clauses:
+        piece, piece_params = _any_of(clause, _postgresql_term_sql)
+        filters.append(piece)
+        filter_params += piece_params
+    for term in parsed.excluded:
+        piece, piece_params = _postgresql_term_sql(term)
+        filters.append(f"NOT {piece}")
+        filter_params += piece_params
     sql = (
-        f"SELECT m.id FROM chats_message m WHERE {scope_sql} AND {roles_sql}"
-        f" AND {' AND '.join(filters)} ORDER BY m.id DESC LIMIT %s"
+        f"SELECT m.id FROM chats_message m WHERE {scope_sql} AND {' AND '.join(filters)}"
+        " ORDER BY m.id DESC LIMIT %s"
     )
-    return sql, [*scope_params, *roles_params, *filter_params, limit]
+    return sql, [*scope_params, *filter_params, limit]
 
 
 # --- Snippets ---------------------------------------------------------------------------

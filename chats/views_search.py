@@ -16,7 +16,7 @@ from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_GET
 
 from chats.models import Message
-from chats.search import SearchHit, message_search
+from chats.search import SearchHit, SearchQueryError, message_search
 
 RESULT_LIMIT = 50
 MAX_QUERY_CHARS = 500
@@ -61,9 +61,15 @@ def _result(hit: SearchHit) -> SearchResult:
 def search_page(request: HttpRequest) -> HttpResponse:
     """Matches of `?q=` in the chats the person can read, newest first; htmx gets `#results`."""
     query = request.GET.get("q", "").strip()[:MAX_QUERY_CHARS]
-    hits = message_search(person=request.user, query=query, limit=RESULT_LIMIT) if query else []
+    hits, error = [], ""
+    if query:
+        try:
+            hits = message_search(person=request.user, query=query, limit=RESULT_LIMIT)
+        except SearchQueryError as exc:
+            error = str(exc)
     context = {
         "query": query,
+        "query_error": error,
         "results": [_result(hit) for hit in hits],
         "result_limit": RESULT_LIMIT,
         "agent_name": settings.AGENT_NAME,

@@ -5,7 +5,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.utils import timezone
 
-from chats.agent.registry import Tool, TurnContext
+from chats.agent.registry import Tool, ToolError, TurnContext
 
 SEARCH_LIMIT_MAX = 20
 
@@ -28,14 +28,17 @@ def _current_time(context: TurnContext, arguments: dict) -> dict:
 
 def _session_search(context: TurnContext, arguments: dict) -> dict:
     """Search what the asking person may read; in a shared chat, only that chat."""
-    from chats.search import chat_message_search, message_search
+    from chats.search import SearchQueryError, chat_message_search, message_search
 
     limit = min(int(arguments.get("limit") or 8), SEARCH_LIMIT_MAX)
     only_this_chat = context.chat.is_shared or context.person is None
-    if only_this_chat:
-        hits = chat_message_search(chat=context.chat, query=arguments["query"], limit=limit + 1)
-    else:
-        hits = message_search(person=context.person, query=arguments["query"], limit=limit + 1)
+    try:
+        if only_this_chat:
+            hits = chat_message_search(chat=context.chat, query=arguments["query"], limit=limit + 1)
+        else:
+            hits = message_search(person=context.person, query=arguments["query"], limit=limit + 1)
+    except SearchQueryError as exc:
+        raise ToolError(f"search query not understood: {exc}") from exc
     results = []
     for hit in hits:
         if hit.message.pk == context.trigger.pk:
@@ -73,6 +76,9 @@ SESSION_SEARCH = Tool(
     name="session_search",
     description=(
         "Full-text search of earlier messages (English and Chinese, substring match). "
+        'Syntax: words (all must match), "exact phrase", a OR b, -word or NOT word, '
+        "prefix*, and filters from:NAME, in:CHAT, channel:telegram|web|terminal|api, "
+        "after:YYYY-MM-DD, before:YYYY-MM-DD. "
         "In a group chat it searches that chat only; in a private chat, every chat the "
         "person talking to you may read. Returns author, time and a snippet per match."
     ),

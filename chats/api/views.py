@@ -95,7 +95,8 @@ def chat_messages(request: HttpRequest, person, chat_key: str) -> JsonResponse:
 @api_endpoint("GET")
 def search(request: HttpRequest, person) -> JsonResponse:
     """Finds messages only in chats the person can read; an empty query is a 400."""
-    from chats.search import message_search  # the search module owns its backend choice
+    # the search module owns its backend choice
+    from chats.search import SearchQueryError, message_search
 
     query = request.GET.get("q", "")
     if not query.strip():
@@ -112,7 +113,10 @@ def search(request: HttpRequest, person) -> JsonResponse:
         chat = chat_for_person(person, chat_key)
         if chat is None:
             raise not_found(UNKNOWN_CHAT)
-    hits = message_search(person=person, query=query, chat=chat, limit=limit)
+    try:
+        hits = message_search(person=person, query=query, chat=chat, limit=limit)
+    except SearchQueryError as exc:
+        raise bad_request("invalid_query", str(exc), field="q") from exc
     return JsonResponse({"query": query, "results": [search_hit_json(hit) for hit in hits]})
 
 
