@@ -75,6 +75,6 @@ def drop(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("chats", "0008_turn_waiting")]
+    dependencies = [("chats", "0009_api_token_kind")]
 
     operations = [migrations.RunPython(create, drop, elidable=False)]
