@@ -11,20 +11,22 @@ import json
 import uuid
 
 from asgiref.sync import sync_to_async
-from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from chats.api.streams import KEEPALIVE, follow_turn
-from chats.services import IngestError
 from openai_api.auth import personal_key_person
-from openai_api.errors import OpenAIError, bad_request, openai_error_response
+from openai_api.errors import OpenAIError, openai_error_response
 from openai_api.following import (
+    LANDING_ERRORS,
     failure,
     follow_to_end,
     is_final,
     land,
     landing_error,
+    no_turn_error,
     outcome,
+    sse_response,
     stop_turn,
 )
 from openai_api.parsing import parse_chat_completion, read_json
@@ -36,8 +38,6 @@ from openai_api.render import (
 )
 from openai_api.services import (
     STEP_SEPARATOR,
-    ChatNotAllowed,
-    ChatNotFound,
     Landed,
     visible_answer,
 )
@@ -53,23 +53,14 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
         person = await sync_to_async(personal_key_person)(request)
         conversation = parse_chat_completion(request, read_json(request))
         landed, after = await sync_to_async(land)(person, conversation)
-    except OpenAIError as error:
-        return openai_error_response(error)
-    except (ChatNotFound, ChatNotAllowed) as exc:
-        return openai_error_response(landing_error(exc))
-    except IngestError as exc:
-        return openai_error_response(bad_request(str(exc), param="messages"))
+    except LANDING_ERRORS as exc:
+        return openai_error_response(landing_error(exc, param="messages"))
     if landed.turn is None:
-        error = OpenAIError(409, "This message was stored without a turn to answer it.")
-        return openai_error_response(error)
+        return openai_error_response(no_turn_error())
     completion_id = f"chatcmpl-hermes-{landed.turn.pk}-{uuid.uuid4().hex[:8]}"
     follow = follow_turn(landed.chat.pk, landed.turn.pk, after, person.pk)
     if conversation.stream:
-        chunks = _chunks(landed, follow, completion_id, conversation.include_usage)
-        response = StreamingHttpResponse(chunks, content_type="text/event-stream")
-        response["Cache-Control"] = "no-cache"
-        response["X-Accel-Buffering"] = "no"
-        return response
+        return sse_response(_chunks(landed, follow, completion_id, conversation.include_usage))
     return await _whole(landed, follow, completion_id)
 
 

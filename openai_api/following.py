@@ -5,14 +5,16 @@ import asyncio
 
 from asgiref.sync import sync_to_async
 from django.db import transaction
+from django.http import StreamingHttpResponse
 
 from chats.agent.events import last_seq
 from chats.agent.turns import turn_stop
 from chats.api.streams import FINAL_EVENTS
 from chats.models import Turn
-from openai_api.errors import OpenAIError
+from chats.services import IngestError
+from openai_api.errors import OpenAIError, bad_request
 from openai_api.parsing import ConversationRequest
-from openai_api.services import ChatNotFound, Landed, conversation_post
+from openai_api.services import ChatNotAllowed, ChatNotFound, Landed, conversation_post
 
 CLIENT_GONE = "the client disconnected"
 CHAT_NOT_FOUND = "No chat with this key is visible to you."
@@ -49,11 +51,32 @@ def failure(event: dict, turn: Turn) -> OpenAIError:
     return OpenAIError(409, f"The turn was interrupted: {reason}.", code="turn_interrupted")
 
 
-def landing_error(exc: Exception) -> OpenAIError:
-    """The answer to a chat the request may not post in."""
+# What can go wrong before a turn is followed: the key, the body, the chat, the message.
+LANDING_ERRORS = (OpenAIError, ChatNotFound, ChatNotAllowed, IngestError)
+
+
+def landing_error(exc: Exception, *, param: str) -> OpenAIError:
+    """The OpenAI-shaped answer to one of LANDING_ERRORS; `param` names the field holding the
+    messages (`messages` or `input`) for a message the hub refuses to store."""
+    if isinstance(exc, OpenAIError):
+        return exc
+    if isinstance(exc, IngestError):
+        return bad_request(str(exc), param=param)
     if isinstance(exc, ChatNotFound):
         return OpenAIError(404, CHAT_NOT_FOUND, code="chat_not_found")
     return OpenAIError(403, CHAT_NOT_ALLOWED.format(exc), code="chat_not_allowed")
+
+
+def no_turn_error() -> OpenAIError:
+    return OpenAIError(409, "This message was stored without a turn to answer it.")
+
+
+def sse_response(events) -> StreamingHttpResponse:
+    """A Server-Sent Events answer that no cache or proxy holds back."""
+    response = StreamingHttpResponse(events, content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    return response
 
 
 async def follow_to_end(landed: Landed, follow) -> tuple[dict | None, Turn]:

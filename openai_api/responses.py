@@ -9,20 +9,22 @@ import uuid
 from dataclasses import replace
 
 from asgiref.sync import sync_to_async
-from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from chats.api.streams import KEEPALIVE, follow_turn
-from chats.services import IngestError
 from openai_api.auth import personal_key_person
-from openai_api.errors import OpenAIError, bad_request, openai_error_response
+from openai_api.errors import OpenAIError, openai_error_response
 from openai_api.following import (
+    LANDING_ERRORS,
     failure,
     follow_to_end,
     is_final,
     land,
     landing_error,
+    no_turn_error,
     outcome,
+    sse_response,
     stop_turn,
 )
 from openai_api.models import StoredResponse
@@ -30,8 +32,6 @@ from openai_api.parsing import ResponsesRequest, parse_responses, read_json
 from openai_api.render import now, response_json
 from openai_api.services import (
     STEP_SEPARATOR,
-    ChatNotAllowed,
-    ChatNotFound,
     Landed,
     visible_answer,
 )
@@ -76,22 +76,13 @@ async def responses(request: HttpRequest) -> HttpResponse:
         person = await sync_to_async(personal_key_person)(request)
         parsed = parse_responses(request, read_json(request))
         landed, after, response_id = await sync_to_async(_land_response)(person, parsed)
-    except OpenAIError as error:
-        return openai_error_response(error)
-    except (ChatNotFound, ChatNotAllowed) as exc:
-        return openai_error_response(landing_error(exc))
-    except IngestError as exc:
-        return openai_error_response(bad_request(str(exc), param="input"))
+    except LANDING_ERRORS as exc:
+        return openai_error_response(landing_error(exc, param="input"))
     if landed.turn is None:
-        error = OpenAIError(409, "This message was stored without a turn to answer it.")
-        return openai_error_response(error)
+        return openai_error_response(no_turn_error())
     follow = follow_turn(landed.chat.pk, landed.turn.pk, after, person.pk)
     if parsed.conversation.stream:
-        events = _events(landed, follow, response_id)
-        response = StreamingHttpResponse(events, content_type="text/event-stream")
-        response["Cache-Control"] = "no-cache"
-        response["X-Accel-Buffering"] = "no"
-        return response
+        return sse_response(_events(landed, follow, response_id))
     return await _whole(landed, follow, response_id)
 
 

@@ -182,7 +182,7 @@ def _post_to_named_chat(*, person, request: ConversationRequest) -> Landed:
             raise ChatNotAllowed(chat.channel)
     digest = prefix_digests(request.items)[-1]
     with transaction.atomic():
-        retried = _unanswered(chat, digest)
+        retried = _unanswered(chat, digest, person)
         if retried is not None:  # the same request again while its turn runs: follow it
             return Landed(chat, retried, _trigger_turn(retried))
         metadata = {"openai_digest": digest}
@@ -210,10 +210,13 @@ def _post_to_named_chat(*, person, request: ConversationRequest) -> Landed:
         return Landed(result.chat, result.message, turn, new=turn is not None)
 
 
-def _unanswered(chat: Chat, digest: str) -> Message | None:
-    """The newest message this request already stored in `chat`, if its turn is still open."""
+def _unanswered(chat: Chat, digest: str, person) -> Message | None:
+    """The newest message this request already stored in `chat`, if its turn is still open.
+    Only the person's own: in a room another member may send the same words meanwhile."""
     message = (
-        Message.objects.filter(chat=chat, external_id__startswith=f"oa-{digest[:40]}-")
+        Message.objects.filter(
+            chat=chat, external_id__startswith=f"oa-{digest[:40]}-", actor__person=person
+        )
         .order_by("-id")
         .first()
     )

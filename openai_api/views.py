@@ -1,16 +1,12 @@
 """The OpenAI-compatible endpoints under /v1/ (docs/OPENAI.md): parse, call one service,
 answer in OpenAI's wire format, errors included."""
 
-import logging
-
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from openai_api.auth import personal_key_person
 from openai_api.errors import OpenAIError, openai_error_response
 from openai_api.render import MODEL_ID, models_json
-
-logger = logging.getLogger(__name__)
 
 
 def _method_not_allowed(request: HttpRequest, allow: str) -> JsonResponse:

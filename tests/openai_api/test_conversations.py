@@ -172,6 +172,20 @@ def test_a_named_chat_stores_repeated_words_again_but_not_a_retry(owner):
     assert Message.objects.filter(chat=room, text="ok").count() == 2
 
 
+def test_another_members_same_words_in_a_named_room_are_not_taken_for_a_retry(owner, member):
+    # Regression: the retry check matched the words alone, so a second member sending the
+    # same message while the first one's turn ran had nothing stored and followed (and, on
+    # disconnect, stopped) the first member's turn.
+    room, _ = chat_get_or_create(channel="web", chat_id="ops", kind="room")
+    chat_member_ensure(chat=room, person=owner)
+    chat_member_ensure(chat=room, person=member)
+    first = conversation_post(person=owner, request=ask(("user", "ok"), chat_key=room.chat_key))
+    other = conversation_post(person=member, request=ask(("user", "ok"), chat_key=room.chat_key))
+    assert other.trigger != first.trigger and other.trigger.actor.person == member
+    assert other.turn != first.turn
+    assert Message.objects.filter(chat=room, text="ok").count() == 2
+
+
 def test_the_person_sees_the_conversation_on_the_dashboard_and_others_do_not(owner, outsider):
     from django.test import Client
 
