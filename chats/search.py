@@ -42,7 +42,7 @@ __all__ = [
 
 MAX_RESULTS = 200
 TRIGRAM = 3
-CJK_FIRST = 0x2E80  # CJK radicals onwards: the characters migration 0009 indexes in pairs
+CJK_FIRST = 0x2E80  # CJK radicals onwards: the characters migration 0010 indexes in pairs
 SNIPPET_CHARS = 160
 SNIPPET_CONTEXT_BEFORE = 50
 SNIPPET_WORD_SNAP = 20
@@ -135,7 +135,7 @@ def _surely_missing(parsed: SearchQuery) -> bool:
     """Whether a required clause matches no message at all, asked of the indexes alone.
 
     Clauses of 3+ character words ask the trigram index; a 2-character Chinese word asks
-    the index of migration 0009. Both look at the whole table (any chat, any role): a
+    the index of migration 0010. Both look at the whole table (any chat, any role): a
     superset of what the scoped query could find, so "missing" here is always right, and
     they read the indexes as they are now. Other clauses are left to the real query."""
     long_clauses = [c for c in parsed.clauses if all(len(t.text) >= TRIGRAM for t in c)]

@@ -17,7 +17,7 @@ message says what was wrong and how to write it, for the person or the model to 
 
 import re
 from dataclasses import dataclass, field
-from datetime import date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 
 from django.utils import timezone
 
@@ -136,8 +136,19 @@ def _day(name: str, value: str) -> date:
         raise SearchQueryError(f"{name}:{value} is not a real date.") from None
 
 
-def _start_of(day: date) -> datetime:
-    return timezone.make_aware(datetime.combine(day, time.min), timezone.get_current_timezone())
+def _start_of(name: str, value: str, *, days_later: int = 0) -> datetime:
+    """The start of the day `value` (plus `days_later`) in the current time zone. Days at
+    the ends of the calendar (after:9999-12-31, or before:0001-01-01 east of UTC) have no
+    such moment in UTC, where the database stores times: refused here, not a 500 later."""
+    try:
+        day = _day(name, value) + timedelta(days=days_later)
+        moment = timezone.make_aware(
+            datetime.combine(day, time.min), timezone.get_current_timezone()
+        )
+        moment.astimezone(UTC)
+    except OverflowError:
+        raise SearchQueryError(f"{name}:{value} is out of range; use a nearer day.") from None
+    return moment
 
 
 def _add_filter(parsed: SearchQuery, name: str, value: str) -> None:
@@ -145,9 +156,9 @@ def _add_filter(parsed: SearchQuery, name: str, value: str) -> None:
     if not value:
         raise SearchQueryError(f"{name}: needs a value, as in {name}:{_EXAMPLES[name]}.")
     if name == "before":
-        parsed.before = min(filter(None, [parsed.before, _start_of(_day(name, value))]))
+        parsed.before = min(filter(None, [parsed.before, _start_of(name, value)]))
     elif name == "after":
-        moment = _start_of(_day(name, value) + timedelta(days=1))
+        moment = _start_of(name, value, days_later=1)
         parsed.after = max(filter(None, [parsed.after, moment]))
     else:
         values = {"from": parsed.authors, "in": parsed.chats, "channel": parsed.channels}[name]

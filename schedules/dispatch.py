@@ -40,7 +40,6 @@ from schedules.timing import next_fire_time, slots_until
 
 logger = logging.getLogger(__name__)
 
-HEARTBEAT = DISPATCHER_HEARTBEAT
 BATCH = 1000
 
 
@@ -58,7 +57,7 @@ class DispatchResult:
 def heartbeat_write(now: datetime) -> None:
     """Say that a dispatcher ran at `now` (read by `schedules.selectors.scheduler_status`),
     through the one heartbeat mechanism of the hub (`operations`)."""
-    heartbeat_beat(name=HEARTBEAT, now=now)
+    heartbeat_beat(name=DISPATCHER_HEARTBEAT, now=now)
 
 
 def plan_runs(schedule: Schedule, now: datetime, token: str) -> tuple[list[ScheduleRun], datetime]:

@@ -250,6 +250,7 @@ MALFORMED = [
     ("before:2026-1-5", "YYYY-MM-DD"),
     ("deploy after:2026-02-01 before:2026-02-02", "after: must be a day before before:"),
     (" ".join(f"w{i}" for i in range(9)), "At most 8"),
+    ("deploy after:9999-12-31", "out of range"),
 ]
 
 
@@ -259,6 +260,20 @@ def test_a_malformed_query_says_what_was_wrong(team_chat, owner, query, message)
         message_search(person=owner, query=query)
     with pytest.raises(SearchQueryError, match=message.replace("*", r"\*")):
         chat_message_search(chat=team_chat, query=query)
+
+
+def test_a_day_at_the_end_of_the_calendar_is_a_400_not_a_500(team_chat, owner, api_for):
+    # after:9999-12-31 means "from 10000-01-01", which no datetime holds.
+    response = api_for(owner).get("/api/v1/search", {"q": "deploy after:9999-12-31"})
+    assert response.status_code == 400
+    assert "out of range" in response.json()["error"]["message"]
+
+
+def test_a_first_day_east_of_utc_is_refused_not_a_500(settings, team_chat, owner):
+    # 0001-01-01 00:00 in Tokyo is in year 0 in UTC, where the database stores times.
+    settings.TIME_ZONE = "Asia/Tokyo"
+    with pytest.raises(SearchQueryError, match="out of range"):
+        message_search(person=owner, query="deploy before:0001-01-01")
 
 
 @pytest.mark.parametrize(("query", "message"), MALFORMED[:6] + MALFORMED[12:18])

@@ -153,3 +153,14 @@ def test_metrics_are_off_without_a_token(settings):
     assert Client().get("/metrics").status_code == 404
     refused = Client().get("/metrics", headers={"Authorization": "Bearer "})
     assert refused.status_code == 404
+
+
+def test_a_scrape_with_redis_down_still_answers_and_says_so(settings):
+    """The whole-hub figures that Redis holds fail alone: the scrape answers 200 with the
+    database's figures and flags the source, so Prometheus keeps the rest of the series."""
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"  # nobody listens on port 1
+    samples = scrape(Client())
+    assert value(samples, "hermes_hub_scrape_errors", source="redis") == 1
+    assert value(samples, "hermes_hub_scrape_errors", source="database") == 0
+    assert ("hermes_hub_turns", (("status", "queued"),)) in samples
+    assert not any(name == "hermes_hub_celery_queue_length" for name, _ in samples)
