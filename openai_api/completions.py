@@ -19,6 +19,7 @@ from openai_api.auth import personal_key_person
 from openai_api.errors import OpenAIError, openai_error_response
 from openai_api.following import (
     LANDING_ERRORS,
+    answer_of,
     failure,
     follow_to_end,
     is_final,
@@ -39,7 +40,6 @@ from openai_api.render import (
 from openai_api.services import (
     STEP_SEPARATOR,
     Landed,
-    visible_answer,
 )
 
 
@@ -68,7 +68,7 @@ async def _whole(landed: Landed, follow, completion_id: str) -> JsonResponse:
     final, turn = await follow_to_end(landed, follow)
     if final is None or final["type"] != "turn.finished" or turn.reply is None:
         return openai_error_response(failure(final or {"type": "turn.failed"}, turn))
-    text = await sync_to_async(visible_answer)(turn)
+    text = await sync_to_async(answer_of)(turn)
     body = completion_json(completion_id=completion_id, created=now(), text=text, turn=turn)
     return JsonResponse(body)
 
@@ -117,7 +117,7 @@ async def _chunks(landed: Landed, follow, completion_id: str, include_usage: boo
                 if kind != "turn.finished" or turn.reply is None:
                     yield _data(failure(event, turn).body())
                 else:
-                    text = await sync_to_async(visible_answer)(turn)
+                    text = await sync_to_async(answer_of)(turn)
                     streamed = "".join(sent)
                     if text != streamed and text.startswith(streamed):
                         yield chunk({"content": text[len(streamed) :]})

@@ -14,7 +14,14 @@ from chats.models import Turn
 from chats.services import IngestError
 from openai_api.errors import OpenAIError, bad_request
 from openai_api.parsing import ConversationRequest
-from openai_api.services import ChatNotAllowed, ChatNotFound, Landed, conversation_post
+from openai_api.services import (
+    ChatNotAllowed,
+    ChatNotFound,
+    Landed,
+    conversation_post,
+    conversation_record_reply,
+    visible_answer,
+)
 
 CLIENT_GONE = "the client disconnected"
 CHAT_NOT_FOUND = "No chat with this key is visible to you."
@@ -35,7 +42,15 @@ def land(person, request: ConversationRequest) -> tuple[Landed, int]:
 
 
 def outcome(turn_id: int) -> Turn:
-    return Turn.objects.select_related("reply", "chat").get(pk=turn_id)
+    return Turn.objects.select_related("reply", "chat", "trigger").get(pk=turn_id)
+
+
+def answer_of(turn: Turn) -> str:
+    """The answer the client gets, recorded first as its conversation's new tip: the client
+    may resend the conversation the moment it has the answer, before the worker's own
+    `turn_finished` receiver has run (recording twice changes nothing)."""
+    conversation_record_reply(turn=turn)
+    return visible_answer(turn)
 
 
 async def stop_turn(landed: Landed) -> None:

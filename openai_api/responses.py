@@ -17,6 +17,7 @@ from openai_api.auth import personal_key_person
 from openai_api.errors import OpenAIError, openai_error_response
 from openai_api.following import (
     LANDING_ERRORS,
+    answer_of,
     failure,
     follow_to_end,
     is_final,
@@ -33,7 +34,6 @@ from openai_api.render import now, response_json
 from openai_api.services import (
     STEP_SEPARATOR,
     Landed,
-    visible_answer,
 )
 
 
@@ -91,7 +91,7 @@ async def _whole(landed: Landed, follow, response_id: str) -> JsonResponse:
     final, turn = await follow_to_end(landed, follow)
     if final is None or final["type"] != "turn.finished" or turn.reply is None:
         return openai_error_response(failure(final or {"type": "turn.failed"}, turn))
-    text = await sync_to_async(visible_answer)(turn)
+    text = await sync_to_async(answer_of)(turn)
     body = response_json(
         response_id=response_id, created=created, turn=turn, text=text, status="completed"
     )
@@ -149,7 +149,7 @@ async def _events(landed: Landed, follow, response_id: str):
                     yield event("error", message=error["message"], code=error["code"], param=None)
                     yield event("response.failed", response=snapshot("failed"))
                     return
-                text, streamed = await sync_to_async(visible_answer)(turn), "".join(sent)
+                text, streamed = await sync_to_async(answer_of)(turn), "".join(sent)
                 if text != streamed and text.startswith(streamed):
                     yield event(
                         "response.output_text.delta", **at, delta=text[len(streamed) :], logprobs=[]

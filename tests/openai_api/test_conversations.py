@@ -243,3 +243,35 @@ def test_naming_ones_own_openai_chat_continues_it(owner):
     assert texts(first.chat) == [("user", "q1"), ("assistant", "a1"), ("user", "q2")]
     assert named.trigger.actor.channel == "openai"
     assert Conversation.objects.get(chat=first.chat).system_note == "Short."
+
+
+def test_the_answer_is_recorded_before_the_client_gets_it(owner):
+    """The client may resend the conversation the moment it has the answer, before the
+    worker's `turn_finished` receiver recorded the reply (on PostgreSQL a resend that read
+    the prefixes just before that receiver committed then forked a new chat): the endpoint
+    records the reply as the conversation's tip first (`answer_of`)."""
+    from openai_api.digests import chain
+    from openai_api.following import answer_of, outcome
+
+    first = conversation_post(person=owner, request=ask(("user", "q1")))
+    reply = Message.objects.create(
+        chat=first.chat, role="assistant", text="a1", external_id=f"reply-{first.turn.pk}"
+    )
+    Turn.objects.filter(pk=first.turn.pk).update(status="completed", reply=reply)
+    # No receiver has run: only what the endpoint does before it answers.
+    assert answer_of(outcome(first.turn.pk)) == "a1"
+    conversation = Conversation.objects.get(chat=first.chat)
+    assert conversation.tip_digest == chain(
+        first.trigger.metadata["openai_digest"], "assistant", "a1"
+    )
+    second = conversation_post(
+        person=owner, request=ask(("user", "q1"), ("assistant", "a1"), ("user", "q2"))
+    )
+    assert second.chat == first.chat
+    assert texts(first.chat) == [("user", "q1"), ("assistant", "a1"), ("user", "q2")]
+    # The worker's receiver running afterwards changes nothing.
+    conversation_record_reply(turn=Turn.objects.get(pk=first.turn.pk))
+    assert (
+        Conversation.objects.get(chat=first.chat).tip_digest
+        == second.trigger.metadata["openai_digest"]
+    )
