@@ -20,7 +20,8 @@ from typing import Any
 
 from django.db import transaction
 
-from chats.models import Chat, PersonNotice, Turn
+from chats.models import Chat, Turn
+from chats.person_notices import person_notice_post
 
 logger = logging.getLogger(__name__)
 
@@ -84,5 +85,5 @@ def person_tell(*, person: Any, text: str, kind: str, not_in: Chat | None = None
                     return name
         except Exception:  # noqa: BLE001 - the dashboard still tells them
             logger.exception("could not tell person %s through %s", person.pk, name)
-    PersonNotice.objects.create(person=person, kind=kind[:32], text=text)
+    person_notice_post(person=person, text=text, kind=kind)
     return DASHBOARD

@@ -1,7 +1,8 @@
 """Receipts: a run is `delivered` only when its turn completed and the reply is stored (web,
-API, terminal); for Telegram the stored reply is queued for the bridge and `awaiting_delivery`
-until the bridge confirms (tests/schedules/test_telegram_delivery.py); a failed turn fails the run with its error, and N failures in a
-row pause the schedule; a person's interruption skips the run without counting."""
+API, terminal); for Telegram the stored reply is queued for the bridge and
+`awaiting_delivery` until the bridge confirms (test_telegram_delivery.py); a failed turn
+fails the run with its error, and N failures in a row pause the schedule; a person's
+interruption skips the run without counting."""
 
 from datetime import timedelta
 
