@@ -78,6 +78,12 @@ def _may_manage(person: AbstractBaseUser | None, schedule: Schedule) -> bool:
     return role in (ChatMember.Role.OWNER, ChatMember.Role.ADMIN)
 
 
+def schedule_may_manage(person: AbstractBaseUser, schedule: Schedule) -> bool:
+    """Whether `person` may pause, resume or run `schedule` now: its owner, the chat's owners
+    and admins, staff (an active person)."""
+    return person is not None and _may_manage(person, schedule)
+
+
 def _check_spec(*, kind: str, cron: str, tz: str, interval_minutes, run_at, now: datetime) -> Spec:
     zone(tz)
     minimum = settings.SCHEDULES_MIN_INTERVAL_MINUTES
