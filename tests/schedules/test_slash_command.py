@@ -177,3 +177,21 @@ def test_without_a_scheduler_heartbeat_the_answer_says_schedules_will_not_fire(
 
 def test_usage_for_anything_else(fake_telegram, group):
     assert ask(fake_telegram, MEMBER, "/schedules delete 3").startswith("Usage: /schedules")
+
+
+def test_a_telegram_administrator_of_the_group_may_pause(
+    fake_telegram, group, make_schedule, make_person
+):
+    """The bridge reads the group's administrators first (`uses_roles`): a linked member whom
+    Telegram lists as an administrator becomes the chat's admin and may manage its schedules."""
+    schedule = make_schedule(chat=group)
+    tess_user = tg_user(1006, "Tess")
+    tess = make_person("tess")
+    chat_member_ensure(chat=group, person=tess, role=ChatMember.Role.MEMBER)
+    actor_get_or_create(channel="telegram", user_id=1006, display_name="Tess", person=tess)
+    fake_telegram.set_administrators(GROUP_ID, [tess_user])
+    assert ask(fake_telegram, tess_user, f"/schedules pause {schedule.pk}") == (
+        f"Schedule #{schedule.pk} is paused."
+    )
+    schedule.refresh_from_db()
+    assert not schedule.enabled
