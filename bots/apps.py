@@ -10,9 +10,13 @@ class BotsConfig(AppConfig):
     verbose_name = "Telegram bridge"
 
     def ready(self) -> None:
+        from bots.channel import delivery_channel
         from bots.notices import on_notice_posted
+        from chats.deliveries import register_delivery_channel
         from chats.signals import notice_posted
 
+        # Replies no Telegram update asked for (scheduled runs) and words to one person.
+        register_delivery_channel(delivery_channel())
         # Notices in a Telegram chat's history (an expired proposal, say) reach Telegram too.
         notice_posted.connect(on_notice_posted, dispatch_uid="bots-telegram-notices")
         # Memory and skills are optional neighbours: each one present gets review buttons.

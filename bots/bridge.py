@@ -30,6 +30,7 @@ from telegram import Bot, BotCommand
 from telegram.error import Forbidden, InvalidToken, NetworkError, RetryAfter, TimedOut
 from telegram.request import HTTPXRequest
 
+from bots.channel import reply_row_failed
 from bots.commands import command_menu
 from bots.delivery import (
     ChatGate,
@@ -366,10 +367,13 @@ class TelegramBridge:
         attempts = row.attempts + 1
         give_up = permanent or attempts >= MAX_DELIVERY_ATTEMPTS
         fields = {"attempts": attempts, "error": error[:2000]}
-        if give_up:
-            fields["status"] = OutboundMessage.Status.FAILED
         with contextlib.suppress(Exception):
-            await db(outbox_progress, row=row, **fields)
+            if give_up:
+                # A reply given up on is reported (a scheduled run fails, its owner is told).
+                fields["status"] = OutboundMessage.Status.FAILED
+                await db(reply_row_failed, row=row, **fields)
+            else:
+                await db(outbox_progress, row=row, **fields)
         self.retry_at[row.pk] = time.monotonic() + min(2**attempts, 300)
 
     async def _housekeeping(self) -> None:

@@ -25,6 +25,7 @@ from telegram.constants import ChatAction, ParseMode
 from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, TelegramError
 from telegram.warnings import PTBDeprecationWarning
 
+from bots.channel import reply_row_delivered
 from bots.models import OutboundMessage
 from bots.selectors import TurnOutcome, turn_outcome
 from bots.services import outbox_progress
@@ -437,6 +438,8 @@ class ReplyDelivery:
         except RetryAfter as exc:
             self.sender.gate.block(self.chat_id, retry_seconds(exc))
             return
+        except Forbidden as exc:  # blocked or removed: no later call would get through
+            raise Permanent(str(exc)) from exc
         except BadRequest as exc:
             if _is(exc, "parse entities", "unsupported start tag"):
                 self.plain_previews = True
@@ -497,7 +500,7 @@ class ReplyDelivery:
         markdown = self._final_markdown(outcome)
         row = self.row
         if not markdown:
-            await db(outbox_progress, row=row, status=OutboundMessage.Status.DELIVERED, text="")
+            await db(reply_row_delivered, row=row, text="", parts=0)
             return
         parts = fmt.split_for_telegram(markdown, fmt.TELEGRAM_LIMIT)
         message_ids = list(row.message_ids)
@@ -525,4 +528,6 @@ class ReplyDelivery:
                 )
                 message_ids.append(message_id)
             await record_sent(row, message_ids=message_ids, parts_sent=index + 1)
-        await db(outbox_progress, row=row, status=OutboundMessage.Status.DELIVERED, text=markdown)
+        # Delivered only now that every part has its message id; whoever waits for the
+        # receipt (a scheduled run) learns it in the same transaction.
+        await db(reply_row_delivered, row=row, text=markdown, parts=len(parts))

@@ -315,3 +315,30 @@ class ApiToken(models.Model):
         if self.revoked_at is not None:
             return False
         return self.expires_at is None or self.expires_at > timezone.now()
+
+
+class PersonNotice(models.Model):
+    """A line the hub tells one person on their dashboard, when it has no private chat of
+    theirs to say it in (e.g. a scheduled run of theirs failed). Only that person sees it;
+    it stays on their chat list until they dismiss it."""
+
+    person = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="hub_notices"
+    )
+    kind = models.CharField(max_length=32)
+    text = models.TextField()
+    created_at = models.DateTimeField(default=timezone.now)
+    dismissed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(
+                fields=["person", "-created_at"],
+                condition=models.Q(dismissed_at__isnull=True),
+                name="person_notice_open_idx",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"notice for {self.person_id}: {self.text[:40]}"

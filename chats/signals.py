@@ -33,3 +33,16 @@ tool_call_finished = Signal()
 # cheap and must not touch the database (they run on the event loop).
 socket_opened = Signal()
 socket_closed = Signal()
+
+# Sent by a channel adapter (the Telegram bridge) when a reply it delivered reached its chat,
+# every part of it: `turn_id`, `chat_id` and `receipt` (a dict: "channel", and for Telegram
+# "telegram_chat_id", "message_thread_id", "telegram_message_ids" (one per part, in order)
+# and "parts"). Sent inside the transaction that records the delivery, so a receiver's
+# writes commit with it; a receiver's failure is logged and never undoes the delivery.
+reply_delivered = Signal()
+
+# Sent by a channel adapter when it gave up on a reply for good: `turn_id`, `chat_id`,
+# `error` (what the channel said, e.g. "Forbidden: bot was blocked by the user") and
+# `receipt` (what was sent before it gave up, as for `reply_delivered`). Inside the
+# transaction that records the failure, like `reply_delivered`.
+reply_delivery_failed = Signal()

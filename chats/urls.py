@@ -7,6 +7,7 @@ from chats import views, views_context, views_search
 urlpatterns = [
     path("", views.chat_list, name="chat_list"),
     path("rooms/", views.room_create, name="room_create"),
+    path("notices/<int:notice_id>/dismiss", views.notice_dismiss, name="person_notice_dismiss"),
     path("search", views_search.search_page, name="search"),
     path("status", views_context.status_page, name="status"),
     path(

@@ -29,6 +29,7 @@ from chats.agent.llm import get_provider
 from chats.agent.turns import message_received, turn_stop
 from chats.forms import MemberAddForm, MessagePostForm, RoomCreateForm
 from chats.models import Channel, Chat, ChatKind, ChatMember, Message
+from chats.person_notices import person_notice_dismiss, person_notices_open
 from chats.ratelimit import window_retry_after
 from chats.selectors import (
     chat_for_person,
@@ -100,8 +101,18 @@ def chat_list(request: HttpRequest) -> HttpResponse:
             "model": get_provider().info,
             "room_form": RoomCreateForm(),
             "agent_name": settings.AGENT_NAME,
+            "notices": person_notices_open(request.user),
         },
     )
+
+
+@login_required
+@require_POST
+def notice_dismiss(request: HttpRequest, notice_id: int) -> HttpResponse:
+    """Dismiss one of the person's own dashboard notices (anyone else's is a 404)."""
+    if not person_notice_dismiss(person=request.user, notice_id=notice_id):
+        raise Http404("No such notice.")
+    return redirect("chat_list")
 
 
 @login_required

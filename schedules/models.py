@@ -77,7 +77,7 @@ class ScheduleRun(models.Model):
         DUE = "due", "Due (waiting for the chat to be free)"
         RUNNING = "running", "Running"
         DELIVERED = "delivered", "Delivered"
-        # The reply is stored; its delivery to Telegram is not confirmed (not built yet).
+        # The reply is stored and queued for Telegram; not every part is confirmed yet.
         AWAITING_DELIVERY = "awaiting_delivery", "Stored, delivery not confirmed"
         FAILED = "failed", "Failed"
         SKIPPED = "skipped", "Skipped"

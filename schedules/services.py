@@ -21,6 +21,7 @@ from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
 from chats.agent.turns import message_received, turn_request
+from chats.deliveries import DeliveryUnavailable, person_tell, reply_deliver
 from chats.models import Channel, Chat, ChatMember, Turn
 from chats.selectors import chat_still_readable
 from chats.services import IngestError, message_ingest, validate_text
@@ -75,6 +76,12 @@ def _may_manage(person: AbstractBaseUser | None, schedule: Schedule) -> bool:
         .first()
     )
     return role in (ChatMember.Role.OWNER, ChatMember.Role.ADMIN)
+
+
+def schedule_may_manage(person: AbstractBaseUser, schedule: Schedule) -> bool:
+    """Whether `person` may pause, resume or run `schedule` now: its owner, the chat's owners
+    and admins, staff (an active person)."""
+    return person is not None and _may_manage(person, schedule)
 
 
 def _check_spec(*, kind: str, cron: str, tz: str, interval_minutes, run_at, now: datetime) -> Spec:
@@ -327,8 +334,8 @@ def schedule_run_settle(*, run_id: int, turn: Turn | None = None) -> str | None:
             status, fields = _outcome(run, turn)
         _finish(run, status, now, **fields)
         if status == ScheduleRun.Status.FAILED:
-            _count_failure(run.schedule, now)
-        elif status in (ScheduleRun.Status.DELIVERED, ScheduleRun.Status.AWAITING_DELIVERY):
+            _failed(run, fields["error"], now)
+        elif status == ScheduleRun.Status.DELIVERED:
             Schedule.objects.filter(pk=run.schedule_id).update(consecutive_failures=0)
     return status
 
@@ -340,15 +347,70 @@ def schedule_run_fail(*, run_id: int, error: str) -> bool:
     with transaction.atomic():
         run = (
             ScheduleRun.objects.select_for_update()
-            .select_related("schedule")
+            .select_related("schedule__chat")
             .filter(pk=run_id, status=ScheduleRun.Status.DUE)
             .first()
         )
         if run is None:
             return False
         _finish(run, ScheduleRun.Status.FAILED, now, error=error[:2000])
-        _count_failure(run.schedule, now)
+        _failed(run, error, now)
     return True
+
+
+def schedule_run_delivered(*, run_id: int, receipt: dict) -> bool:
+    """Record the channel's receipt of a run `awaiting_delivery`: `delivered` only when
+    every part of the reply has its message id (`receipt["parts"]` ids, none missing);
+    otherwise it stays awaiting. False if nothing changed."""
+    ids = receipt.get("telegram_message_ids") or []
+    parts = receipt.get("parts") or 0
+    complete = (
+        parts >= 1
+        and len(ids) == parts
+        and all(isinstance(i, int) and not isinstance(i, bool) and i > 0 for i in ids)
+    )
+    if not complete:
+        logger.warning("run receipt without every part's message id: %r", receipt)
+        return False
+    now = timezone.now()
+    with transaction.atomic():
+        run = _awaiting(run_id)
+        if run is None:
+            return False
+        stored = run.delivered_to[0] if run.delivered_to else {}
+        stored = {key: value for key, value in stored.items() if key != "note"}
+        confirmed = {**stored, **receipt, "stored": True, "delivered": True}
+        _finish(run, ScheduleRun.Status.DELIVERED, now, delivered_to=[confirmed])
+        Schedule.objects.filter(pk=run.schedule_id).update(consecutive_failures=0)
+    return True
+
+
+def schedule_run_delivery_failed(*, run_id: int, error: str, receipt: dict | None = None) -> bool:
+    """Record that the channel gave up on the reply of a run `awaiting_delivery` (the bot
+    blocked or removed from the group, the topic or chat gone): `failed` with its reason,
+    counting towards pausing the schedule, and the owner is told. False if it was not
+    awaiting delivery."""
+    now = timezone.now()
+    with transaction.atomic():
+        run = _awaiting(run_id)
+        if run is None:
+            return False
+        stored = run.delivered_to[0] if run.delivered_to else {}
+        stored = {key: value for key, value in stored.items() if key != "note"}
+        failed = {**stored, **(receipt or {}), "delivered": False, "error": error[:500]}
+        message = f"the reply is stored but was not delivered: {error}"[:2000]
+        _finish(run, ScheduleRun.Status.FAILED, now, error=message, delivered_to=[failed])
+        _failed(run, message, now)
+    return True
+
+
+def _awaiting(run_id: int) -> ScheduleRun | None:
+    return (
+        ScheduleRun.objects.select_for_update(of=("self",))
+        .select_related("schedule__chat", "schedule__owner")
+        .filter(pk=run_id, status=ScheduleRun.Status.AWAITING_DELIVERY)
+        .first()
+    )
 
 
 def _outcome(run: ScheduleRun, turn: Turn) -> tuple[str, dict]:
@@ -358,10 +420,16 @@ def _outcome(run: ScheduleRun, turn: Turn) -> tuple[str, dict]:
             return ScheduleRun.Status.FAILED, {"error": "the turn completed without a reply"}
         receipt = {"channel": chat.channel, "chat": chat.chat_key, "message": turn.reply_id}
         if chat.channel == Channel.TELEGRAM:
-            # TODO(#23): the bridge queues outbox rows only for turns a Telegram update
-            # started, so this reply is stored but not sent; once `bots` sends it and reports
-            # the Bot API's message_ids through a hook in `chats`, the run becomes delivered.
-            note = "stored in the hub; not sent to Telegram (scheduled delivery not built yet)"
+            # No Telegram update asked for this turn, so no reply is queued for it yet: hand
+            # it to the bridge (its outbox row commits with this status); the bridge's
+            # receipt (`chats.signals.reply_delivered`) makes the run delivered.
+            try:
+                receipt |= reply_deliver(turn=turn)
+            except DeliveryUnavailable as exc:
+                receipt |= {"stored": True, "delivered": False}
+                error = f"the reply is stored but cannot be sent: {exc}"
+                return ScheduleRun.Status.FAILED, {"error": error, "delivered_to": [receipt]}
+            note = "stored in the hub; waiting for Telegram to confirm every part"
             receipt |= {"stored": True, "delivered": False, "note": note}
             return ScheduleRun.Status.AWAITING_DELIVERY, {"delivered_to": [receipt]}
         receipt |= {"stored": True, "delivered": True}
@@ -374,8 +442,32 @@ def _outcome(run: ScheduleRun, turn: Turn) -> tuple[str, dict]:
     return ScheduleRun.Status.FAILED, {"error": f"interrupted: {reason}"}
 
 
-def _count_failure(schedule: Schedule, now: datetime) -> None:
-    """One more failure in a row; at SCHEDULES_PAUSE_AFTER_FAILURES the schedule pauses."""
+def _failed(run: ScheduleRun, error: str, now: datetime) -> None:
+    """A run failed: count it (perhaps pausing the schedule) and tell the schedule's owner,
+    in their own private chat with the bot when they have one (not the chat that refused the
+    reply), else on their dashboard. Telling never undoes the run's record."""
+    schedule = run.schedule
+    paused = _count_failure(schedule, now)
+    chat = schedule.chat
+    label = f"“{chat.title}”" if chat.title else chat.chat_key
+    slot = run.slot_at.strftime("%Y-%m-%d %H:%M UTC")
+    text = f"Your schedule #{schedule.pk} in {label} failed (run of {slot}): {error}"
+    if paused:
+        limit = settings.SCHEDULES_PAUSE_AFTER_FAILURES
+        text += (
+            f" It is paused now, after {limit} failed runs in a row; resume it once the cause "
+            "is fixed."
+        )
+    try:
+        with transaction.atomic():
+            person_tell(person=schedule.owner, text=text, kind="schedule_failed", not_in=chat)
+    except Exception:  # noqa: BLE001 - the run's error and paused_reason still say it
+        logger.exception("could not tell the owner of schedule %s (run %s)", schedule.pk, run.pk)
+
+
+def _count_failure(schedule: Schedule, now: datetime) -> bool:
+    """One more failure in a row; at SCHEDULES_PAUSE_AFTER_FAILURES the schedule pauses
+    (True when this failure paused it)."""
     limit = settings.SCHEDULES_PAUSE_AFTER_FAILURES
     failures = F("consecutive_failures") + 1
     Schedule.objects.filter(pk=schedule.pk).update(consecutive_failures=failures)
@@ -388,3 +480,4 @@ def _count_failure(schedule: Schedule, now: datetime) -> None:
     )
     if paused:
         logger.warning("schedule %s paused after %s failed runs in a row", schedule.pk, limit)
+    return bool(paused)

@@ -1,7 +1,8 @@
 """Receipts: a run is `delivered` only when its turn completed and the reply is stored (web,
-API, terminal); for Telegram the stored reply is `awaiting_delivery` until the bridge
-confirms (not built yet); a failed turn fails the run with its error, and N failures in a
-row pause the schedule; a person's interruption skips the run without counting."""
+API, terminal); for Telegram the stored reply is queued for the bridge and
+`awaiting_delivery` until the bridge confirms (test_telegram_delivery.py); a failed turn
+fails the run with its error, and N failures in a row pause the schedule; a person's
+interruption skips the run without counting."""
 
 from datetime import timedelta
 
@@ -53,7 +54,12 @@ def test_a_completed_turn_with_a_stored_reply_is_delivered(make_schedule, fake_l
     assert "Post the open incidents" in str(fake_llm.last_request["messages"][-1])
 
 
-def test_a_reply_for_telegram_is_stored_but_not_claimed_delivered(make_schedule, owner, fake_llm):
+def test_a_reply_for_telegram_is_queued_for_the_bridge_but_not_claimed_delivered(
+    make_schedule, owner, fake_llm, settings
+):
+    from bots.models import OutboundMessage
+
+    settings.TELEGRAM_BOT_TOKEN = "7654321:TEST"
     topic, _ = chat_get_or_create(
         channel="telegram", chat_id="-100200", thread_id="7", kind=ChatKind.TOPIC
     )
@@ -62,10 +68,27 @@ def test_a_reply_for_telegram_is_stored_but_not_claimed_delivered(make_schedule,
     dispatch(now=SLOT + timedelta(seconds=1))
     run = schedule.runs.get()
     assert run.trigger.chat == topic
-    run_turn_of(run)
+    turn = run_turn_of(run)
     run.refresh_from_db()
     assert run.status == ScheduleRun.Status.AWAITING_DELIVERY
     assert run.delivered_to[0]["stored"] is True and run.delivered_to[0]["delivered"] is False
+    # The reply waits in the outbox for its topic, answering nothing in Telegram.
+    row = OutboundMessage.objects.get(turn=turn)
+    assert (row.kind, row.telegram_chat_id, row.thread_id) == ("reply", -100200, 7)
+    assert row.reply_to_message_id is None and row.status == "pending"
+
+
+def test_a_reply_for_telegram_without_a_bot_fails_saying_why(make_schedule, owner, fake_llm):
+    topic, _ = chat_get_or_create(channel="telegram", chat_id="-100200", kind=ChatKind.GROUP)
+    chat_member_ensure(chat=topic, person=owner, role=ChatMember.Role.MEMBER)
+    schedule = make_schedule(chat=topic)
+    dispatch(now=SLOT + timedelta(seconds=1))
+    run_turn_of(schedule.runs.get())
+    run = schedule.runs.get()
+    assert run.status == ScheduleRun.Status.FAILED
+    assert "no Telegram bot is configured" in run.error
+    schedule.refresh_from_db()
+    assert schedule.consecutive_failures == 1
 
 
 def test_failed_runs_record_the_error_and_pause_the_schedule_after_the_limit(
