@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
@@ -26,7 +27,7 @@ from chats.agent.turns import message_received, turn_request
 from chats.models import Channel, Chat, ChatMember, Turn
 from chats.selectors import chat_still_readable
 from chats.services import IngestError, message_ingest, validate_text
-from schedules.models import Schedule, ScheduleRun
+from schedules.models import PersonPreference, Schedule, ScheduleRun
 from schedules.timing import (
     ScheduleSpecError,
     Spec,
@@ -141,7 +142,7 @@ def schedule_create(
     )
     with transaction.atomic():
         # Lock the owner's row: two creations at once cannot both pass the limit.
-        type(owner)._default_manager.select_for_update().filter(pk=owner.pk).first()
+        get_user_model()._default_manager.select_for_update().filter(pk=owner.pk).first()
         count = Schedule.objects.filter(owner=owner).count()
         if count >= settings.SCHEDULES_MAX_PER_PERSON:
             raise ScheduleSpecError(
@@ -522,3 +523,16 @@ def _count_failure(schedule: Schedule, now: datetime) -> None:
     )
     if paused:
         logger.warning("schedule %s paused after %s failed runs in a row", schedule.pk, limit)
+
+
+# --- a person's preferences ---------------------------------------------------------------
+
+
+def person_timezone_set(*, person: AbstractBaseUser, tz: str) -> str:
+    """Set the zone `person` sees times in (an IANA name, checked like a schedule's; empty:
+    the site's TIME_ZONE again). Each person sets only their own."""
+    tz = (tz or "").strip()
+    if tz:
+        zone(tz)
+    PersonPreference.objects.update_or_create(person=person, defaults={"timezone": tz})
+    return tz or settings.TIME_ZONE
