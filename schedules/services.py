@@ -46,6 +46,8 @@ OPEN_TURN = (Turn.Status.QUEUED, Turn.Status.RUNNING, Turn.Status.WAITING)
 # skipped, not failed, and does not count towards pausing the schedule.
 PERSON_INTERRUPTS = ("superseded", "stopped by")
 OWNER_LOST_ACCESS = "its owner can no longer read this chat"
+# The claim token of a run someone asked for outside the slots.
+RUN_NOW = "now"
 
 
 def schedule_spec(schedule: Schedule) -> Spec:
@@ -343,12 +345,32 @@ def schedule_resume(*, schedule: Schedule, by: AbstractBaseUser | None = None) -
 def schedule_run_now(*, schedule: Schedule, by: AbstractBaseUser | None = None) -> ScheduleRun:
     """Record a run for now outside the schedule's slots and start it if the chat is free
     (else it waits, `due`, like any run). Its slot is this instant: it never takes the place
-    of a scheduled slot."""
+    of a scheduled slot. While an earlier "run now" of the schedule is still due or running,
+    another is refused (ScheduleSpecError, field `run`)."""
     if not _may_manage(by, schedule):
         raise PermissionDenied("Only its owner, the chat's admins and staff run a schedule.")
-    run = ScheduleRun.objects.create(
-        schedule=schedule, slot_at=timezone.now(), reason="run now", claim_token="now"
-    )
+    with transaction.atomic():
+        # One "run now" of a schedule at a time (a button pressed again and again queues
+        # no pile of turns): its row lock makes two presses at once see each other.
+        Schedule.objects.select_for_update().filter(pk=schedule.pk).first()
+        open_run = (
+            ScheduleRun.objects.filter(
+                schedule=schedule,
+                claim_token=RUN_NOW,
+                status__in=(ScheduleRun.Status.DUE, ScheduleRun.Status.RUNNING),
+            )
+            .values_list("pk", flat=True)
+            .first()
+        )
+        if open_run is not None:
+            raise ScheduleSpecError(
+                "run",
+                f"run {open_run} of this schedule, asked for now, is still waiting or under "
+                "way: run it again once it has finished",
+            )
+        run = ScheduleRun.objects.create(
+            schedule=schedule, slot_at=timezone.now(), reason="run now", claim_token=RUN_NOW
+        )
     schedule_run_start(run_id=run.pk)
     run.refresh_from_db()
     return run
@@ -402,7 +424,7 @@ def schedule_run_start(*, run_id: int, now: datetime | None = None) -> StartResu
             reason = f"schedule paused: {OWNER_LOST_ACCESS}"
             _finish(run, ScheduleRun.Status.SKIPPED, now, reason=reason)
             return StartResult(False, "skipped: owner lost access")
-        if not schedule.enabled and run.claim_token != "now":
+        if not schedule.enabled and run.claim_token != RUN_NOW:
             _finish(run, ScheduleRun.Status.SKIPPED, now, reason="the schedule is paused")
             return StartResult(False, "skipped: paused")
         if run.busy:

@@ -232,27 +232,37 @@ def schedule_action(request: HttpRequest, schedule_id: int, action: str) -> Http
     404 for anyone who cannot see the schedule)."""
     schedule, reads = _schedule_or_404(request, schedule_id)
     person = request.user
-    if action == "pause":
-        name = person.get_full_name() or person.get_username()
-        schedule_pause(schedule=schedule, reason=f"paused by {name}", by=person)
-        messages.success(request, f"Schedule #{schedule.pk} is paused.")
-    elif action == "resume":
-        schedule_resume(schedule=schedule, by=person)
-        messages.success(request, f"Schedule #{schedule.pk} runs again.")
-    elif action == "run":
-        if not reads:
-            raise PermissionDenied("You can no longer read this schedule's chat.")
-        run = schedule_run_now(schedule=schedule, by=person)
-        if run.status == ScheduleRun.Status.DUE:
-            note = "it starts as soon as the chat is free (a turn is under way there)."
-        else:
-            note = f"it is {run.get_status_display().lower()}."
-        messages.success(request, f"Schedule #{schedule.pk} runs now: {note}")
-    elif action == "delete":
-        schedule_delete(schedule=schedule, by=person)
-        messages.success(request, f"Schedule #{schedule_id} is deleted.")
-    else:
+    if action not in ("pause", "resume", "run", "delete"):
         raise Http404("No such action.")
+    if not may_manage(person, schedule):
+        raise PermissionDenied("Only its owner, the chat's admins and staff change a schedule.")
+    try:
+        if action == "pause":
+            name = person.get_full_name() or person.get_username()
+            schedule_pause(schedule=schedule, reason=f"paused by {name}", by=person)
+            messages.success(request, f"Schedule #{schedule.pk} is paused.")
+        elif action == "resume":
+            schedule_resume(schedule=schedule, by=person)
+            messages.success(request, f"Schedule #{schedule.pk} runs again.")
+        elif action == "run":
+            if not reads:
+                raise PermissionDenied("You can no longer read this schedule's chat.")
+            run = schedule_run_now(schedule=schedule, by=person)
+            if run.status == ScheduleRun.Status.DUE:
+                note = "it starts as soon as the chat is free (a turn is under way there)."
+            else:
+                note = f"it is {run.get_status_display().lower()}."
+            messages.success(request, f"Schedule #{schedule.pk} runs now: {note}")
+        else:
+            schedule_delete(schedule=schedule, by=person)
+            messages.success(request, f"Schedule #{schedule_id} is deleted.")
+    except ScheduleSpecError as refusal:  # run now while an earlier one is open
+        messages.warning(request, f"Schedule #{schedule.pk}: {refusal}.")
+    except PermissionDenied as refusal:
+        if action != "resume":
+            raise
+        # Allowed to manage it, but its owner can no longer read the chat: say so.
+        messages.warning(request, f"Schedule #{schedule.pk} stays paused: {refusal}")
     return _back(request, schedule)
 
 

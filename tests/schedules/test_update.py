@@ -10,7 +10,7 @@ from freezegun import freeze_time
 
 from chats.services import chat_member_ensure
 from schedules.models import Schedule, ScheduleRun
-from schedules.services import schedule_delete, schedule_update
+from schedules.services import schedule_delete, schedule_run_now, schedule_update
 from schedules.timing import ScheduleSpecError
 from tests.schedules.conftest import T0
 
@@ -109,3 +109,15 @@ def test_deleting_a_schedule_deletes_its_run_records(make_schedule, member):
     ScheduleRun.objects.create(schedule=schedule, slot_at=T0, status=ScheduleRun.Status.MISSED)
     schedule_delete(schedule=schedule, by=member)
     assert not ScheduleRun.objects.exists()
+
+
+def test_one_run_now_of_a_schedule_at_a_time(make_schedule, member):
+    schedule = make_schedule(person=member)
+    first = schedule_run_now(schedule=schedule, by=member)
+    assert first.status == ScheduleRun.Status.RUNNING
+    with pytest.raises(ScheduleSpecError) as caught:
+        schedule_run_now(schedule=schedule, by=member)
+    assert caught.value.field == "run" and f"run {first.pk} of this schedule" in str(caught.value)
+    # Once it has finished, another may be asked for.
+    ScheduleRun.objects.filter(pk=first.pk).update(status=ScheduleRun.Status.DELIVERED)
+    assert schedule_run_now(schedule=schedule, by=member).pk != first.pk

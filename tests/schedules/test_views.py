@@ -214,6 +214,25 @@ def test_run_now_records_a_run_and_starts_its_turn(team_chat, theirs, member):
     assert run.trigger.text == "Post the open incidents"
 
 
+def test_run_now_again_while_the_first_is_open_is_refused_saying_why(team_chat, theirs, member):
+    client = client_for(member)
+    action(client, theirs, "run")
+    again = client.post(f"/schedules/{theirs.pk}/run", {"back": "chat"}, follow=True)
+    assert again.status_code == 200
+    assert "asked for now, is still waiting or under way" in again.content.decode()
+    assert ScheduleRun.objects.filter(schedule=theirs).count() == 1
+
+
+def test_resuming_a_schedule_whose_owner_left_says_why(team_chat, theirs, member, owner):
+    chat_member_remove(chat=team_chat, person_id=member.pk, by_role="owner")
+    Schedule.objects.filter(pk=theirs.pk).update(enabled=False, paused_reason="gone")
+    resumed = client_for(owner).post(f"/schedules/{theirs.pk}/resume", follow=True)
+    assert "stays paused: The schedule&#x27;s owner can no longer read its chat." in (
+        resumed.content.decode()
+    )
+    assert not Schedule.objects.get(pk=theirs.pk).enabled
+
+
 def test_the_run_history_shows_each_runs_receipt(team_chat, theirs, colleague):
     ScheduleRun.objects.create(
         schedule=theirs,
