@@ -34,6 +34,7 @@ from schedules.selectors import (
     timing_preview,
 )
 from schedules.services import (
+    manageable_ids,
     may_manage,
     person_timezone_set,
     schedule_create,
@@ -82,12 +83,13 @@ def _entries(person, schedules, *, readable=None) -> list[dict]:
     schedules = list(schedules)
     shown = [s.pk for s in schedules if readable is None or readable(s)]
     runs = schedule_recent_runs(shown, RUNS_SHOWN) if shown else {}
+    managed = manageable_ids(person, schedules) if schedules else set()
     return [
         {
             "schedule": s,
             "description": schedule_description(s),
             "next_times": schedule_next_fire_times(s),
-            "may_manage": may_manage(person, s),
+            "may_manage": s.pk in managed,
             "reads_chat": s.pk in runs,
             "runs": runs.get(s.pk, []),
         }

@@ -357,3 +357,24 @@ def test_a_person_sets_their_own_time_zone(team_chat, theirs, member, settings):
 def test_the_chat_page_links_to_its_schedules(team_chat, member):
     html = client_for(member).get(f"/chats/{team_chat.chat_key}/").content.decode()
     assert f'href="/chats/{team_chat.chat_key}/schedules"' in html
+
+
+def test_the_pages_cost_the_same_queries_whatever_the_number_of_schedules(
+    make_schedule, team_chat, member, colleague
+):
+    make_schedule(person=colleague)
+    client = client_for(colleague)
+
+    def queries(path) -> int:
+        from django.db import connection
+        from django.test.utils import CaptureQueriesContext
+
+        with CaptureQueriesContext(connection) as captured:
+            assert client.get(path).status_code == 200
+        return len(captured)
+
+    one = {path: queries(path) for path in (panel_url(team_chat), "/schedules/")}
+    for n in range(4):
+        schedule = make_schedule(person=member if n % 2 else colleague)
+        ScheduleRun.objects.create(schedule=schedule, slot_at=T0, status="missed")
+    assert {path: queries(path) for path in one} == one
