@@ -162,7 +162,10 @@ def preview(request: HttpRequest) -> HttpResponse:
     person types). Pure computation; nothing is stored."""
     form = ScheduleForm(request.GET)
     context = {"viewer_tz": person_timezone(request.user)}
-    if not form.is_valid():
+    kind_field = {"cron": "cron", "interval": "every", "once": "at"}.get(request.GET.get("kind"))
+    if kind_field and not request.GET.get(kind_field, "").strip():
+        pass  # nothing typed yet: the hint, not an error
+    elif not form.is_valid():
         timing_fields = ("kind", "cron", "every", "at", "timezone")
         errors = [
             f"{form.fields[name].label or name}: {form.errors[name][0]}"

@@ -3,6 +3,7 @@ Celery worker, the fake model): the live preview of its fire times (and of a wro
 field), creating it, running it now, the agent's reply in the chat and the run's receipt
 back on the panel; no page trips the Content Security Policy."""
 
+import os
 import re
 import time
 
@@ -100,6 +101,8 @@ def test_create_a_schedule_preview_it_run_it_now_and_see_the_reply_and_receipt(
     expect(receipt.locator("[data-receipt]")).to_contain_text(
         f"message #{answer.pk} in web: delivered"
     )
+    if os.environ.get("HERMES_SCREENSHOTS"):
+        page.screenshot(path=os.environ["HERMES_SCREENSHOTS"] + "/schedules.png", full_page=True)
     receipt.locator("[data-receipt] a").click()
     expect(page.locator(f"#message-{answer.pk}")).to_contain_text("Two incidents are open")
 

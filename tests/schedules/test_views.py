@@ -293,6 +293,11 @@ def test_the_preview_names_the_wrong_part(member, fields, says):
     assert not Schedule.objects.exists()
 
 
+def test_the_preview_shows_a_hint_until_the_timing_is_typed(member):
+    html = client_for(member).get("/schedules/preview", CRON | {"cron": ""}).content.decode()
+    assert "The next fire times appear here." in html and "preview-error" not in html
+
+
 def test_the_preview_needs_a_login():
     assert Client().get("/schedules/preview", CRON).status_code == 302
 
@@ -302,7 +307,7 @@ def test_the_preview_needs_a_login():
 
 def test_the_panel_says_when_schedules_will_not_fire(team_chat, member):
     html = client_for(member).get(panel_url(team_chat)).content.decode()
-    assert 'id="scheduler-down"' in html and "no scheduler has ever run" in html
+    assert 'id="scheduler-down"' in html and "No scheduler has ever run" in html
     heartbeat_beat(name=DISPATCHER_HEARTBEAT)
     html = client_for(member).get(panel_url(team_chat)).content.decode()
     assert 'id="scheduler-down"' not in html
@@ -310,7 +315,7 @@ def test_the_panel_says_when_schedules_will_not_fire(team_chat, member):
         heartbeat_beat(name=DISPATCHER_HEARTBEAT, now=T0)
     with freeze_time(T0 + timedelta(minutes=10)):
         html = client_for(member).get("/schedules/").content.decode()
-    assert "no scheduler has run for 10 minutes: schedules will not fire" in html
+    assert "No scheduler has run for 10 minutes: schedules will not fire" in html
 
 
 def test_my_schedules_lists_what_i_own_across_chats(make_schedule, team_chat, member, owner):
