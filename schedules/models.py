@@ -130,3 +130,21 @@ class ScheduleRun(models.Model):
         return (
             f"run of schedule #{self.schedule_id} at {self.slot_at:%Y-%m-%d %H:%M}: {self.status}"
         )
+
+
+class PersonPreference(models.Model):
+    """A person's own settings that pages use to show things their way: for now the time
+    zone fire times and run times are shown in (empty: the site's TIME_ZONE). Kept here
+    until the hub has an accounts app; read it through `schedules.selectors.person_timezone`."""
+
+    person = models.OneToOneField(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        primary_key=True,
+        related_name="preference",
+    )
+    timezone = models.CharField("IANA time zone", max_length=64, blank=True, default="")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"preferences of {self.person_id}"

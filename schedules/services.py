@@ -1,11 +1,13 @@
-"""Writes to schedules: create, pause, resume, run now; starting a run in its chat and
-recording its outcome. Status changes happen here, under row locks or as conditional
-updates. The dispatcher (`schedules.dispatch`) claims slots and calls `schedule_run_start`.
+"""Writes to schedules: create, change, pause, resume, run now, delete; starting a run in
+its chat and recording its outcome. Status changes happen here, under row locks or as
+conditional updates. The dispatcher (`schedules.dispatch`) claims slots and calls
+`schedule_run_start`.
 
 Who may do what (docs/SECURITY.md, "Schedules"): the owner of a schedule is an active
 person who can read its target chat, when it is created and whenever a run starts (a
 schedule whose owner lost access is paused, saying why); only the owner, the chat's owners
-and admins, and staff may pause, resume or run it now.
+and admins, and staff may change, pause, resume, run or delete it, and only the owner
+changes its prompt (it is posted in their name).
 """
 
 import logging
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
@@ -25,7 +28,7 @@ from chats.deliveries import DeliveryUnavailable, person_tell, reply_deliver
 from chats.models import Channel, Chat, ChatMember, Turn
 from chats.selectors import chat_still_readable
 from chats.services import IngestError, message_ingest, validate_text
-from schedules.models import Schedule, ScheduleRun
+from schedules.models import PersonPreference, Schedule, ScheduleRun
 from schedules.timing import (
     ScheduleSpecError,
     Spec,
@@ -44,6 +47,8 @@ OPEN_TURN = (Turn.Status.QUEUED, Turn.Status.RUNNING, Turn.Status.WAITING)
 # skipped, not failed, and does not count towards pausing the schedule.
 PERSON_INTERRUPTS = ("superseded", "stopped by")
 OWNER_LOST_ACCESS = "its owner can no longer read this chat"
+# The claim token of a run someone asked for outside the slots.
+RUN_NOW = "now"
 
 
 def schedule_spec(schedule: Schedule) -> Spec:
@@ -76,12 +81,6 @@ def _may_manage(person: AbstractBaseUser | None, schedule: Schedule) -> bool:
         .first()
     )
     return role in (ChatMember.Role.OWNER, ChatMember.Role.ADMIN)
-
-
-def schedule_may_manage(person: AbstractBaseUser, schedule: Schedule) -> bool:
-    """Whether `person` may pause, resume or run `schedule` now: its owner, the chat's owners
-    and admins, staff (an active person)."""
-    return person is not None and _may_manage(person, schedule)
 
 
 def _check_spec(*, kind: str, cron: str, tz: str, interval_minutes, run_at, now: datetime) -> Spec:
@@ -137,18 +136,8 @@ def schedule_create(
     (ScheduleSpecError names the wrong part) and its first slot computed."""
     if owner is None or not owner.is_active or not owner_may_use_chat(owner, chat):
         raise PermissionDenied("The owner of a schedule must be an active member of its chat.")
-    try:
-        prompt = validate_text(prompt, "prompt").strip()
-    except IngestError as exc:
-        raise ScheduleSpecError("prompt", str(exc)) from exc
-    if not prompt:
-        raise ScheduleSpecError("prompt", "the prompt is empty")
-    if len(prompt) > MAX_PROMPT_CHARS:
-        raise ScheduleSpecError("prompt", f"the prompt is over {MAX_PROMPT_CHARS} characters")
-    if catch_up not in Schedule.CatchUp.values:
-        raise ScheduleSpecError("catch_up", "catch-up must be skip or once")
-    if mode not in Schedule.Mode.values:
-        raise ScheduleSpecError("mode", "mode must be chat or isolated")
+    prompt = _clean_prompt(prompt)
+    _check_choices(catch_up=catch_up, mode=mode)
     tz = tz or settings.TIME_ZONE
     now = timezone.now()
     spec = _check_spec(
@@ -156,7 +145,7 @@ def schedule_create(
     )
     with transaction.atomic():
         # Lock the owner's row: two creations at once cannot both pass the limit.
-        type(owner)._default_manager.select_for_update().filter(pk=owner.pk).first()
+        get_user_model()._default_manager.select_for_update().filter(pk=owner.pk).first()
         count = Schedule.objects.filter(owner=owner).count()
         if count >= settings.SCHEDULES_MAX_PER_PERSON:
             raise ScheduleSpecError(
@@ -179,6 +168,166 @@ def schedule_create(
             next_fire_at=next_fire_time(spec, now),
             created_at=now,
         )
+
+
+def may_manage(person: AbstractBaseUser | None, schedule: Schedule) -> bool:
+    """Whether `person` may change, pause, resume, run or delete `schedule`: its owner, the
+    chat's owners and admins, staff (an active person). Pages and `/schedules` use it to
+    show or refuse an action; every service below checks it again."""
+    return person is not None and _may_manage(person, schedule)
+
+
+def manageable_ids(person: AbstractBaseUser, schedules: list[Schedule]) -> set[int]:
+    """The ids of `schedules` that `person` may manage (the rule of `_may_manage`), in one
+    query for the person's roles, so a page of schedules costs the same whatever its size."""
+    if person is None or not person.is_active:
+        return set()
+    if person.is_staff:
+        return {s.pk for s in schedules}
+    deciding = set(
+        ChatMember.objects.filter(
+            person=person,
+            chat_id__in={s.chat_id for s in schedules},
+            role__in=(ChatMember.Role.OWNER, ChatMember.Role.ADMIN),
+        ).values_list("chat_id", flat=True)
+    )
+    return {s.pk for s in schedules if s.owner_id == person.pk or s.chat_id in deciding}
+
+
+def validate_spec(
+    *,
+    kind: str,
+    cron: str = "",
+    tz: str = "",
+    interval_minutes: int | None = None,
+    run_at: datetime | None = None,
+    now: datetime | None = None,
+) -> Spec:
+    """The timing a schedule would have, checked as `schedule_create` checks it (a preview
+    shows the same ScheduleSpecError messages); writes nothing."""
+    return _check_spec(
+        kind=kind,
+        cron=cron,
+        tz=tz or settings.TIME_ZONE,
+        interval_minutes=interval_minutes,
+        run_at=run_at,
+        now=now or timezone.now(),
+    )
+
+
+def _clean_prompt(prompt: str) -> str:
+    try:
+        prompt = validate_text(prompt, "prompt").strip()
+    except IngestError as exc:
+        raise ScheduleSpecError("prompt", str(exc)) from exc
+    if not prompt:
+        raise ScheduleSpecError("prompt", "the prompt is empty")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise ScheduleSpecError("prompt", f"the prompt is over {MAX_PROMPT_CHARS} characters")
+    return prompt
+
+
+def _check_choices(*, catch_up: str, mode: str) -> None:
+    if catch_up not in Schedule.CatchUp.values:
+        raise ScheduleSpecError("catch_up", "catch-up must be skip or once")
+    if mode not in Schedule.Mode.values:
+        raise ScheduleSpecError("mode", "mode must be chat or isolated")
+
+
+TIMING_FIELDS = ("kind", "cron", "interval_minutes", "run_at", "timezone")
+UNSET = object()
+
+
+def schedule_update(
+    *,
+    schedule: Schedule,
+    by: AbstractBaseUser | None = None,
+    prompt=UNSET,
+    kind=UNSET,
+    cron=UNSET,
+    interval_minutes=UNSET,
+    run_at=UNSET,
+    tz=UNSET,
+    catch_up=UNSET,
+    mode=UNSET,
+) -> Schedule:
+    """Change what a schedule asks, when, in which zone, its catch-up policy or mode; only
+    the arguments given change. Who may: as for pausing (its owner, the chat's owners and
+    admins, staff), except the prompt, which only its owner changes: a run posts it as
+    "scheduled by <owner>", so nobody else puts words there under the owner's name.
+
+    A change of timing is checked as at creation (ScheduleSpecError names the wrong part)
+    and the next slot is computed again from now (an interval counts from now); runs
+    already recorded stay as they are. Changing only the prompt, zone-free fields or mode
+    keeps the slots."""
+    if not _may_manage(by, schedule):
+        raise PermissionDenied("Only its owner, the chat's admins and staff change a schedule.")
+    changes: dict = {}
+    if prompt is not UNSET:
+        prompt = _clean_prompt(prompt)
+        if prompt != schedule.prompt:
+            if by is not None and by.pk != schedule.owner_id:
+                raise PermissionDenied(
+                    "Only its owner changes what a schedule asks: it is posted in their name."
+                )
+            changes["prompt"] = prompt
+    _check_choices(
+        catch_up=schedule.catch_up if catch_up is UNSET else catch_up,
+        mode=schedule.mode if mode is UNSET else mode,
+    )
+    if catch_up is not UNSET:
+        changes["catch_up"] = catch_up
+    if mode is not UNSET:
+        changes["mode"] = mode
+    timing = {
+        "kind": schedule.kind if kind is UNSET else kind,
+        "cron": schedule.cron if cron is UNSET else (cron or ""),
+        "interval_minutes": (
+            schedule.interval_minutes if interval_minutes is UNSET else interval_minutes
+        ),
+        "run_at": schedule.run_at if run_at is UNSET else run_at,
+        "timezone": schedule.timezone if tz is UNSET else (tz or settings.TIME_ZONE),
+    }
+    # Fields of another kind are cleared, so a schedule never carries a stale cron or time.
+    if timing["kind"] != Schedule.Kind.CRON:
+        timing["cron"] = ""
+    if timing["kind"] != Schedule.Kind.INTERVAL:
+        timing["interval_minutes"] = None
+    if timing["kind"] != Schedule.Kind.ONCE:
+        timing["run_at"] = None
+    now = timezone.now()
+    if any(timing[name] != getattr(schedule, name) for name in TIMING_FIELDS):
+        spec = _check_spec(
+            kind=timing["kind"],
+            cron=timing["cron"],
+            tz=timing["timezone"],
+            interval_minutes=timing["interval_minutes"],
+            run_at=timing["run_at"],
+            now=now,
+        )
+        changes.update(
+            kind=spec.kind,
+            cron=spec.cron,
+            interval_minutes=spec.interval_minutes,
+            run_at=spec.run_at,
+            timezone=timing["timezone"],
+            anchor_at=now,
+            next_fire_at=next_fire_time(spec, now),
+        )
+    if changes:
+        changes["updated_at"] = now
+        Schedule.objects.filter(pk=schedule.pk).update(**changes)
+        schedule.refresh_from_db()
+    return schedule
+
+
+def schedule_delete(*, schedule: Schedule, by: AbstractBaseUser | None = None) -> None:
+    """Delete a schedule and its run records (same rule as pausing). What its runs posted
+    stays in the chat, as any message does; a run under way finishes its turn, and its
+    outcome is then recorded nowhere."""
+    if not _may_manage(by, schedule):
+        raise PermissionDenied("Only its owner, the chat's admins and staff delete a schedule.")
+    Schedule.objects.filter(pk=schedule.pk).delete()
 
 
 def schedule_pause(*, schedule: Schedule, reason: str, by: AbstractBaseUser | None = None) -> bool:
@@ -215,12 +364,32 @@ def schedule_resume(*, schedule: Schedule, by: AbstractBaseUser | None = None) -
 def schedule_run_now(*, schedule: Schedule, by: AbstractBaseUser | None = None) -> ScheduleRun:
     """Record a run for now outside the schedule's slots and start it if the chat is free
     (else it waits, `due`, like any run). Its slot is this instant: it never takes the place
-    of a scheduled slot."""
+    of a scheduled slot. While an earlier "run now" of the schedule is still due or running,
+    another is refused (ScheduleSpecError, field `run`)."""
     if not _may_manage(by, schedule):
         raise PermissionDenied("Only its owner, the chat's admins and staff run a schedule.")
-    run = ScheduleRun.objects.create(
-        schedule=schedule, slot_at=timezone.now(), reason="run now", claim_token="now"
-    )
+    with transaction.atomic():
+        # One "run now" of a schedule at a time (a button pressed again and again queues
+        # no pile of turns): its row lock makes two presses at once see each other.
+        Schedule.objects.select_for_update().filter(pk=schedule.pk).first()
+        open_run = (
+            ScheduleRun.objects.filter(
+                schedule=schedule,
+                claim_token=RUN_NOW,
+                status__in=(ScheduleRun.Status.DUE, ScheduleRun.Status.RUNNING),
+            )
+            .values_list("pk", flat=True)
+            .first()
+        )
+        if open_run is not None:
+            raise ScheduleSpecError(
+                "run",
+                f"run {open_run} of this schedule, asked for now, is still waiting or under "
+                "way: run it again once it has finished",
+            )
+        run = ScheduleRun.objects.create(
+            schedule=schedule, slot_at=timezone.now(), reason="run now", claim_token=RUN_NOW
+        )
     schedule_run_start(run_id=run.pk)
     run.refresh_from_db()
     return run
@@ -274,7 +443,7 @@ def schedule_run_start(*, run_id: int, now: datetime | None = None) -> StartResu
             reason = f"schedule paused: {OWNER_LOST_ACCESS}"
             _finish(run, ScheduleRun.Status.SKIPPED, now, reason=reason)
             return StartResult(False, "skipped: owner lost access")
-        if not schedule.enabled and run.claim_token != "now":
+        if not schedule.enabled and run.claim_token != RUN_NOW:
             _finish(run, ScheduleRun.Status.SKIPPED, now, reason="the schedule is paused")
             return StartResult(False, "skipped: paused")
         if run.busy:
@@ -481,3 +650,16 @@ def _count_failure(schedule: Schedule, now: datetime) -> bool:
     if paused:
         logger.warning("schedule %s paused after %s failed runs in a row", schedule.pk, limit)
     return bool(paused)
+
+
+# --- a person's preferences ---------------------------------------------------------------
+
+
+def person_timezone_set(*, person: AbstractBaseUser, tz: str) -> str:
+    """Set the zone `person` sees times in (an IANA name, checked like a schedule's; empty:
+    the site's TIME_ZONE again). Each person sets only their own."""
+    tz = (tz or "").strip()
+    if tz:
+        zone(tz)
+    PersonPreference.objects.update_or_create(person=person, defaults={"timezone": tz})
+    return tz or settings.TIME_ZONE

@@ -19,7 +19,7 @@ from chats.slash_commands import CommandContext, SlashCommand
 from schedules.models import Schedule, ScheduleRun
 from schedules.selectors import schedule_description, schedule_next_fire_times, scheduler_status
 from schedules.services import (
-    schedule_may_manage,
+    may_manage,
     schedule_pause,
     schedule_resume,
     schedule_run_now,
@@ -82,7 +82,7 @@ def _act(verb: str, schedule: Schedule, person, channel: str) -> str:
             return f"Schedule #{schedule.pk} was not paused."
         return f"Schedule #{schedule.pk} runs again from now on."
     # run now: one open run at a time per schedule, however often someone asks.
-    if not schedule_may_manage(person, schedule):  # before the bound: it tells outsiders nothing
+    if not may_manage(person, schedule):  # before the bound: it tells outsiders nothing
         raise PermissionDenied
     if schedule.runs.filter(status__in=OPEN_RUN).exists():
         return f"Schedule #{schedule.pk} is already running or waiting to run."
