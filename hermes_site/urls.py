@@ -27,5 +27,6 @@ urlpatterns = [
     path("", include("toolservers.urls")),
     path("", include("toolservers.urls_approvals")),
     path("", include("operations.urls")),
+    path("", include("schedules.urls_approvals")),
     path("", include("chats.urls")),
 ]

@@ -191,6 +191,7 @@ def schedule_resume(*, schedule: Schedule, by: AbstractBaseUser | None = None) -
     the failure count starts again. The owner must still be able to read the chat."""
     if not _may_manage(by, schedule):
         raise PermissionDenied("Only its owner, the chat's admins and staff resume a schedule.")
+    _check_approved(schedule)
     if not owner_may_use_chat(schedule.owner, schedule.chat):
         raise PermissionDenied("The schedule's owner can no longer read its chat.")
     now = timezone.now()
@@ -211,12 +212,30 @@ def schedule_run_now(*, schedule: Schedule, by: AbstractBaseUser | None = None) 
     of a scheduled slot."""
     if not _may_manage(by, schedule):
         raise PermissionDenied("Only its owner, the chat's admins and staff run a schedule.")
+    _check_approved(schedule)
     run = ScheduleRun.objects.create(
         schedule=schedule, slot_at=timezone.now(), reason="run now", claim_token="now"
     )
     schedule_run_start(run_id=run.pk)
     run.refresh_from_db()
     return run
+
+
+def _check_approved(schedule: Schedule) -> None:
+    """A schedule the agent proposed in a shared chat runs only once a chat admin approved
+    it (schedules.proposals): neither resume nor run now goes around that."""
+    if schedule.approval == Schedule.Approval.PENDING:
+        raise PermissionDenied("This schedule is waiting for a chat admin's approval.")
+    if schedule.approval == Schedule.Approval.REJECTED:
+        raise PermissionDenied("A chat admin rejected this schedule; it does not run.")
+
+
+def schedule_delete(*, schedule: Schedule, by: AbstractBaseUser | None = None) -> None:
+    """Delete a schedule and its run records (the messages its runs stored in the chat
+    stay); only its owner, the chat's admins and staff may."""
+    if not _may_manage(by, schedule):
+        raise PermissionDenied("Only its owner, the chat's admins and staff delete a schedule.")
+    Schedule.objects.filter(pk=schedule.pk).delete()
 
 
 # --- runs ---------------------------------------------------------------------------------
