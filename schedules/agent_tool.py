@@ -32,6 +32,8 @@ from schedules.services import (
 )
 from schedules.timing import ScheduleSpecError, zone
 
+# The tool's argument for each field a ScheduleSpecError names.
+ARGUMENT_OF_FIELD = {"tz": "timezone", "owner": "owner", "kind": "cron/every/at"}
 LISTED = 20  # schedules one `list` answer shows (newest first)
 
 DESCRIPTION = (
@@ -141,7 +143,8 @@ def _create(context: TurnContext, arguments: dict) -> str:
             **fields,
         )
     except ScheduleSpecError as exc:
-        return f"Error in `{exc.field}`: {exc}. Nothing created."
+        field = ARGUMENT_OF_FIELD.get(exc.field, exc.field)
+        return f"Error in `{field}`: {exc}. Nothing created."
     except PermissionDenied as exc:
         return f"Error: {exc} Nothing created."
     described = schedule_description(schedule)
