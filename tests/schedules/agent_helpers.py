@@ -71,15 +71,3 @@ def olivia_dm(owner):
 
 def in_group(text="remind us", user="10", name="Olivia", person=None):
     return said(text, chat_id="-100", user=user, name=name, kind=ChatKind.GROUP, person=person)
-
-
-__all__ = [
-    "beat",
-    "call",
-    "chat_member_ensure",
-    "context_of",
-    "group",
-    "in_group",
-    "olivia_dm",
-    "said",
-]

@@ -17,15 +17,7 @@ from schedules.dispatch import dispatch
 from schedules.models import Schedule, ScheduleRun
 from schedules.selectors import DISPATCHER_HEARTBEAT
 from tests.fakes import openai_replies as replies
-from tests.schedules.agent_helpers import (  # noqa: F401 - fixtures
-    beat,
-    call,
-    context_of,
-    group,
-    in_group,
-    olivia_dm,
-    said,
-)
+from tests.schedules.agent_helpers import beat, call, context_of, in_group, said
 from tests.turns import run
 
 pytestmark = pytest.mark.django_db
