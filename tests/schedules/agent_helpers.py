@@ -5,7 +5,7 @@ import pytest
 
 from chats.agent.registry import TurnContext
 from chats.models import ChatKind, ChatMember, Message
-from chats.services import chat_member_ensure, message_ingest
+from chats.services import message_ingest
 from operations.services import heartbeat_beat
 from schedules.agent_tool import SCHEDULE_TOOL
 from schedules.selectors import DISPATCHER_HEARTBEAT
