@@ -22,7 +22,7 @@ from datetime import datetime
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
-from django.db.models import Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from chats.keys import make_chat_key
@@ -200,29 +200,26 @@ def decided_text(schedule: Schedule) -> str:
 # --- reads --------------------------------------------------------------------------------
 
 
-def _decidable_q(person: AbstractBaseUser) -> Q:
-    """Pending schedules in the chats where `person` decides (a topic: its group's role)."""
+def schedules_pending_for(person: AbstractBaseUser | None) -> QuerySet[Schedule]:
+    """Pending schedules `person` may decide, oldest first (none for anyone else): those of
+    chats where they are an owner or admin, and of forum topics whose group they are an
+    owner or admin of. One query."""
+    if person is None or not getattr(person, "is_authenticated", False) or not person.is_active:
+        return Schedule.objects.none()
     admin_of = ChatMember.objects.filter(
         person_id=person.pk, person__is_active=True, role__in=DECIDER_ROLES
     )
-    direct = Q(chat__memberships__in=admin_of)
-    # A forum topic's proposals go to its group's admins: same channel and external chat id.
-    groups = admin_of.filter(chat__kind=ChatKind.GROUP).values_list(
-        "chat__channel", "chat__external_id"
+    of_group = admin_of.filter(
+        chat__kind=ChatKind.GROUP,
+        chat__channel=OuterRef("chat__channel"),
+        chat__external_id=OuterRef("chat__external_id"),
     )
-    topics = Q(pk__in=[])
-    for channel, external_id in groups:
-        topics |= Q(chat__kind=ChatKind.TOPIC, chat__channel=channel, chat__external_id=external_id)
-    return direct | topics
-
-
-def schedules_pending_for(person: AbstractBaseUser | None) -> QuerySet[Schedule]:
-    """Pending schedules `person` may decide, oldest first (none for anyone else)."""
-    if person is None or not getattr(person, "is_authenticated", False) or not person.is_active:
-        return Schedule.objects.none()
-    pending = Schedule.objects.filter(approval=Approval.PENDING)
     return (
-        pending.filter(pk__in=pending.filter(_decidable_q(person)).values("pk"))
+        Schedule.objects.filter(approval=Approval.PENDING)
+        .filter(
+            Exists(admin_of.filter(chat_id=OuterRef("chat_id")))
+            | (Q(chat__kind=ChatKind.TOPIC) & Exists(of_group))
+        )
         .select_related("chat", "owner")
         .order_by("created_at", "id")
     )
