@@ -270,3 +270,13 @@ def test_bulk_decisions_decide_the_ticked_schedules_as_the_admin(
         ).status_code
         == 302
     )
+
+
+def test_staff_cannot_enable_a_pending_schedule_in_the_admin(client, make_person, member, group):
+    schedule = propose(group, member)
+    staff = make_person("sam", is_staff=True, is_superuser=True)
+    client.force_login(staff)
+    url = reverse("admin:schedules_schedule_change", args=[schedule.pk])
+    page = client.get(url).content.decode()
+    assert 'name="enabled"' not in page  # shown, not editable
+    assert Schedule.objects.get(pk=schedule.pk).approval == Approval.PENDING
