@@ -6,6 +6,8 @@ a box for the page's bulk decisions; every decision goes through
 
 from dataclasses import dataclass
 
+from django.utils import timezone
+
 from chats.approvals import ApprovalSection, BulkInvalid, BulkOutcome
 from schedules.models import Schedule
 from schedules.proposals import (
@@ -16,8 +18,9 @@ from schedules.proposals import (
     schedule_pending_count,
     schedules_pending_for,
 )
-from schedules.selectors import schedule_description, schedule_next_fire_times
-from schedules.timing import zone
+from schedules.selectors import schedule_description
+from schedules.services import schedule_spec
+from schedules.timing import next_fire_time, zone
 
 SHOWN_LIMIT = 50  # proposals shown (and decided in bulk) at once, oldest first
 MAX_ID = 2**31 - 1  # PostgreSQL's integer column refuses a larger number
@@ -31,13 +34,11 @@ class ScheduleItem:
 
 
 def _item(schedule: Schedule) -> ScheduleItem:
-    # A pending schedule is disabled: its next slot is computed as if it were enabled.
-    schedule.enabled = True
-    times = schedule_next_fire_times(schedule, count=1)
-    schedule.enabled = False
-    first = (
-        times[0].astimezone(zone(schedule.timezone)).strftime("%Y-%m-%d %H:%M %Z") if times else ""
-    )
+    # A pending schedule is disabled: when it would first run is computed from its timing.
+    first_at = next_fire_time(schedule_spec(schedule), timezone.now())
+    first = ""
+    if first_at is not None:
+        first = first_at.astimezone(zone(schedule.timezone)).strftime("%Y-%m-%d %H:%M %Z")
     return ScheduleItem(schedule, schedule_description(schedule), first)
 
 

@@ -280,3 +280,18 @@ def test_staff_cannot_enable_a_pending_schedule_in_the_admin(client, make_person
     page = client.get(url).content.decode()
     assert 'name="enabled"' not in page  # shown, not editable
     assert Schedule.objects.get(pk=schedule.pk).approval == Approval.PENDING
+
+
+def test_a_one_off_whose_time_passed_while_it_waited_is_rejected(owner, member, group):
+    from freezegun import freeze_time
+
+    from tests.schedules.conftest import T0
+
+    with freeze_time(T0):
+        schedule = propose(group, member, kind="once", cron="", run_at=T0 + timedelta(hours=1))
+    later = freeze_time(T0 + timedelta(hours=2))
+    with later, pytest.raises(ApprovalInvalid, match="its time passed while it waited"):
+        schedule_approval_decide(schedule_id=schedule.pk, decision="approve", person=owner)
+    schedule.refresh_from_db()
+    assert schedule.approval == Approval.REJECTED and not schedule.enabled
+    assert schedule.paused_reason == "not approved: its time passed while it waited"
