@@ -36,40 +36,29 @@ from schedules.timing import ScheduleSpecError, zone
 ARGUMENT_OF_FIELD = {"tz": "timezone", "owner": "owner", "kind": "cron/every/at"}
 LISTED = 20  # schedules one `list` answer shows (newest first)
 
+# Kept short: the tool's definition is sent with every request in every chat.
 DESCRIPTION = (
-    "Schedules: prompts that run on their own at set times in THIS chat, as if the person who "
-    "asked sent them (e.g. 'remind us every Monday at 9', 'every weekday at 9 post the open "
-    "incidents'). `create` with exactly one of `cron` (5 fields: minute hour day-of-month "
-    "month day-of-week, in `timezone`), `every` (minutes) or `at` (an ISO date and time, "
-    "once), a `timezone` (IANA, e.g. Europe/Berlin; ask if unsure) and the `prompt` to run "
-    "then, written as an instruction to yourself at that time. `mode` isolated: each run sees "
-    "only this schedule's earlier runs, not the chat. In a shared chat a new schedule waits "
-    "for a chat admin's approval; the result says which. `list` shows this chat's schedules "
-    "with their ids; `pause`, `resume` and `delete` take an `id`. Only people with a hub "
-    "account can own schedules."
+    "Prompts that run by themselves in this chat at set times, owned by the person asking "
+    "('remind us every Monday at 9'). create: `prompt` (an instruction to yourself for then) "
+    "and one of `cron` (5 fields, in `timezone`), `every` (minutes) or `at` (ISO time, once). "
+    "In a shared chat a chat admin approves it first. `list` shows ids for pause/resume/delete."
 )
 
 PARAMETERS = {
     "type": "object",
     "properties": {
         "action": {"type": "string", "enum": ["create", "list", "pause", "resume", "delete"]},
-        "prompt": {
+        "prompt": {"type": "string", "maxLength": MAX_PROMPT_CHARS},
+        "cron": {"type": "string", "maxLength": 255},
+        "every": {"type": "integer", "minimum": 1},
+        "at": {"type": "string", "maxLength": 64},
+        "timezone": {"type": "string", "maxLength": 64, "description": "IANA, e.g. Europe/Berlin"},
+        "mode": {
             "type": "string",
-            "maxLength": MAX_PROMPT_CHARS,
-            "description": "create: what to do at each run, e.g. 'Remind everyone of the "
-            "weekly planning meeting.'",
+            "enum": ["chat", "isolated"],
+            "description": "isolated: each run sees only this schedule's earlier runs",
         },
-        "cron": {"type": "string", "maxLength": 255, "description": "create: e.g. '0 9 * * 1'"},
-        "every": {"type": "integer", "minimum": 1, "description": "create: minutes between runs"},
-        "at": {
-            "type": "string",
-            "maxLength": 64,
-            "description": "create: one run at this ISO time, e.g. '2026-12-01T09:00' "
-            "(in `timezone` unless it has an offset)",
-        },
-        "timezone": {"type": "string", "maxLength": 64, "description": "create: IANA zone"},
-        "mode": {"type": "string", "enum": ["chat", "isolated"]},
-        "id": {"type": "integer", "minimum": 1, "description": "pause, resume, delete"},
+        "id": {"type": "integer", "minimum": 1},
     },
     "required": ["action"],
     "additionalProperties": False,
