@@ -40,6 +40,16 @@ class BotsConfig(AppConfig):
             skill_proposal_created.connect(
                 on_skill_proposal_created, dispatch_uid="bots-skill-review-buttons"
             )
+        try:
+            from schedules.signals import proposal_created as schedule_proposal_created
+        except ImportError:  # no schedules app: nothing to approve
+            logger.debug("schedules.signals.proposal_created missing: no schedule buttons")
+        else:
+            from bots.schedule_reviews import on_proposal_created as on_schedule_proposed
+
+            schedule_proposal_created.connect(
+                on_schedule_proposed, dispatch_uid="bots-schedule-review-buttons"
+            )
         # Tool calls waiting for a decider: cards with buttons in the deciders' private chats.
         from bots.tool_approvals import on_approval_decided, on_approval_requested
         from toolservers.approvals import approval_decided, approval_requested

@@ -273,6 +273,8 @@ def _apply(update: Update, kind: str, identity: BotIdentity, claim: _Claim) -> U
                 from bots.skill_reviews import callback_query_apply
             elif (query.data or "").startswith("tool:"):
                 from bots.tool_approvals import callback_query_apply
+            elif (query.data or "").startswith("sch:"):
+                from bots.schedule_reviews import callback_query_apply
             else:
                 from bots.memory_reviews import callback_query_apply
 

@@ -28,5 +28,6 @@ urlpatterns = [
     path("", include("toolservers.urls_approvals")),
     path("", include("operations.urls")),
     path("", include("schedules.urls")),
+    path("", include("schedules.urls_approvals")),
     path("", include("chats.urls")),
 ]

@@ -57,7 +57,7 @@ _providers: dict[str, ReferencedSkills] = {}
 def referenced_skills_register(name: str, provider: ReferencedSkills) -> None:
     """Add (or replace, by name) a provider of the slugs of skills something depends on: the
     curator never marks them stale or archives them, and keeps them in a merge. Schedules
-    (not built yet) will register theirs in their AppConfig.ready()."""
+    register theirs in their AppConfig.ready() (`schedules.skills.skills_in_schedules`)."""
     _providers[name] = provider
 
 

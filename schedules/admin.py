@@ -37,7 +37,7 @@ class ScheduleAdmin(admin.ModelAdmin):
         "next_fire_at",
         "consecutive_failures",
     ]
-    list_filter = ["enabled", "kind", "catch_up", "mode"]
+    list_filter = ["enabled", "approval", "kind", "catch_up", "mode"]
     search_fields = ["prompt", "chat__chat_key", "owner__username"]
     raw_id_fields = ["chat", "owner"]
     list_select_related = ["chat", "owner"]
@@ -49,8 +49,18 @@ class ScheduleAdmin(admin.ModelAdmin):
         "created_at",
         "updated_at",
         "paused_at",
+        # A chat admin decides an agent-made schedule (schedules.proposals), not the admin.
+        "approval",
+        "approval_by",
+        "approval_at",
     ]
     inlines = [ScheduleRunInline]
+
+    def get_readonly_fields(self, request, obj=None):
+        fields = list(super().get_readonly_fields(request, obj))
+        if obj is not None and obj.approval != Schedule.Approval.APPROVED:
+            fields.append("enabled")  # only a chat admin's approval enables it
+        return fields
 
 
 @admin.register(ScheduleRun)

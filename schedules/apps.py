@@ -1,4 +1,8 @@
+import logging
+
 from django.apps import AppConfig
+
+logger = logging.getLogger(__name__)
 
 
 class SchedulesConfig(AppConfig):
@@ -6,9 +10,27 @@ class SchedulesConfig(AppConfig):
     verbose_name = "Schedules"
 
     def ready(self) -> None:
+        from chats.agent.registry import register_history_scope, register_tool_provider
+        from chats.approvals import register_approval_section
         from chats.slash_commands import register_slash_command
         from schedules import receivers
+        from schedules.agent_tool import schedule_tools
+        from schedules.approval_section import approval_section
+        from schedules.history import isolated_history
         from schedules.slash_command import schedules_slash_command
 
         receivers.connect()
         register_slash_command(schedules_slash_command)
+        register_tool_provider(schedule_tools)
+        register_approval_section(approval_section)
+        # An isolated run's turn sees only its schedule's earlier runs.
+        register_history_scope(isolated_history)
+        try:
+            from learning.curator import referenced_skills_register
+        except ImportError:  # no curator: nothing marks skills stale
+            logger.debug("learning.curator missing: schedules reference no skills")
+        else:
+            from schedules.skills import skills_in_schedules
+
+            # Skills that enabled schedules name are never marked stale nor archived.
+            referenced_skills_register("schedules", skills_in_schedules)

@@ -29,8 +29,16 @@ class Schedule(models.Model):
 
     class Mode(models.TextChoices):
         CHAT = "chat", "A turn in the chat's own conversation"
-        # Stored; the fresh context of its own is not built yet (docs/SCHEDULES.md).
+        # Its turn's history is only this schedule's earlier runs (schedules.history).
         ISOLATED = "isolated", "A fresh context that sees only this schedule's runs"
+
+    class Approval(models.TextChoices):
+        # Made by a person (page, command) or by the agent in its owner's private chat.
+        APPROVED = "approved", "Approved"
+        # Made by the agent in a shared chat: disabled until a chat admin approves it
+        # (schedules.proposals); the dispatcher reads only enabled schedules.
+        PENDING = "pending", "Waiting for a chat admin"
+        REJECTED = "rejected", "Rejected by a chat admin"
 
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="schedules"
@@ -50,6 +58,16 @@ class Schedule(models.Model):
     paused_reason = models.CharField(max_length=255, blank=True, default="")
     paused_at = models.DateTimeField(null=True, blank=True)
     consecutive_failures = models.PositiveIntegerField(default=0)
+    approval = models.CharField(max_length=16, choices=Approval.choices, default=Approval.APPROVED)
+    approval_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        verbose_name="approved or rejected by",
+    )
+    approval_at = models.DateTimeField("approved or rejected at", null=True, blank=True)
     # The first slot not yet claimed; None once a one-off schedule has fired.
     next_fire_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=now)
@@ -63,6 +81,12 @@ class Schedule(models.Model):
                 fields=["next_fire_at"],
                 condition=models.Q(enabled=True),
                 name="schedule_due_idx",
+            ),
+            # The Approvals page and the badge read the pending ones.
+            models.Index(
+                fields=["chat"],
+                condition=models.Q(approval="pending"),
+                name="schedule_pending_idx",
             ),
         ]
 

@@ -347,6 +347,7 @@ def schedule_resume(*, schedule: Schedule, by: AbstractBaseUser | None = None) -
     the failure count starts again. The owner must still be able to read the chat."""
     if not _may_manage(by, schedule):
         raise PermissionDenied("Only its owner, the chat's admins and staff resume a schedule.")
+    _check_approved(schedule)
     if not owner_may_use_chat(schedule.owner, schedule.chat):
         raise PermissionDenied("The schedule's owner can no longer read its chat.")
     now = timezone.now()
@@ -368,6 +369,7 @@ def schedule_run_now(*, schedule: Schedule, by: AbstractBaseUser | None = None) 
     another is refused (ScheduleSpecError, field `run`)."""
     if not _may_manage(by, schedule):
         raise PermissionDenied("Only its owner, the chat's admins and staff run a schedule.")
+    _check_approved(schedule)
     with transaction.atomic():
         # One "run now" of a schedule at a time (a button pressed again and again queues
         # no pile of turns): its row lock makes two presses at once see each other.
@@ -393,6 +395,15 @@ def schedule_run_now(*, schedule: Schedule, by: AbstractBaseUser | None = None) 
     schedule_run_start(run_id=run.pk)
     run.refresh_from_db()
     return run
+
+
+def _check_approved(schedule: Schedule) -> None:
+    """A schedule the agent proposed in a shared chat runs only once a chat admin approved
+    it (schedules.proposals): neither resume nor run now goes around that."""
+    if schedule.approval == Schedule.Approval.PENDING:
+        raise PermissionDenied("This schedule is waiting for a chat admin's approval.")
+    if schedule.approval == Schedule.Approval.REJECTED:
+        raise PermissionDenied("A chat admin rejected this schedule; it does not run.")
 
 
 # --- runs ---------------------------------------------------------------------------------

@@ -34,6 +34,7 @@ from chats.agent.counting import (
     tools_tokens,
 )
 from chats.agent.history import (
+    HistoryBounds,
     _Grouper,
     _HistoryScan,
     _text_tokens,
@@ -487,7 +488,13 @@ def build_context(
     if sections is None:
         sections = registry.sections()
 
-    bounds = history_bounds(chat, before_id=trigger.pk)
+    # An app may narrow this turn's history (an isolated scheduled run): then no summary
+    # and no reset marker of the chat applies, only the messages it names.
+    scope = registry.history_scope_for(turn_context)
+    if scope is None:
+        bounds = history_bounds(chat, before_id=trigger.pk)
+    else:
+        bounds = HistoryBounds(marker_id=None, end_id=None, summary=None, start_id=0)
     # Sections learn where the history starts, e.g. to keep their text stable until the
     # context is compressed or reset.
     section_context = replace(turn_context, history_start_id=bounds.start_id)
@@ -508,6 +515,7 @@ def build_context(
         trigger_id=trigger.pk,
         end_id=bounds.end_id,
         turn=turn_context.turn,
+        only_ids=scope.message_ids if scope is not None else None,
     )
     selection = _select_history(
         scan,
@@ -526,7 +534,7 @@ def build_context(
 
     statuses = selection.statuses
     older = None  # what the scan never read: everything between the start and the oldest row
-    if selection.stopped and not scan.exhausted and statuses:
+    if selection.stopped and not scan.exhausted and statuses and scope is None:
         oldest = min(statuses)
         if oldest > bounds.start_id + 1:
             older = {"after_id": bounds.start_id, "before_id": oldest, "status": "dropped"}
@@ -545,6 +553,7 @@ def build_context(
         },
         "sections": section_reports,
         "reset_marker_id": bounds.marker_id,
+        "history_scope": scope.reason if scope is not None else None,
         "start_id": bounds.start_id,
         "summary": summary_report,
         "trigger": {
@@ -582,6 +591,8 @@ def explain_message(report: dict, message_id: int) -> dict:
     marker = report.get("reset_marker_id")
     if marker is not None and message_id < marker:
         return {"id": message_id, "status": "before_reset", "reset_marker_id": marker}
+    if report.get("history_scope"):  # a narrowed history: the rest was never offered
+        return {"id": message_id, "status": "outside_history_scope"}
     older = report.get("older_dropped")
     if older and older["after_id"] < message_id < older["before_id"]:
         return {"id": message_id, "status": "dropped"}

@@ -116,10 +116,21 @@ class _HistoryScan:
         "actor__display_name",
     )
 
-    def __init__(self, chat: Chat, *, start_id: int, trigger_id: int, end_id: int | None, turn):
+    def __init__(
+        self,
+        chat: Chat,
+        *,
+        start_id: int,
+        trigger_id: int,
+        end_id: int | None,
+        turn,
+        only_ids: frozenset[int] | None = None,
+    ):
         rows = Message.objects.filter(chat=chat, id__gt=start_id).exclude(
             role__in=(Message.Role.SUMMARY, Message.Role.MARKER)
         )
+        if only_ids is not None:  # a narrowed history (registry.HistoryScope)
+            rows = rows.filter(id__in=sorted(only_ids))
         # Replies to earlier triggers finished after this trigger arrived (queue mode, an
         # interrupted partial reply) belong before it; later user messages do not.
         rows = rows.filter(

@@ -1,8 +1,10 @@
-"""The two small protocols through which apps plug into the engine.
+"""The small protocols through which apps plug into the engine.
 
 A **tool provider** contributes tools (name, description, JSON schema, handler, channels
-where allowed); a **prompt section provider** renders one block of the system prompt.
-Apps register theirs in `AppConfig.ready()`; the engine never imports `memory` or `skills`.
+where allowed); a **prompt section provider** renders one block of the system prompt; a
+**history scope provider** may narrow the history one turn sees (a scheduled run in its own
+fresh context). Apps register theirs in `AppConfig.ready()`; the engine never imports
+`memory`, `skills` or `schedules`.
 """
 
 import logging
@@ -138,10 +140,40 @@ class PromptSectionProvider(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class HistoryScope:
+    """A narrower history for one turn: only the stored messages `message_ids` (those before
+    the trigger, and replies to them), without the chat's summary or reset markers. The
+    system prompt, the trigger and the turn's own steps are as for any turn."""
+
+    message_ids: frozenset[int]
+    reason: str = ""  # shown in the turn's prompt report, e.g. "isolated schedule #3"
+
+
+# Called with the turn's context; returns a HistoryScope for a turn it narrows, else None.
+# It runs before every model request of a turn: answer None cheaply for turns not yours.
+HistoryScopeProvider = Callable[[TurnContext], "HistoryScope | None"]
+
+
 @dataclass
 class Registry:
     tool_providers: list[ToolProvider] = field(default_factory=list)
     prompt_sections: list[PromptSectionProvider] = field(default_factory=list)
+    history_scopes: list[HistoryScopeProvider] = field(default_factory=list)
+
+    def history_scope_for(self, context: TurnContext) -> HistoryScope | None:
+        """The first scope a provider gives this turn, or None (the chat's whole history).
+        A provider that fails narrows the turn to no history at all (logged): a turn meant
+        to see only some messages never falls back to seeing the whole chat."""
+        for provider in self.history_scopes:
+            try:
+                scope = provider(context)
+            except Exception:  # noqa: BLE001 - the narrowest context, never the widest
+                logger.exception("history scope provider %r failed for this turn", provider)
+                return HistoryScope(frozenset(), reason="history scope provider failed")
+            if scope is not None:
+                return scope
+        return None
 
     def tools_for(self, channel: str) -> list[Tool]:
         """Every registered tool allowed on `channel` (two tools with one name are an error)."""
@@ -188,3 +220,8 @@ def register_tool_provider(provider: ToolProvider) -> None:
 def register_prompt_section(provider: PromptSectionProvider) -> None:
     if provider not in registry.prompt_sections:
         registry.prompt_sections.append(provider)
+
+
+def register_history_scope(provider: HistoryScopeProvider) -> None:
+    if provider not in registry.history_scopes:
+        registry.history_scopes.append(provider)

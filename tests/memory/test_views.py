@@ -452,8 +452,9 @@ def test_a_proposal_from_a_background_review_says_so(staff, owner, team_chat):
 def test_the_badge_costs_one_count_per_section(
     member, owner, make_person, django_assert_num_queries
 ):
-    """Memory's count, then the skills count: for someone who is not staff the skills count
-    is the reviewers-group check alone (no proposal is counted for them)."""
+    """Memory's count, then the skills count, then the schedules count: for someone who is
+    not staff the skills count is the reviewers-group check alone (no proposal is counted
+    for them)."""
     from django.template import RequestContext, Template
     from django.test import RequestFactory
 
@@ -462,7 +463,7 @@ def test_the_badge_costs_one_count_per_section(
     for person, expected in ((member, ">1</span>"), (make_person("stan", is_staff=True), ">0<")):
         request = RequestFactory().get("/")
         request.user = person
-        with django_assert_num_queries(2):
+        with django_assert_num_queries(3):
             html = template.render(RequestContext(request))
         assert expected in html
 

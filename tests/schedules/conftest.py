@@ -23,3 +23,7 @@ def make_schedule(team_chat, owner):
             return schedule_create(owner=person or owner, chat=chat or team_chat, **fields)
 
     return make
+
+
+# The agent tool's fixtures (a Telegram group with an admin, olivia's private chat).
+from tests.schedules.agent_helpers import group, olivia_dm  # noqa: E402, F401
