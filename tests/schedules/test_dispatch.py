@@ -188,14 +188,15 @@ def test_a_run_that_cannot_start_fails_without_blocking_the_others(make_schedule
     from schedules import services
 
     broken, fine = make_schedule(prompt="first"), make_schedule(prompt="second")
-    ingest = services.message_ingest
+    validate = services.validate_text
 
-    def refuse_the_first(**kwargs):
-        if kwargs["text"] == "first":
+    def refuse_the_first(text, *args):
+        if text == "first":
             raise services.IngestError("text", "refused for the test")
-        return ingest(**kwargs)
+        return validate(text, *args)
 
-    monkeypatch.setattr(services, "message_ingest", refuse_the_first)
+    # The batch with both runs fails; started one by one, the first fails, the second runs.
+    monkeypatch.setattr(services, "validate_text", refuse_the_first)
     result = dispatch(now=SLOT + timedelta(seconds=1))
     assert result.started == 1
     failed = broken.runs.get()
