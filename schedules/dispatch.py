@@ -27,6 +27,7 @@ from django.utils import timezone
 from chats.models import ChatMember, Turn
 from operations.services import heartbeat_beat
 from schedules.models import Schedule, ScheduleRun
+from schedules.rows import update_rows
 from schedules.selectors import DISPATCHER_HEARTBEAT
 from schedules.services import (
     OPEN_TURN,
@@ -148,7 +149,7 @@ def claim_due_slots(now: datetime, *, batch: int = BATCH) -> tuple[list[Schedule
             continue
         rows += planned
     ScheduleRun.objects.bulk_create(rows, ignore_conflicts=True, batch_size=500)
-    Schedule.objects.bulk_update(due, ["next_fire_at"], batch_size=500)
+    update_rows(Schedule, ["next_fire_at"], [(s.pk, s.next_fire_at) for s in due])
     mine = list(ScheduleRun.objects.filter(claim_token=token).only("id", "status"))
     missed = sum(1 for run in mine if run.status == ScheduleRun.Status.MISSED)
     return mine, missed

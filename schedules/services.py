@@ -27,6 +27,7 @@ from chats.payloads import message_payload
 from chats.selectors import chat_still_readable
 from chats.services import IngestError, message_token_count, validate_text
 from schedules.models import Schedule, ScheduleRun
+from schedules.rows import update_rows
 from schedules.timing import (
     ScheduleSpecError,
     Spec,
@@ -307,14 +308,16 @@ def schedule_runs_start(
         if free:
             messages = _store_prompts(free, now)
             turns = turns_request_quiet(messages=messages)
+            started = []
             for run, message, turn in zip(free, messages, turns, strict=True):
-                run.status = ScheduleRun.Status.RUNNING
-                run.trigger, run.turn = message, turn
-                run.started_at = now
-                run.lateness_seconds = max(0.0, (now - run.slot_at).total_seconds())
+                lateness = max(0.0, (now - run.slot_at).total_seconds())
+                started.append((run.pk, message.pk, turn.pk, lateness))
                 outcomes[run.pk] = StartResult(True)
-            ScheduleRun.objects.bulk_update(
-                free, ["status", "trigger", "turn", "started_at", "lateness_seconds"]
+            update_rows(
+                ScheduleRun,
+                ["trigger", "turn", "lateness_seconds"],
+                started,
+                same={"status": ScheduleRun.Status.RUNNING, "started_at": now},
             )
             transaction.on_commit(lambda: _announce(messages))
     return outcomes

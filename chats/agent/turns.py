@@ -119,8 +119,9 @@ def _enqueue_many(turn_ids: list[int]) -> None:
     from hermes_site.celery import app
 
     try:
-        # One broker connection for the whole batch.
-        with app.producer_or_acquire() as producer:
+        # One broker connection for the whole batch, its messages sent in pipelined round
+        # trips (kombu's publish batch; on a broker without one, one at a time).
+        with app.producer_or_acquire() as producer, producer.batch(max_size=500):
             for turn_id in turn_ids:
                 run_turn.apply_async((turn_id,), producer=producer)
     except Exception:  # noqa: BLE001 - the turns stay queued; the sweep enqueues them again
