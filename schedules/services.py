@@ -307,6 +307,8 @@ def schedule_runs_start(
             )
         if free:
             messages = _store_prompts(free, now)
+            # Registered before the turns' tasks: viewers see each prompt before its reply.
+            transaction.on_commit(lambda: _announce(messages))
             turns = turns_request_quiet(messages=messages)
             started = []
             for run, message, turn in zip(free, messages, turns, strict=True):
@@ -319,7 +321,6 @@ def schedule_runs_start(
                 started,
                 same={"status": ScheduleRun.Status.RUNNING, "started_at": now},
             )
-            transaction.on_commit(lambda: _announce(messages))
     return outcomes
 
 
@@ -385,8 +386,9 @@ def _schedule_actors(schedules: list[Schedule]) -> dict[tuple[str, str], Actor]:
 
 def _announce(messages: list[Message]) -> None:
     """Show the stored prompts to their chats' viewers (after commit, as message_received)."""
-    for message in messages:
-        events.publish(message.chat_id, "message.created", message=message_payload(message))
+    events.publish_many(
+        [(m.chat_id, "message.created", {"message": message_payload(m)}) for m in messages]
+    )
 
 
 def _finish(run: ScheduleRun, status: str, now: datetime, **fields) -> None:

@@ -7,6 +7,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from chats.agent.events import events_since
 from chats.models import Chat, ChatMember, Message, Turn
 from chats.services import chat_member_ensure
 from schedules.dispatch import dispatch
@@ -60,3 +61,32 @@ def test_a_pass_costs_the_same_queries_for_10_and_for_100_due_runs(make_schedule
     # One actor per schedule, reused by its later runs.
     assert len({m.actor_id for m in Message.objects.all()}) == 110
     assert all(s.runs.filter(status=ScheduleRun.Status.DUE).count() == 1 for s in few)
+
+
+def test_each_started_prompt_is_announced_to_its_chats_viewers(
+    make_schedule, owner, django_capture_on_commit_callbacks, monkeypatch
+):
+    made = schedules_in_rooms(make_schedule, owner, 3)
+    monkeypatch.setattr("chats.agent.turns._enqueue_many", lambda ids: None)  # no worker
+    with django_capture_on_commit_callbacks(execute=True):
+        assert dispatch(now=SLOT + timedelta(seconds=1)).started == 3
+    for schedule in made:
+        run = schedule.runs.get()
+        created = [e for e in events_since(schedule.chat_id, 0) if e["type"] == "message.created"]
+        assert [e["message"]["id"] for e in created] == [run.trigger_id]
+        assert created[0]["message"]["author"]["name"] == "scheduled by olivia"
+
+
+def test_each_started_turn_is_sent_to_the_turn_queue_once(
+    make_schedule, owner, django_capture_on_commit_callbacks, monkeypatch
+):
+    from chats.tasks import run_turn
+
+    sent = []
+    monkeypatch.setattr(
+        run_turn, "apply_async", lambda args, producer=None, **kw: sent.append(args[0])
+    )
+    made = schedules_in_rooms(make_schedule, owner, 3)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert dispatch(now=SLOT + timedelta(seconds=1)).started == 3
+    assert sorted(sent) == sorted(s.runs.get().turn_id for s in made)
