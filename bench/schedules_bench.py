@@ -7,7 +7,7 @@ Needs REDIS_URL (the broker; this script uses a key prefix and queues of its own
 deletes them afterwards). On a throw-away database, N web rooms each get one schedule whose
 slot is a whole second just ahead. Two parts per run:
 
-1. **In process** (queries): the slot is "now"; one dispatcher pass
+1. **In process** (queries): at the slot, one dispatcher pass
    (`schedules.dispatch.dispatch`) in this process claims every slot, records its run,
    stores the prompt as the schedule's message and queues its turn. Reported: the pass's
    wall time and its queries, total and per started batch (constant: no query per run).
@@ -103,10 +103,11 @@ def in_process(count: int) -> dict:
     from schedules.models import Schedule
 
     schedules = populate(count)
-    slot = timezone.now().replace(microsecond=0)
+    slot = timezone.now().replace(microsecond=0) + timedelta(seconds=2)
     Schedule.objects.filter(pk__in=[s.pk for s in schedules]).update(
         next_fire_at=slot, anchor_at=slot
     )
+    time.sleep(max(0.0, (slot - timezone.now()).total_seconds()))
     queries = []
 
     def counted(execute, sql, params, many, context):
