@@ -24,6 +24,7 @@ from chats.agent import events
 from chats.agent.turns import turns_request_quiet
 from chats.models import Actor, Channel, Chat, ChatMember, Message, Turn
 from chats.payloads import message_payload
+from chats.rows import insert_rows
 from chats.selectors import chat_still_readable
 from chats.services import IngestError, message_token_count, validate_text
 from schedules.models import Schedule, ScheduleRun
@@ -347,7 +348,7 @@ def _store_prompts(runs: list[ScheduleRun], now: datetime) -> list[Message]:
                 metadata={"schedule": schedule.pk, "schedule_run": run.pk},
             )
         )
-    return Message.objects.bulk_create(messages)
+    return insert_rows(messages)  # as message_ingest: insert_row, no save(), no signals
 
 
 def _schedule_actors(schedules: list[Schedule]) -> dict[tuple[str, str], Actor]:

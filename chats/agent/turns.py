@@ -45,7 +45,7 @@ from chats.agent.interrupts import (
 )
 from chats.models import BusyMode, Chat, Message, Turn
 from chats.payloads import message_payload
-from chats.rows import insert_row
+from chats.rows import insert_row, insert_rows
 from chats.services import IngestResult, message_append
 from chats.signals import turn_finished
 from hermes_site.redis import guarded
@@ -103,8 +103,8 @@ def turns_request_quiet(*, messages: list[Message], enqueue: bool = True) -> lis
     if not messages:
         return []
     with transaction.atomic(savepoint=False):
-        # bulk_create: Turn has no save() override and no signals (as for insert_row).
-        turns = Turn.objects.bulk_create(
+        # No save() override, no signals: as insert_row for one turn.
+        turns = insert_rows(
             [Turn(chat_id=message.chat_id, trigger=message) for message in messages]
         )
     ids = [turn.pk for turn in turns]
