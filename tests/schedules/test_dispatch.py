@@ -221,11 +221,19 @@ def test_the_heartbeat_says_plainly_when_nothing_dispatches():
 
 
 def test_beat_runs_the_dispatcher_every_few_seconds(settings):
-    from hermes_site.celery import periodic_tasks
+    from hermes_site.celery import app, minute_tasks, periodic_tasks
     from schedules.tasks import dispatch as dispatch_task
 
     settings.SCHEDULES_DISPATCH_SECONDS = 3
     assert ("dispatch-schedules", "schedules.tasks.dispatch", 3) in periodic_tasks()
+    # And at second 0 of every minute, where every cron slot is.
+    assert ("dispatch-schedules-on-the-minute", "schedules.tasks.dispatch") in minute_tasks()
+    # Beat sends it to the dispatcher's own queue, which no turn worker takes.
+    route = app.amqp.router.route({}, "schedules.tasks.dispatch")
+    assert route["queue"].name == f"{settings.REDIS_KEY_PREFIX}-schedules"
+    assert app.amqp.router.route({}, "chats.tasks.run_turn")["queue"].name == (
+        settings.REDIS_KEY_PREFIX
+    )
     assert dispatch_task() == {
         "claimed": 0,
         "missed": 0,
