@@ -41,3 +41,39 @@ def insert_row(instance: models.Model) -> models.Model:
     instance._state.adding = False
     instance._state.db = connection.alias
     return instance
+
+
+def insert_rows(instances: list[models.Model]) -> list[models.Model]:
+    """INSERT `instances` (all of one model, none saved) in one statement and set their
+    primary keys: `insert_row` for many rows, what `bulk_create` writes without the query
+    compiler's per-value machinery (about a second for a thousand turns and messages on
+    this machine). The same rule: models without a save() override or signal receivers."""
+    if not instances:
+        return instances
+    connection = transaction.get_connection()
+    model = type(instances[0])
+    meta = model._meta
+    quote = connection.ops.quote_name
+    fields = [field for field in meta.concrete_fields if not field.primary_key]
+    params: list = []
+    for instance in instances:
+        params += [
+            field.get_db_prep_save(field.pre_save(instance, True), connection) for field in fields
+        ]
+    placeholders = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    sql = "INSERT INTO {} ({}) VALUES {} RETURNING {}".format(
+        quote(meta.db_table),
+        ", ".join(quote(field.column) for field in fields),
+        ", ".join([placeholders] * len(instances)),
+        quote(meta.pk.column),
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        ids = [row[0] for row in cursor.fetchall()]
+    # RETURNING's order is not promised (SQLite says so); the ids one statement draws from
+    # its table's sequence (PostgreSQL) or rowid (SQLite) increase in the VALUES' order.
+    for instance, pk in zip(instances, sorted(ids), strict=True):
+        instance.pk = pk
+        instance._state.adding = False
+        instance._state.db = connection.alias
+    return instances

@@ -3,7 +3,8 @@
 Processes (hermes_site/supervisor.py): the embedded Valkey (unless REDIS_URL is set; with
 an append-only file under var/valkey), daphne serving HTTP and WebSockets on
 127.0.0.1:PORT, a Celery worker with its embedded beat (the periodic turn sweep), a second
-worker for background reviews (queue "<REDIS_KEY_PREFIX>-reviews", concurrency 1), and the
+worker for background reviews (queue "<REDIS_KEY_PREFIX>-reviews", concurrency 1), a third
+for the schedules' dispatcher (queue "<REDIS_KEY_PREFIX>-schedules", solo pool), and the
 Telegram bridge when TELEGRAM_BOT_TOKEN is set. All of them write their Prometheus counters
 to one directory (PROMETHEUS_MULTIPROC_DIR, var/prometheus by default), so /metrics on the
 web process reports the workers' counters too. A process that exits is restarted (with
@@ -100,8 +101,8 @@ def processes(env: dict[str, str]) -> dict[str, list[str]]:
         "hermes_site.asgi:application",
     ]
     # -B: beat inside the worker runs the periodic turn sweep and sends the skills curator to
-    # the reviews queue (fine for the one worker of `make run`; a deployment with several
-    # workers runs one `celery beat` instead).
+    # the reviews queue and the schedules' dispatcher to its own queue (fine for the one
+    # worker of `make run`; a deployment with several workers runs one `celery beat`).
     procs["worker"] = [
         str(BIN / "celery"),
         "-A",
@@ -134,6 +135,25 @@ def processes(env: dict[str, str]) -> dict[str, list[str]]:
         "--without-gossip",
         "--without-mingle",
     ]
+    # The schedules' dispatcher on its own queue and worker: beat sends it every
+    # SCHEDULES_DISPATCH_SECONDS, and turns that keep the turn worker's slots busy for
+    # minutes cannot delay a slot. One pass at a time in the worker's own process (solo).
+    procs["schedules"] = [
+        str(BIN / "celery"),
+        "-A",
+        "hermes_site",
+        "worker",
+        "-Q",
+        f"{prefix}-schedules",
+        "-n",
+        "schedules@%h",
+        "--pool",
+        "solo",
+        "--loglevel",
+        "INFO",
+        "--without-gossip",
+        "--without-mingle",
+    ]
     if env.get("TELEGRAM_BOT_TOKEN"):
         # The Telegram bridge (long polling, or sending only in webhook mode).
         procs["telegram"] = [python, "manage.py", "run_telegram_bot"]
@@ -146,6 +166,7 @@ READY_LINES = {
     "web": r"Listening on TCP address",
     "worker": r" ready\.$",
     "reviews": r" ready\.$",
+    "schedules": r" ready\.$",
 }
 
 

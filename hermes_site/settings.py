@@ -441,8 +441,9 @@ def _price(name: str, raw: str) -> Decimal | None:
 REVIEW_LLM_PRICE_INPUT = _price("REVIEW_LLM_PRICE_INPUT", env_str("REVIEW_LLM_PRICE_INPUT"))
 REVIEW_LLM_PRICE_OUTPUT = _price("REVIEW_LLM_PRICE_OUTPUT", env_str("REVIEW_LLM_PRICE_OUTPUT"))
 # Reviews run on a Celery queue of their own, "<REDIS_KEY_PREFIX>-reviews" (`make run`
-# starts a worker for it with concurrency 1), so a review never delays a turn.
-CELERY_TASK_ROUTES = ("learning.tasks.route_review",)
+# starts a worker for it with concurrency 1), so a review never delays a turn; the schedules'
+# dispatcher runs on "<REDIS_KEY_PREFIX>-schedules" (its own worker), so turns never delay it.
+CELERY_TASK_ROUTES = ("learning.tasks.route_review", "schedules.tasks.route_dispatch")
 # The skills curator (docs/LEARNING.md#curator), run by beat on the reviews queue every this
 # many hours (0: never). A skill unused for STALE_DAYS is marked stale, for ARCHIVE_DAYS
 # archived (pinned skills and skills a schedule references never are).

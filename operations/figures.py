@@ -32,9 +32,10 @@ def _by(model, field: str, choices, **filters) -> dict[str, int]:
 
 
 def celery_queues() -> list[str]:
-    """The Celery queues this installation uses: turns and the background reviews."""
+    """The Celery queues this installation uses: turns, the background reviews and the
+    schedules' dispatcher."""
     prefix = settings.REDIS_KEY_PREFIX
-    return [prefix, f"{prefix}-reviews"]
+    return [prefix, f"{prefix}-reviews", f"{prefix}-schedules"]
 
 
 def celery_queue_lengths() -> dict[str, int]:

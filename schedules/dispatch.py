@@ -27,6 +27,7 @@ from django.utils import timezone
 from chats.models import ChatMember, Turn
 from operations.services import heartbeat_beat
 from schedules.models import Schedule, ScheduleRun
+from schedules.rows import update_rows
 from schedules.selectors import DISPATCHER_HEARTBEAT
 from schedules.services import (
     OPEN_TURN,
@@ -34,6 +35,7 @@ from schedules.services import (
     schedule_run_fail,
     schedule_run_settle,
     schedule_run_start,
+    schedule_runs_start,
     schedule_spec,
 )
 from schedules.timing import next_fire_time, slots_until
@@ -41,6 +43,9 @@ from schedules.timing import next_fire_time, slots_until
 logger = logging.getLogger(__name__)
 
 BATCH = 1000
+# Runs started per transaction: its queries are constant, its rows grow with it (a chunk's
+# transaction holds SQLite's write lock, so it is kept short).
+START_CHUNK = 200
 
 
 @dataclass
@@ -144,29 +149,41 @@ def claim_due_slots(now: datetime, *, batch: int = BATCH) -> tuple[list[Schedule
             continue
         rows += planned
     ScheduleRun.objects.bulk_create(rows, ignore_conflicts=True, batch_size=500)
-    Schedule.objects.bulk_update(due, ["next_fire_at"], batch_size=500)
+    update_rows(Schedule, ["next_fire_at"], [(s.pk, s.next_fire_at) for s in due])
     mine = list(ScheduleRun.objects.filter(claim_token=token).only("id", "status"))
     missed = sum(1 for run in mine if run.status == ScheduleRun.Status.MISSED)
     return mine, missed
 
 
-def start_due_runs(now: datetime, *, batch: int = BATCH) -> tuple[int, int]:
-    """Start the due runs whose chat is free, oldest slot first; (started, still waiting)."""
+def start_due_runs(
+    now: datetime, *, batch: int = BATCH, chunk: int = START_CHUNK
+) -> tuple[int, int]:
+    """Start the due runs whose chat is free, oldest slot first, `chunk` at a time (one
+    transaction and a constant number of queries each: `schedule_runs_start`); returns
+    (started, still waiting). A chunk that cannot be written is retried one run at a time,
+    and a run that still cannot start is failed, so it never blocks the others."""
     open_turns = Turn.objects.filter(chat_id=OuterRef("schedule__chat_id"), status__in=OPEN_TURN)
     due = ScheduleRun.objects.filter(status=ScheduleRun.Status.DUE, slot_at__lte=now)
-    candidates = list(
+    run_ids = list(
         due.filter(~Exists(open_turns))
         .order_by("slot_at", "id")
         .values_list("id", flat=True)[:batch]
     )
     started = 0
-    for run_id in candidates:
+    for start in range(0, len(run_ids), chunk):
+        ids = run_ids[start : start + chunk]
         try:
-            if schedule_run_start(run_id=run_id, now=now).started:
-                started += 1
-        except Exception as exc:  # noqa: BLE001 - one broken run must not block the others
-            logger.exception("schedule run %s could not start", run_id)
-            schedule_run_fail(run_id=run_id, error=f"could not start: {exc}")
+            outcomes = schedule_runs_start(run_ids=ids, now=now)
+        except Exception:  # noqa: BLE001 - e.g. one prompt refused: start them one by one
+            logger.exception("a batch of %s schedule runs could not start; one by one", len(ids))
+            outcomes = {}
+            for run_id in ids:
+                try:
+                    outcomes[run_id] = schedule_run_start(run_id=run_id, now=now)
+                except Exception as exc:  # noqa: BLE001 - one broken run must not block others
+                    logger.exception("schedule run %s could not start", run_id)
+                    schedule_run_fail(run_id=run_id, error=f"could not start: {exc}")
+        started += sum(1 for outcome in outcomes.values() if outcome.started)
     return started, due.filter(status=ScheduleRun.Status.DUE).count()
 
 

@@ -23,12 +23,16 @@ from django.db import transaction
 from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
-from chats.agent.turns import message_received, turn_request
+from chats.agent import events
+from chats.agent.turns import turns_request_quiet
 from chats.deliveries import DeliveryUnavailable, person_tell, reply_deliver
-from chats.models import Channel, Chat, ChatMember, Turn
+from chats.models import Actor, Channel, Chat, ChatMember, Message, Turn
+from chats.payloads import message_payload
+from chats.rows import insert_rows
 from chats.selectors import chat_still_readable
-from chats.services import IngestError, message_ingest, validate_text
+from chats.services import IngestError, message_token_count, validate_text
 from schedules.models import PersonPreference, Schedule, ScheduleRun
+from schedules.rows import update_rows
 from schedules.timing import (
     ScheduleSpecError,
     Spec,
@@ -420,10 +424,26 @@ def schedule_actor_name(schedule: Schedule) -> str:
 
 
 def schedule_run_start(*, run_id: int, now: datetime | None = None) -> StartResult:
-    """Start a due run if its chat has no open turn (queued, running or waiting): store its
-    prompt in the chat, authored by the schedule's own actor, and request a turn that never
-    interrupts anyone. A busy chat leaves it `due` (started when the chat is free); an owner
-    who can no longer read the chat pauses the schedule and skips the run."""
+    """Start one due run (`schedule_runs_start` for one id): run now, and the next run of a
+    chat whose turn just finished."""
+    return schedule_runs_start(run_ids=[run_id], now=now)[run_id]
+
+
+def schedule_runs_start(
+    *, run_ids: list[int], now: datetime | None = None
+) -> dict[int, StartResult]:
+    """Start the due runs `run_ids` whose chat has no open turn (queued, running or
+    waiting), in one transaction and a constant number of queries however many there are:
+    store each prompt in its chat, authored by the schedule's own actor, and request turns
+    that never interrupt anyone. A busy chat leaves its run `due` (started when the chat is
+    free; at most one run per chat starts in a batch); an owner who can no longer read the
+    chat pauses the schedule and skips the run; a run of a paused schedule is skipped.
+    Returns each id's outcome ("not due" for runs no longer due, or taken by another
+    starter at this moment). Raises if the batch cannot be written: the caller starts its
+    runs one by one then, so one run that cannot start never blocks the others."""
+    outcomes = {run_id: StartResult(False, "not due") for run_id in run_ids}
+    if not run_ids:
+        return outcomes
     open_turns = Turn.objects.filter(chat_id=OuterRef("schedule__chat_id"), status__in=OPEN_TURN)
     readable = ChatMember.objects.filter(
         chat_id=OuterRef("schedule__chat_id"),
@@ -431,58 +451,132 @@ def schedule_run_start(*, run_id: int, now: datetime | None = None) -> StartResu
         person__is_active=True,
     )
     with transaction.atomic():
-        # One query: the run, its schedule, owner and chat, whether the owner may still read
-        # the chat and whether a turn is open there. It locks the run (a second starter
-        # then finds it no longer due) and the chat (two schedules of one chat cannot both
-        # find it free) on PostgreSQL; SQLite transactions take the write lock at BEGIN
-        # (transaction_mode IMMEDIATE), which serialises starters the same way.
-        run = (
-            ScheduleRun.objects.select_for_update(of=("self", "schedule__chat"))
+        # One query: the runs, their schedules, owners and chats, whether each owner may
+        # still read the chat and whether a turn is open there. It locks the runs (a second
+        # starter then finds them no longer due) and their chats (two schedules of one chat
+        # cannot both find it free) on PostgreSQL, in chat order so two starters cannot
+        # deadlock, skipping rows another starter holds (they are its to start); SQLite
+        # transactions take the write lock at BEGIN (transaction_mode IMMEDIATE), which
+        # serialises starters the same way.
+        runs = list(
+            ScheduleRun.objects.select_for_update(of=("self", "schedule__chat"), skip_locked=True)
             .select_related("schedule__owner", "schedule__chat")
             .annotate(readable=Exists(readable), busy=Exists(open_turns))
-            .filter(pk=run_id, status=ScheduleRun.Status.DUE)
-            .first()
+            .filter(pk__in=run_ids, status=ScheduleRun.Status.DUE)
+            .order_by("schedule__chat_id", "slot_at", "id")
         )
-        if run is None:
-            return StartResult(False, "not due")
-        schedule, chat = run.schedule, run.schedule.chat
         now = now or timezone.now()
-        if not run.readable:
-            Schedule.objects.filter(pk=schedule.pk, enabled=True).update(
+        lost, paused, free, chats = [], [], [], set()
+        for run in runs:
+            schedule = run.schedule
+            if not run.readable:
+                lost.append(run)
+                outcomes[run.pk] = StartResult(False, "skipped: owner lost access")
+            elif not schedule.enabled and run.claim_token != RUN_NOW:
+                paused.append(run)
+                outcomes[run.pk] = StartResult(False, "skipped: paused")
+            elif run.busy or schedule.chat_id in chats:
+                outcomes[run.pk] = StartResult(False, "busy")
+            else:
+                chats.add(schedule.chat_id)
+                free.append(run)
+        if lost:
+            Schedule.objects.filter(pk__in={run.schedule_id for run in lost}, enabled=True).update(
                 enabled=False, paused_reason=OWNER_LOST_ACCESS, paused_at=now
             )
-            reason = f"schedule paused: {OWNER_LOST_ACCESS}"
-            _finish(run, ScheduleRun.Status.SKIPPED, now, reason=reason)
-            return StartResult(False, "skipped: owner lost access")
-        if not schedule.enabled and run.claim_token != RUN_NOW:
-            _finish(run, ScheduleRun.Status.SKIPPED, now, reason="the schedule is paused")
-            return StartResult(False, "skipped: paused")
-        if run.busy:
-            return StartResult(False, "busy")
-        result = message_ingest(
-            channel=chat.channel,
-            chat_id=chat.external_id,
-            thread_id=chat.thread_id or None,
-            user_id=str(schedule.pk),
-            user_name=schedule_actor_name(schedule),
-            actor_namespace=ACTOR_NAMESPACE,
-            text=schedule.prompt,
-            # The message and the run's update commit together, so no retry can store it
-            # twice; the random part keeps an id SQLite reuses after a delete from
-            # matching an old run's message.
-            message_id=f"schedule-run-{run.pk}-{uuid.uuid4().hex[:12]}",
-            metadata={"schedule": schedule.pk, "schedule_run": run.pk},
+            ScheduleRun.objects.filter(pk__in=[run.pk for run in lost]).update(
+                status=ScheduleRun.Status.SKIPPED,
+                finished_at=now,
+                reason=f"schedule paused: {OWNER_LOST_ACCESS}",
+            )
+        if paused:
+            ScheduleRun.objects.filter(pk__in=[run.pk for run in paused]).update(
+                status=ScheduleRun.Status.SKIPPED, finished_at=now, reason="the schedule is paused"
+            )
+        if free:
+            messages = _store_prompts(free, now)
+            # Registered before the turns' tasks: viewers see each prompt before its reply.
+            transaction.on_commit(lambda: _announce(messages))
+            turns = turns_request_quiet(messages=messages)
+            started = []
+            for run, message, turn in zip(free, messages, turns, strict=True):
+                lateness = max(0.0, (now - run.slot_at).total_seconds())
+                started.append((run.pk, message.pk, turn.pk, lateness))
+                outcomes[run.pk] = StartResult(True)
+            update_rows(
+                ScheduleRun,
+                ["trigger", "turn", "lateness_seconds"],
+                started,
+                same={"status": ScheduleRun.Status.RUNNING, "started_at": now},
+            )
+    return outcomes
+
+
+def _store_prompts(runs: list[ScheduleRun], now: datetime) -> list[Message]:
+    """The prompt of each run as a `user` message in its chat, authored by its schedule's
+    actor, as `message_ingest` stores one (the rows it writes; a database trigger bumps each
+    chat's activity), in three to four queries for the whole batch. Each message commits
+    together with its run's move to `running`, so it is stored once; the random part of its
+    external id keeps an id SQLite reuses after a delete from matching an old run's."""
+    actors = _schedule_actors([run.schedule for run in runs])
+    messages = []
+    for run in runs:
+        schedule, chat = run.schedule, run.schedule.chat
+        text = validate_text(schedule.prompt)  # checked at creation; IngestError fails the batch
+        messages.append(
+            Message(
+                chat=chat,
+                actor=actors[(chat.channel, str(schedule.pk))],
+                role=Message.Role.USER,
+                text=text,
+                external_id=f"schedule-run-{run.pk}-{uuid.uuid4().hex[:12]}",
+                created_at=now,
+                token_count=message_token_count(text, []),
+                metadata={"schedule": schedule.pk, "schedule_run": run.pk},
+            )
         )
-        message_received(result, respond=False)  # announce it to the chat's viewers
-        turn = turn_request(message=result.message, interrupt=False)
-        ScheduleRun.objects.filter(pk=run.pk).update(
-            status=ScheduleRun.Status.RUNNING,
-            trigger=result.message,
-            turn=turn,
-            started_at=now,
-            lateness_seconds=max(0.0, (now - run.slot_at).total_seconds()),
+    return insert_rows(messages)  # as message_ingest: insert_row, no save(), no signals
+
+
+def _schedule_actors(schedules: list[Schedule]) -> dict[tuple[str, str], Actor]:
+    """The Actor of each schedule ("scheduled by <owner>", namespace `schedule`, external id
+    the schedule's id, linked to no Person, so the owner's membership is never re-created
+    through it), created if missing and renamed if the owner was: (channel, id) → Actor."""
+    wanted = {
+        (schedule.chat.channel, str(schedule.pk)): schedule_actor_name(schedule)[:255]
+        for schedule in schedules
+    }
+    Actor.objects.bulk_create(
+        [
+            Actor(channel=channel, namespace=ACTOR_NAMESPACE, external_id=key, display_name=name)
+            for (channel, key), name in wanted.items()
+        ],
+        ignore_conflicts=True,
+    )
+    actors = {
+        (actor.channel, actor.external_id): actor
+        for actor in Actor.objects.filter(
+            namespace=ACTOR_NAMESPACE,
+            channel__in={channel for channel, _ in wanted},
+            external_id__in={key for _, key in wanted},
         )
-    return StartResult(True)
+        if (actor.channel, actor.external_id) in wanted
+    }
+    renamed = []
+    for key, actor in actors.items():
+        if actor.display_name != wanted[key]:
+            actor.display_name, actor.updated_at = wanted[key], timezone.now()
+            renamed.append(actor)
+    if renamed:
+        Actor.objects.bulk_update(renamed, ["display_name", "updated_at"])
+    return actors
+
+
+def _announce(messages: list[Message]) -> None:
+    """Show the stored prompts to their chats' viewers (after commit, as message_received)."""
+    events.publish_many(
+        [(m.chat_id, "message.created", {"message": message_payload(m)}) for m in messages]
+    )
 
 
 def _finish(run: ScheduleRun, status: str, now: datetime, **fields) -> None:

@@ -66,6 +66,7 @@ class LiveStack:
         self.logs.mkdir(parents=True, exist_ok=True)
         self.web: subprocess.Popen | None = None
         self.worker: subprocess.Popen | None = None
+        self.dispatcher: subprocess.Popen | None = None
 
     @property
     def url(self) -> str:
@@ -138,6 +139,31 @@ class LiveStack:
         )
         self.wait_for_log("worker", "ready", 60)
 
+    def start_dispatcher(self) -> None:
+        """The schedules worker as `make run` starts it: the dispatcher's own queue, a solo
+        pool, apart from the worker that runs turns."""
+        self.dispatcher = self._spawn(
+            "dispatcher",
+            [
+                str(BIN / "celery"),
+                "-A",
+                "hermes_site",
+                "worker",
+                "--pool",
+                "solo",
+                "--loglevel",
+                "INFO",
+                "-Q",
+                f"{settings.REDIS_KEY_PREFIX}-schedules",
+                "-n",
+                f"schedules-{self.worker_name}",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+            ],
+        )
+        self.wait_for_log("dispatcher", "ready", 60)
+
     def wait_for_log(self, name: str, text: str, timeout: float) -> None:
         path = self.logs / f"{name}-{os.getpid()}.log"
         deadline = time.monotonic() + timeout
@@ -158,7 +184,7 @@ class LiveStack:
         self._worker_log_offset = len(path.read_text(errors="replace"))
 
     def stop(self) -> None:
-        for process in (self.web, self.worker):
+        for process in (self.web, self.worker, self.dispatcher):
             if process is not None and process.poll() is None:
                 os.killpg(process.pid, signal.SIGTERM)
                 try:

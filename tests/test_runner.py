@@ -126,9 +126,9 @@ def test_the_telegram_bridge_runs_only_when_a_token_is_configured():
     from hermes_site.runner import processes
 
     without = processes({"PORT": "8000"})
-    assert set(without) == {"valkey", "web", "worker", "reviews"}
+    assert set(without) == {"valkey", "web", "worker", "reviews", "schedules"}
     with_token = processes({"PORT": "8000", "TELEGRAM_BOT_TOKEN": "123:abc"})
-    assert set(with_token) == {"valkey", "web", "worker", "reviews", "telegram"}
+    assert set(with_token) == {"valkey", "web", "worker", "reviews", "schedules", "telegram"}
     assert with_token["telegram"][-2:] == ["manage.py", "run_telegram_bot"]
     on_redis = processes({"PORT": "8000", "REDIS_URL": "redis://127.0.0.1:6379/0"})
     assert "valkey" not in on_redis

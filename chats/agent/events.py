@@ -178,6 +178,45 @@ def publish(chat_id: int, event_type: str, **data) -> dict | None:
     return event
 
 
+def publish_many(events: list[tuple[int, str, dict]]) -> None:
+    """`publish` for many events (chat id, type, data) in one Redis round trip (a pipeline of
+    the same script), then broadcast those whose chat has listeners: for a batch of new
+    messages in many chats (scheduled runs). Best effort, as `publish`."""
+    if not events:
+        return
+    encoded, groups = [], []
+    for chat_id, event_type, data in events:
+        event = {
+            "type": event_type,
+            "chat_id": chat_id,
+            "ts": datetime.now(UTC).isoformat(timespec="milliseconds"),
+            **data,
+        }
+        group = chat_group_name(chat_id)
+        group_key = _group_key(group)
+        keys = [_seq_key(chat_id), _replay_key(chat_id)] + ([group_key] if group_key else [])
+        encoded.append((keys, json.dumps(event, ensure_ascii=False)[1:]))
+        groups.append(group)
+
+    def append_all(client):
+        script = client.register_script(_APPEND)
+        pipeline = client.pipeline(transaction=False)
+        for keys, body in encoded:
+            script(keys=keys, args=[body, REPLAY_LENGTH, REPLAY_TTL_SECONDS], client=pipeline)
+        return pipeline.execute()
+
+    appended = guarded(append_all, default=None, what="publish events")
+    if appended is None:
+        return  # Redis is down: the stored history stays the source of truth
+    for group, (raw, listeners) in zip(groups, appended, strict=True):
+        if not listeners:
+            continue
+        try:
+            _group_send(group, {"type": CHANNEL_MESSAGE_TYPE, "event": json.loads(raw)})
+        except Exception:  # noqa: BLE001 - subscribers catch up from the replay buffer
+            logger.warning("could not broadcast an event to %s", group, exc_info=True)
+
+
 def events_since(chat_id: int, after_seq: int) -> list[dict]:
     """Recorded events of a chat with seq > after_seq, in order (the replay buffer is bounded);
     reads and decodes only those events, not the whole buffer."""

@@ -44,3 +44,14 @@ def clear_interrupt(turn_id: int) -> None:
     with _local_lock:
         _local_flags.pop(turn_id, None)
     guarded(lambda r: r.delete(_key(turn_id)), default=None, what="interrupt clear")
+
+
+def clear_interrupts(turn_ids: list[int]) -> None:
+    """`clear_interrupt` for many turns in one Redis round trip (a batch of new turns)."""
+    if not turn_ids:
+        return
+    with _local_lock:
+        for turn_id in turn_ids:
+            _local_flags.pop(turn_id, None)
+    keys = [_key(turn_id) for turn_id in turn_ids]
+    guarded(lambda r: r.delete(*keys), default=None, what="interrupt clear")

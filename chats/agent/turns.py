@@ -37,10 +37,15 @@ from django.db.models import Exists, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from chats.agent import events
-from chats.agent.interrupts import clear_interrupt, interrupt_reason, request_interrupt
+from chats.agent.interrupts import (
+    clear_interrupt,
+    clear_interrupts,
+    interrupt_reason,
+    request_interrupt,
+)
 from chats.models import BusyMode, Chat, Message, Turn
 from chats.payloads import message_payload
-from chats.rows import insert_row
+from chats.rows import insert_row, insert_rows
 from chats.services import IngestResult, message_append
 from chats.signals import turn_finished
 from hermes_site.redis import guarded
@@ -86,6 +91,41 @@ def turn_request(*, message: Message, enqueue: bool = True, interrupt: bool = Tr
     if enqueue:
         transaction.on_commit(lambda: _enqueue(turn.pk))
     return turn
+
+
+def turns_request_quiet(*, messages: list[Message], enqueue: bool = True) -> list[Turn]:
+    """Queue one turn for each of `messages` as `turn_request(message=..., interrupt=False)`
+    would, in a constant number of queries whatever their number (one multi-row INSERT),
+    and enqueue their tasks after commit. For triggers no person sent (a batch of scheduled
+    runs): nothing running or waiting is stopped, in any busy mode; each new turn is claimed
+    on the normal path (leases, the sweep) once its chat is free. Returns the turns, in the
+    order of `messages`."""
+    if not messages:
+        return []
+    with transaction.atomic(savepoint=False):
+        # No save() override, no signals: as insert_row for one turn.
+        turns = insert_rows(
+            [Turn(chat_id=message.chat_id, trigger=message) for message in messages]
+        )
+    ids = [turn.pk for turn in turns]
+    clear_interrupts(ids)  # ids can come back on SQLite: never inherit an old flag
+    if enqueue:
+        transaction.on_commit(lambda: _enqueue_many(ids))
+    return turns
+
+
+def _enqueue_many(turn_ids: list[int]) -> None:
+    from chats.tasks import run_turn
+    from hermes_site.celery import app
+
+    try:
+        # One broker connection for the whole batch, its messages sent in pipelined round
+        # trips (kombu's publish batch; on a broker without one, one at a time).
+        with app.producer_or_acquire() as producer, producer.batch(max_size=500):
+            for turn_id in turn_ids:
+                run_turn.apply_async((turn_id,), producer=producer)
+    except Exception:  # noqa: BLE001 - the turns stay queued; the sweep enqueues them again
+        logger.error("could not enqueue %s turn(s) (is Redis up?)", len(turn_ids), exc_info=True)
 
 
 def _busy_mode_and_running(chat_id: int) -> tuple[str, int | None, int | None]:

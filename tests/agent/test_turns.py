@@ -129,3 +129,31 @@ def test_a_request_that_must_not_interrupt_leaves_the_running_and_waiting_turns_
     turn_request(message=say("scheduled again"), enqueue=False, interrupt=False)
     running.refresh_from_db()
     assert running.status == Turn.Status.WAITING
+
+
+def test_turns_requested_quietly_stop_nothing_and_inherit_no_old_flag():
+    from chats.agent import interrupts
+    from chats.agent.interrupts import request_interrupt
+    from chats.agent.turns import turns_request_quiet
+
+    busy = message_ingest(channel="web", chat_id="quiet-a", user_id="u1", text="first")
+    running = turn_request(message=busy.message, enqueue=False)
+    Turn.objects.filter(pk=running.pk).update(status=Turn.Status.RUNNING)
+    busy.chat.busy_mode = BusyMode.INTERRUPT
+    busy.chat.save(update_fields=["busy_mode"])
+    later = message_ingest(channel="web", chat_id="quiet-a", user_id="u1", text="second")
+    other = message_ingest(channel="web", chat_id="quiet-b", user_id="u1", text="hello")
+    # Flags left under the ids the new turns will get (ids come back on SQLite), in Redis.
+    upcoming = [running.pk + 1, running.pk + 2]
+    for turn_id in upcoming:
+        request_interrupt(turn_id, "an old flag")
+    interrupts._local_flags.clear()  # only the Redis copies: the other process's view
+    turns = turns_request_quiet(messages=[later.message, other.message], enqueue=False)
+    assert [t.trigger_id for t in turns] == [later.message.pk, other.message.pk]
+    assert [t.pk for t in turns] == upcoming
+    assert all(t.status == Turn.Status.QUEUED for t in turns)
+    # Even in interrupt mode the running turn is not asked to stop.
+    assert interrupt_reason(running.pk) is None
+    assert Turn.objects.get(pk=running.pk).status == Turn.Status.RUNNING
+    for turn_id in upcoming:
+        assert interrupt_reason(turn_id) is None

@@ -41,3 +41,27 @@ def test_insert_row_raises_integrity_errors_like_save():
     with pytest.raises(IntegrityError), transaction.atomic():
         insert_row(ProcessedUpdate(bot_id=1, update_id=7, kind="message", outcome="stored"))
     assert ProcessedUpdate.objects.filter(bot_id=1, update_id=7).count() == 1
+
+
+def test_insert_rows_writes_what_save_writes_for_each_row_in_order():
+    from chats.rows import insert_rows
+
+    result = message_ingest(channel="web", chat_id="rows", user_id="u1", text="hi", message_id=1)
+    chat, message = result.chat, result.message
+    by_save = Turn.objects.create(chat=chat, trigger=message)
+    others = [
+        message_ingest(channel="web", chat_id=f"rows-{i}", user_id="u1", text="hi").message
+        for i in range(3)
+    ]
+    inserted = insert_rows([Turn(chat=m.chat, trigger=m) for m in others])
+    assert [turn.trigger_id for turn in inserted] == [m.pk for m in others]
+    assert all(turn.pk and not turn._state.adding for turn in inserted)
+    for turn in inserted:  # each id names the row of its own trigger
+        stored = Turn.objects.get(pk=turn.pk)
+        assert (stored.chat_id, stored.trigger_id) == (turn.trigger.chat_id, turn.trigger_id)
+        row = {k: v for k, v in model_to_dict(stored).items() if k not in ("id", "chat", "trigger")}
+        expected = model_to_dict(by_save)
+        assert row == {k: v for k, v in expected.items() if k not in ("id", "chat", "trigger")} | {
+            k: v for k, v in row.items() if k.endswith("_at")
+        }
+    assert insert_rows([]) == []

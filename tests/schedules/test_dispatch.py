@@ -56,7 +56,7 @@ def test_a_dispatcher_restarted_on_the_slot_boundary_runs_the_slot_once(make_sch
         raise SystemExit("beat stopped")
 
     with monkeypatch.context() as patch:
-        patch.setattr(dispatch_module.Schedule.objects, "bulk_update", die)
+        patch.setattr(dispatch_module, "update_rows", die)  # advancing next_fire_at
         with pytest.raises(SystemExit):
             dispatch(now=SLOT)
     assert runs(schedule) == [(SLOT, ScheduleRun.Status.DUE)]
@@ -188,14 +188,15 @@ def test_a_run_that_cannot_start_fails_without_blocking_the_others(make_schedule
     from schedules import services
 
     broken, fine = make_schedule(prompt="first"), make_schedule(prompt="second")
-    ingest = services.message_ingest
+    validate = services.validate_text
 
-    def refuse_the_first(**kwargs):
-        if kwargs["text"] == "first":
+    def refuse_the_first(text, *args):
+        if text == "first":
             raise services.IngestError("text", "refused for the test")
-        return ingest(**kwargs)
+        return validate(text, *args)
 
-    monkeypatch.setattr(services, "message_ingest", refuse_the_first)
+    # The batch with both runs fails; started one by one, the first fails, the second runs.
+    monkeypatch.setattr(services, "validate_text", refuse_the_first)
     result = dispatch(now=SLOT + timedelta(seconds=1))
     assert result.started == 1
     failed = broken.runs.get()
@@ -220,11 +221,19 @@ def test_the_heartbeat_says_plainly_when_nothing_dispatches():
 
 
 def test_beat_runs_the_dispatcher_every_few_seconds(settings):
-    from hermes_site.celery import periodic_tasks
+    from hermes_site.celery import app, minute_tasks, periodic_tasks
     from schedules.tasks import dispatch as dispatch_task
 
     settings.SCHEDULES_DISPATCH_SECONDS = 3
     assert ("dispatch-schedules", "schedules.tasks.dispatch", 3) in periodic_tasks()
+    # And at second 0 of every minute, where every cron slot is.
+    assert ("dispatch-schedules-on-the-minute", "schedules.tasks.dispatch") in minute_tasks()
+    # Beat sends it to the dispatcher's own queue, which no turn worker takes.
+    route = app.amqp.router.route({}, "schedules.tasks.dispatch")
+    assert route["queue"].name == f"{settings.REDIS_KEY_PREFIX}-schedules"
+    assert app.amqp.router.route({}, "chats.tasks.run_turn")["queue"].name == (
+        settings.REDIS_KEY_PREFIX
+    )
     assert dispatch_task() == {
         "claimed": 0,
         "missed": 0,
