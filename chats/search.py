@@ -7,9 +7,12 @@ case-insensitive substring, so Chinese needs no word segmentation ("记忆" find
 Everything the syntax does not claim (`%`, `_`, `(`, `NEAR(`, backslashes) is literal.
 
 Indexes (migration 0002): on SQLite an FTS5 trigram table over chats_message.text, on
-PostgreSQL a pg_trgm GIN index. Trigrams need terms of at least three characters; shorter
-terms filter the trigram candidates, and a query without a 3-character term walks the
-readable history newest first until it has enough hits (see bench/search_bench.py).
+PostgreSQL a pg_trgm GIN index (and, for 2-character Chinese words, the pair index of
+migration 0010). Trigrams need terms of at least three characters; shorter terms filter
+the trigram candidates, and a query without a 3-character term walks the readable history
+newest first until it has enough hits (see bench/search_bench.py). On PostgreSQL the
+choice between the index's list and that walk is made by counting, not by the planner's
+estimates (`_postgresql_hit_ids`).
 
 Cheap misses: before building the scoped query, one tiny query asks the index whether the
 required words exist anywhere at all; a word that exists nowhere answers at once. It reads
@@ -42,6 +45,9 @@ __all__ = [
 
 MAX_RESULTS = 200
 TRIGRAM = 3
+# PostgreSQL: how many matches the indexes list before a query walks history instead
+# (see _postgresql_hit_ids).
+INDEX_FIRST_CAP = 500
 CJK_FIRST = 0x2E80  # CJK radicals onwards: the characters migration 0010 indexes in pairs
 SNIPPET_CHARS = 160
 SNIPPET_CONTEXT_BEFORE = 50
@@ -384,24 +390,101 @@ def _postgresql_term_sql(term: Term) -> tuple[str, list]:
     return f"m.text {operator} %s", [_like_contains(term.text)]
 
 
+def _postgresql_probe_sql(term: Term) -> tuple[str, list] | None:
+    """A condition an index answers that every message holding `term` meets (a superset:
+    the full test follows), or None: a trigram lookup for 3+ characters, the CJK pair
+    index of migration 0010 for two caseless CJK characters."""
+    if len(term.text) >= TRIGRAM:
+        operator = "ILIKE" if term.text.lower() != term.text.upper() else "LIKE"
+        return f"m.text {operator} %s", [_like_contains(term.text)]
+    if term.text.lower() == term.text.upper() and _is_cjk_pair(term):
+        # Only here: computing the pairs of a text costs ~0.2 ms, so never as a filter.
+        return "chats_cjk_bigrams(m.text) @> ARRAY[%s]::text[]", [term.text]
+    return None
+
+
+def _postgresql_text_sql(parsed: SearchQuery) -> tuple[str, list]:
+    """Every clause and exclusion of `parsed` as exact conditions on `m.text`."""
+    pieces, params = [], []
+    for clause in parsed.clauses:
+        piece, piece_params = _any_of(clause, _postgresql_term_sql)
+        pieces.append(piece)
+        params += piece_params
+    for term in parsed.excluded:
+        piece, piece_params = _postgresql_term_sql(term)
+        pieces.append(f"NOT {piece}")
+        params += piece_params
+    return " AND ".join(pieces) or "TRUE", params
+
+
+def _postgresql_probes_sql(parsed: SearchQuery) -> tuple[str, list] | None:
+    """The probes of every required clause whose alternatives all have one, ANDed: what
+    the indexes can list; None when no clause has probes."""
+    pieces, params = [], []
+    for clause in parsed.clauses:
+        probes = [_postgresql_probe_sql(term) for term in clause]
+        if all(probes):
+            pieces.append("(" + " OR ".join(sql for sql, _ in probes) + ")")
+            params += [param for _, probe_params in probes for param in probe_params]
+    return (" AND ".join(pieces), params) if pieces else None
+
+
 def _postgresql_hit_ids(
     parsed: SearchQuery, scope_sql: str, scope_params: list, limit: int
 ) -> tuple[str, list]:
+    """SQL for the newest `limit` matching ids, by plans that do not hang on pg_trgm's row
+    estimates (often 10x off either way: a high guess for a rare word made PostgreSQL walk
+    the whole history newest first, 30-50 ms at 100,000 messages).
+
+    When a required clause is indexable (words of 3+ characters, Chinese pairs), one
+    statement does one of two things:
+
+    - the indexes list the messages holding the words first (`found`, a MATERIALIZED CTE
+      that the planner cannot turn into a walk), and when there are at most
+      INDEX_FIRST_CAP of them the scope filters that short list;
+    - with more (a common word) the scope is walked newest first until `limit` hits, which
+      then comes early. Only INDEX_FIRST_CAP + 1 rows of `found` are read to tell which
+      (a CTE yields rows as they are asked for), and the other branch never runs (its
+      condition is a one-time filter).
+
+    Without an indexable clause (only 1-2 character words, or only exclusions) it walks.
+    """
     roles_sql, roles_params = _roles_sql()
-    filters, filter_params = [roles_sql], list(roles_params)
-    for clause in parsed.clauses:
-        piece, piece_params = _any_of(clause, _postgresql_term_sql)
-        filters.append(piece)
-        filter_params += piece_params
-    for term in parsed.excluded:
-        piece, piece_params = _postgresql_term_sql(term)
-        filters.append(f"NOT {piece}")
-        filter_params += piece_params
+    text_sql, text_params = _postgresql_text_sql(parsed)
+
+    def walk_sql(gate: str) -> str:
+        return (
+            f"SELECT m.id FROM chats_message m WHERE {gate}{scope_sql} AND {roles_sql}"
+            f" AND {text_sql} ORDER BY m.id DESC LIMIT %s"
+        )
+
+    walk_params = [*scope_params, *roles_params, *text_params, limit]
+    probes = _postgresql_probes_sql(parsed)
+    if probes is None:
+        return walk_sql(""), walk_params
+    probes_sql, probes_params = probes
     sql = (
-        f"SELECT m.id FROM chats_message m WHERE {scope_sql} AND {' AND '.join(filters)}"
-        " ORDER BY m.id DESC LIMIT %s"
+        "WITH found AS MATERIALIZED ("
+        " SELECT m.id, m.chat_id, m.actor_id, m.role, m.created_at, m.text"
+        f" FROM chats_message m WHERE {probes_sql}"
+        "), counted AS MATERIALIZED ("
+        " SELECT count(*) AS n FROM (SELECT 1 FROM found LIMIT %s) AS capped"
+        ") (SELECT m.id FROM found m WHERE (SELECT n FROM counted) <= %s"
+        f" AND {scope_sql} AND {roles_sql} AND {text_sql} ORDER BY m.id DESC LIMIT %s"
+        ") UNION ALL (" + walk_sql("(SELECT n FROM counted) > %s AND ") + ")"
     )
-    return sql, [*scope_params, *filter_params, limit]
+    params = [
+        *probes_params,
+        INDEX_FIRST_CAP + 1,
+        INDEX_FIRST_CAP,
+        *scope_params,
+        *roles_params,
+        *text_params,
+        limit,
+        INDEX_FIRST_CAP,
+        *walk_params,
+    ]
+    return sql, params
 
 
 # --- Snippets ---------------------------------------------------------------------------

@@ -359,8 +359,11 @@ def test_the_trigram_index_can_serve_the_query(team_chat, owner):
             return
         # Whether the planner picks the index depends on statistics (tiny test tables are
         # scanned); what must hold is that every term predicate is one the index serves.
-        predicates = re.findall(r"m\.text I?LIKE '(?:[^']|'')*'", sql)
+        predicates = set(re.findall(r"m\.text I?LIKE '(?:[^']|'')*'", sql))
         assert len(predicates) == 2
+        # The index-first branch probes the CJK pair through migration 0010's index.
+        probes = set(re.findall(r"chats_cjk_bigrams\(m\.text\) @> ARRAY\['[^']*'\]::text\[\]", sql))
+        assert probes == {"chats_cjk_bigrams(m.text) @> ARRAY['记忆']::text[]"}
         cursor.execute("SET enable_seqscan = off")
         cursor.execute("SET enable_indexscan = off")
         try:
@@ -368,6 +371,10 @@ def test_the_trigram_index_can_serve_the_query(team_chat, owner):
                 cursor.execute(f"EXPLAIN SELECT m.id FROM chats_message m WHERE {predicate}")
                 plan = " ".join(row[0] for row in cursor.fetchall())
                 assert "Bitmap Index Scan on chats_message_text_trgm" in plan, predicate
+            for probe in probes:
+                cursor.execute(f"EXPLAIN SELECT m.id FROM chats_message m WHERE {probe}")
+                plan = " ".join(row[0] for row in cursor.fetchall())
+                assert "Bitmap Index Scan on chats_message_cjk_bigrams" in plan, probe
         finally:
             cursor.execute("RESET enable_seqscan")
             cursor.execute("RESET enable_indexscan")
