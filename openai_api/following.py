@@ -4,7 +4,7 @@ the turn to its end, stop it when the client goes away, and say why it failed.""
 import asyncio
 
 from asgiref.sync import sync_to_async
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.http import StreamingHttpResponse
 
 from chats.agent.events import last_seq
@@ -31,13 +31,28 @@ CHAT_NOT_ALLOWED = (
 )
 
 
+CONFLICT = (
+    "Another request of this conversation was being stored at the same moment; "
+    "send the request again."
+)
+
+
 def land(person, request: ConversationRequest) -> tuple[Landed, int]:
-    """Store the request's new messages; the turn to follow and the event seq to follow it from."""
-    with transaction.atomic():
-        landed = conversation_post(person=person, request=request)
-        # The new turn's events are published after this commits: nothing before this number
-        # belongs to it. A retry follows an earlier turn: from the start of the buffer.
-        after = last_seq(landed.chat.pk) if landed.new else 0
+    """Store the request's new messages; the turn to follow and the event seq to follow it from.
+
+    Two requests of one person land one after the other (`conversation_post`); should a
+    constraint still refuse one (a write this code does not foresee), the client gets a 409
+    it may retry (the `openai` SDK does so by itself), never a 500."""
+    try:
+        with transaction.atomic():
+            landed = conversation_post(person=person, request=request)
+            # The new turn's events are published after this commits: nothing before this
+            # number belongs to it. A retry follows an earlier turn: from the buffer's start.
+            after = last_seq(landed.chat.pk) if landed.new else 0
+    except IntegrityError as exc:
+        raise OpenAIError(
+            409, CONFLICT, code="conversation_conflict", headers={"Retry-After": "1"}
+        ) from exc
     return landed, after
 
 
