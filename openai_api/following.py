@@ -4,6 +4,7 @@ the turn to its end, stop it when the client goes away, and say why it failed.""
 import asyncio
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.http import StreamingHttpResponse
 
@@ -24,6 +25,7 @@ from openai_api.services import (
 )
 
 CLIENT_GONE = "the client disconnected"
+APPROVAL_RETRY_AFTER_SECONDS = 5
 CHAT_NOT_FOUND = "No chat with this key is visible to you."
 CHAT_NOT_ALLOWED = (
     "A personal key posts only in web rooms you are a member of and in your own OpenAI "
@@ -73,6 +75,8 @@ async def stop_turn(landed: Landed) -> None:
 
 
 def failure(event: dict, turn: Turn) -> OpenAIError:
+    if event["type"] == WAITING:
+        return waiting_error(event)
     if event["type"] == "turn.failed":
         return OpenAIError(502, f"The agent's model failed: {turn.error}", code="turn_failed")
     if event["type"] == "stream.closed":
@@ -109,20 +113,55 @@ def sse_response(events) -> StreamingHttpResponse:
     return response
 
 
+WAITING = "turn.waiting"
+
+
 async def follow_to_end(landed: Landed, follow) -> tuple[dict | None, Turn]:
     """Wait for the turn's final event (stopping the turn if the client goes away meanwhile);
-    that event and the turn as stored."""
-    final = None
+    that event and the turn as stored.
+
+    A turn waiting for the person's decision on a tool call is waited for at most
+    OPENAI_API_APPROVAL_WAIT_SECONDS: then the answer is that `turn.waiting` event, and the
+    turn goes on waiting (the client may send the same request again to follow it)."""
+    loop = asyncio.get_running_loop()
+    bound = settings.OPENAI_API_APPROVAL_WAIT_SECONDS
+    final, waiting, deadline = None, None, None
     try:
-        async for event in follow:
-            if event.get("type") in FINAL_EVENTS or event.get("type") == "stream.closed":
+        while True:
+            timeout = None if deadline is None else max(0.0, deadline - loop.time())
+            try:
+                event = await asyncio.wait_for(anext(follow), timeout)
+            except StopAsyncIteration:
+                break
+            except TimeoutError:
+                final = waiting
+                break
+            kind = event.get("type")
+            if kind in FINAL_EVENTS or kind == "stream.closed":
                 final = event
+            elif kind == WAITING:
+                waiting, deadline = event, loop.time() + bound
+            elif kind == "turn.started" and event.get("resumed"):
+                waiting, deadline = None, None
     except asyncio.CancelledError:
         await asyncio.shield(stop_turn(landed))
         raise
     finally:
         await follow.aclose()
     return final, await sync_to_async(outcome)(landed.turn.pk)
+
+
+def waiting_error(event: dict) -> OpenAIError:
+    """The answer to a request whose turn still waits for the person's decision."""
+    reason = event.get("reason") or "a decision"
+    return OpenAIError(
+        409,
+        f"The agent is waiting for {reason}: decide on the dashboard or in Telegram. The turn "
+        "goes on; send the same request again to follow it, or stream (stream=true) to see "
+        "it wait.",
+        code="approval_pending",
+        headers={"Retry-After": str(APPROVAL_RETRY_AFTER_SECONDS)},
+    )
 
 
 def is_final(event: dict) -> bool:
