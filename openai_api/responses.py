@@ -29,7 +29,7 @@ from openai_api.following import (
     stop_turn,
 )
 from openai_api.models import StoredResponse
-from openai_api.parsing import ResponsesRequest, parse_responses, read_json
+from openai_api.parsing import ResponsesRequest, conflicting_chats, parse_responses, read_json
 from openai_api.render import now, response_json
 from openai_api.services import (
     STEP_SEPARATOR,
@@ -38,6 +38,9 @@ from openai_api.services import (
 
 
 def _previous_chat_key(person, parsed: ResponsesRequest) -> ResponsesRequest:
+    """The request continuing the chat of its `previous_response_id` (the person's own, else
+    404). The response decides the chat: a header or `metadata.chat` may name that same
+    chat, another one is a 400 `conflicting_chat` (never silently one of the two)."""
     if parsed.previous_response_id is None:
         return parsed
     previous = (
@@ -51,6 +54,11 @@ def _previous_chat_key(person, parsed: ResponsesRequest) -> ResponsesRequest:
             f"No response {parsed.previous_response_id!r} of yours.",
             param="previous_response_id",
             code="previous_response_not_found",
+        )
+    named = parsed.conversation.chat_key
+    if named is not None and named != previous.chat.chat_key:
+        raise conflicting_chats(
+            "previous_response_id", "X-Hermes-Chat (or metadata.chat)", param="previous_response_id"
         )
     conversation = replace(parsed.conversation, chat_key=previous.chat.chat_key)
     return ResponsesRequest(conversation=conversation, previous_response_id=None)

@@ -298,3 +298,63 @@ def test_a_decision_within_the_bound_gives_the_answer(owner, settings, module):
     response = whole(module, landed, follow)
     assert response.status_code == 200
     assert "Done: reset." in response.content.decode()
+
+
+def own_conversation(person, text):
+    return conversation_post(
+        person=person,
+        request=ConversationRequest(
+            items=(("user", text),), system="", chat_key=None, stream=False, include_usage=False
+        ),
+    )
+
+
+def test_previous_response_id_decides_the_chat_and_a_conflicting_name_is_a_400(owner, sdk_like):
+    from openai_api.models import StoredResponse
+
+    first, other = own_conversation(owner, "first"), own_conversation(owner, "other")
+    StoredResponse.objects.create(
+        response_id="resp_1", person=owner, chat=first.chat, turn=first.turn
+    )
+    stored = Message.objects.count()
+    body = {"model": "hermes-hub", "input": "more", "previous_response_id": "resp_1"}
+    in_header = {"X-Hermes-Chat": other.chat.chat_key}
+    in_metadata = body | {"metadata": {"chat": other.chat.chat_key}}
+    for response in (
+        sdk_like.post("/v1/responses", body, headers=in_header),
+        sdk_like.post("/v1/responses", in_metadata),
+    ):
+        error = assert_openai_error(
+            response, 400, code="conflicting_chat", param="previous_response_id"
+        )
+        assert "previous_response_id" in error["message"]
+    assert Message.objects.count() == stored
+    # Naming the response's own chat as well is no conflict.
+    parsed = responses.parse_responses(
+        type("Request", (), {"headers": {"X-Hermes-Chat": first.chat.chat_key}})(), body
+    )
+    assert responses._previous_chat_key(owner, parsed).conversation.chat_key == first.chat.chat_key
+
+
+def test_every_way_of_naming_a_chat_must_agree(owner, sdk_like):
+    mine = own_conversation(owner, "mine")
+    stored = Message.objects.count()
+    header = {"X-Hermes-Chat": mine.chat.chat_key}
+    elsewhere = {"chat": "openai:elsewhere"}
+    cases = [
+        (URL, hello(metadata=elsewhere), "metadata.chat"),
+        (
+            "/v1/responses",
+            {"model": "hermes-hub", "input": "x", "metadata": elsewhere},
+            "metadata.chat",
+        ),
+        (
+            "/v1/responses",
+            {"model": "hermes-hub", "input": "x", "conversation": "openai:elsewhere"},
+            "conversation",
+        ),
+    ]
+    for url, body, param in cases:
+        response = sdk_like.post(url, body, headers=header)
+        assert_openai_error(response, 400, code="conflicting_chat", param=param)
+    assert Message.objects.count() == stored
