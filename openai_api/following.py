@@ -16,6 +16,7 @@ from chats.services import IngestError
 from openai_api.errors import OpenAIError, bad_request
 from openai_api.parsing import ConversationRequest
 from openai_api.services import (
+    STEP_SEPARATOR,
     ChatNotAllowed,
     ChatNotFound,
     Landed,
@@ -166,3 +167,29 @@ def waiting_error(event: dict) -> OpenAIError:
 
 def is_final(event: dict) -> bool:
     return event.get("type") in FINAL_EVENTS or event.get("type") == "stream.closed"
+
+
+class StreamedText:
+    """The answer's text as both streams send it: each delta as it comes, a blank line
+    between a tool step and the text after it (as `visible_answer` joins them), and at the
+    end whatever the stored answer has beyond what was streamed."""
+
+    def __init__(self):
+        self.sent: list[str] = []
+        self.step_ended = False  # a tool step came after the text sent so far
+
+    def tool_started(self) -> None:
+        self.step_ended = True
+
+    def pieces(self, delta: str) -> list[str]:
+        """What to send for one `turn.delta`."""
+        pieces = [STEP_SEPARATOR, delta] if self.step_ended and self.sent else [delta]
+        self.step_ended = False
+        self.sent += pieces
+        return pieces
+
+    def rest(self, answer: str) -> str:
+        """The end of `answer` the deltas did not send ("" when they sent it all, or when
+        what they sent is not its beginning)."""
+        streamed = "".join(self.sent)
+        return answer[len(streamed) :] if answer.startswith(streamed) else ""

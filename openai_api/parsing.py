@@ -142,6 +142,19 @@ def _stream_flags(payload: dict) -> tuple[bool, bool]:
     return stream, bool(options.get("include_usage"))
 
 
+def _sort_message(message: dict, param: str, items: list, notes: list) -> None:
+    """One message of `messages` / `input` (`param` names it): its text goes to the
+    conversation (user, assistant) or to the client's note (system, developer)."""
+    role = message.get("role")
+    text = _text(message.get("content"), f"{param}.content")
+    if role in NOTE_ROLES:
+        notes.append(text)
+    elif role in CONVERSATION_ROLES:
+        items.append((role, text))
+    else:
+        raise bad_request(f"{param}.role {role!r} is not supported.", param=f"{param}.role")
+
+
 def parse_chat_completion(request: HttpRequest, payload: dict) -> ConversationRequest:
     """A `POST /v1/chat/completions` body as a ConversationRequest, or OpenAIError 400/404."""
     check_model(payload)
@@ -159,13 +172,7 @@ def parse_chat_completion(request: HttpRequest, payload: dict) -> ConversationRe
         role = message.get("role")
         if role == "tool" or message.get("tool_calls") or message.get("function_call"):
             raise bad_request(TOOLS_REFUSED.format("tool messages"), param=param)
-        text = _text(message.get("content"), f"{param}.content")
-        if role in NOTE_ROLES:
-            notes.append(text)
-        elif role in CONVERSATION_ROLES:
-            items.append((role, text))
-        else:
-            raise bad_request(f"{param}.role {role!r} is not supported.", param=f"{param}.role")
+        _sort_message(message, param, items, notes)
     if not items or items[-1][0] != "user" or not items[-1][1].strip():
         raise bad_request("The last message must be a non-empty user message.", param="messages")
     stream, include_usage = _stream_flags(payload)
@@ -191,14 +198,7 @@ def _input_items(value: object) -> tuple[list[tuple[str, str]], list[str]]:
                 f"{param}: only message items are supported (the agent runs its own tools).",
                 param=param,
             )
-        role = item.get("role")
-        text = _text(item.get("content"), f"{param}.content")
-        if role in NOTE_ROLES:
-            notes.append(text)
-        elif role in CONVERSATION_ROLES:
-            items.append((role, text))
-        else:
-            raise bad_request(f"{param}.role {role!r} is not supported.", param=f"{param}.role")
+        _sort_message(item, param, items, notes)
     return items, notes
 
 

@@ -17,6 +17,7 @@ from openai_api.auth import personal_key_person
 from openai_api.errors import OpenAIError, openai_error_response
 from openai_api.following import (
     LANDING_ERRORS,
+    StreamedText,
     answer_of,
     failure,
     follow_to_end,
@@ -31,10 +32,7 @@ from openai_api.following import (
 from openai_api.models import StoredResponse
 from openai_api.parsing import ResponsesRequest, conflicting_chats, parse_responses, read_json
 from openai_api.render import now, response_json
-from openai_api.services import (
-    STEP_SEPARATOR,
-    Landed,
-)
+from openai_api.services import Landed
 
 
 def _previous_chat_key(person, parsed: ResponsesRequest) -> ResponsesRequest:
@@ -125,8 +123,7 @@ async def _events(landed: Landed, follow, response_id: str):
     item = {"type": "message", "id": item_id, "status": "in_progress", "role": "assistant"}
     part = {"type": "output_text", "text": "", "annotations": []}
     at = {"item_id": item_id, "output_index": 0, "content_index": 0}
-    sent: list[str] = []
-    step_ended = False
+    streamed = StreamedText()
     try:
         yield event("response.created", response=snapshot("in_progress"))
         yield event("response.in_progress", response=snapshot("in_progress"))
@@ -137,16 +134,10 @@ async def _events(landed: Landed, follow, response_id: str):
             if update is KEEPALIVE:
                 yield ": keep-alive\n\n"
             elif kind == "turn.delta":
-                if step_ended and sent:
-                    sent.append(STEP_SEPARATOR)
-                    yield event(
-                        "response.output_text.delta", **at, delta=STEP_SEPARATOR, logprobs=[]
-                    )
-                step_ended = False
-                sent.append(update["text"])
-                yield event("response.output_text.delta", **at, delta=update["text"], logprobs=[])
+                for piece in streamed.pieces(update["text"]):
+                    yield event("response.output_text.delta", **at, delta=piece, logprobs=[])
             elif kind == "tool.started":
-                step_ended = True
+                streamed.tool_started()
             elif kind == "turn.waiting":
                 yield f": waiting for {update.get('reason') or 'a decision'}\n\n"
             elif is_final(update):
@@ -157,11 +148,9 @@ async def _events(landed: Landed, follow, response_id: str):
                     yield event("error", message=error["message"], code=error["code"], param=None)
                     yield event("response.failed", response=snapshot("failed"))
                     return
-                text, streamed = await sync_to_async(answer_of)(turn), "".join(sent)
-                if text != streamed and text.startswith(streamed):
-                    yield event(
-                        "response.output_text.delta", **at, delta=text[len(streamed) :], logprobs=[]
-                    )
+                text = await sync_to_async(answer_of)(turn)
+                if rest := streamed.rest(text):
+                    yield event("response.output_text.delta", **at, delta=rest, logprobs=[])
                 yield event("response.output_text.done", **at, text=text, logprobs=[])
                 yield event("response.content_part.done", **at, part=part | {"text": text})
                 done = item | {"status": "completed", "content": [part | {"text": text}]}
