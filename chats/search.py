@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import EmptyResultSet
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Q
 from django.db.models.expressions import RawSQL
 
@@ -117,19 +117,15 @@ def _search(parsed: SearchQuery, scope_sql: str, scope_params: list, limit: int)
     scope_sql = " AND ".join([scope_sql, *filters_sql])
     scope_params = [*scope_params, *filters_params]
     if connection.vendor == "sqlite":
-        ids_sql, ids_params = _sqlite_hit_ids(parsed, scope_sql, scope_params, limit)
+        ids = RawSQL(*_sqlite_hit_ids(parsed, scope_sql, scope_params, limit))
     elif connection.vendor == "postgresql":
-        ids_sql, ids_params = _postgresql_hit_ids(parsed, scope_sql, scope_params, limit)
+        ids = _postgresql_hit_ids(parsed, scope_sql, scope_params, limit)
     else:
         raise NotImplementedError(
             f"message search supports SQLite and PostgreSQL, not {connection.vendor}"
         )
 
-    messages = (
-        Message.objects.filter(id__in=RawSQL(ids_sql, ids_params))
-        .select_related("actor", "chat")
-        .order_by("-id")
-    )
+    messages = Message.objects.filter(id__in=ids).select_related("actor", "chat").order_by("-id")
     terms = parsed.highlight_terms
     return [_hit(message, terms) for message in messages]
 
@@ -429,62 +425,72 @@ def _postgresql_probes_sql(parsed: SearchQuery) -> tuple[str, list] | None:
     return (" AND ".join(pieces), params) if pieces else None
 
 
+# A walk: the only plans left are index scans (the id index newest first, or (chat_id, id)).
+WALK_SETTINGS = ("enable_seqscan", "enable_bitmapscan")
+
+
 def _postgresql_hit_ids(
     parsed: SearchQuery, scope_sql: str, scope_params: list, limit: int
-) -> tuple[str, list]:
-    """SQL for the newest `limit` matching ids, by plans that do not hang on pg_trgm's row
+) -> list[int]:
+    """The newest `limit` matching ids, by plans that do not hang on pg_trgm's row
     estimates (often 10x off either way: a high guess for a rare word made PostgreSQL walk
-    the whole history newest first, 30-50 ms at 100,000 messages).
+    the whole history newest first, a low one for a common word made it check every
+    message holding it; 30-150 ms at 100,000 messages).
 
-    When a required clause is indexable (words of 3+ characters, Chinese pairs), one
-    statement does one of two things:
-
-    - the indexes list the messages holding the words first (`found`, a MATERIALIZED CTE
-      that the planner cannot turn into a walk), and when there are at most
-      INDEX_FIRST_CAP of them the scope filters that short list;
-    - with more (a common word) the scope is walked newest first until `limit` hits, which
-      then comes early. Only INDEX_FIRST_CAP + 1 rows of `found` are read to tell which
-      (a CTE yields rows as they are asked for), and the other branch never runs (its
-      condition is a one-time filter).
-
-    Without an indexable clause (only 1-2 character words, or only exclusions) it walks.
+    1. When a required clause is indexable (words of 3+ characters, Chinese pairs), the
+       indexes list the messages that may hold the words (`found`, a MATERIALIZED CTE the
+       planner cannot turn into a walk), counted up to INDEX_FIRST_CAP + 1 (a CTE yields
+       rows as they are asked for). At most INDEX_FIRST_CAP: the exact test and the scope
+       filter that short list, and that is the answer.
+    2. More (a common word), or nothing indexable (1-2 character words, only exclusions):
+       walk the scope newest first until `limit` hits, with sequential and bitmap scans
+       off for that statement so that the planner cannot choose to read every candidate.
     """
     roles_sql, roles_params = _roles_sql()
     text_sql, text_params = _postgresql_text_sql(parsed)
-
-    def walk_sql(gate: str) -> str:
-        return (
-            f"SELECT m.id FROM chats_message m WHERE {gate}{scope_sql} AND {roles_sql}"
+    probes = _postgresql_probes_sql(parsed)
+    with connection.cursor() as cursor:
+        if probes is not None:
+            probes_sql, probes_params = probes
+            cursor.execute(
+                "WITH found AS MATERIALIZED ("
+                " SELECT m.id, m.chat_id, m.actor_id, m.role, m.created_at, m.text"
+                f" FROM chats_message m WHERE {probes_sql}"
+                "), counted AS MATERIALIZED ("
+                " SELECT count(*) AS n FROM (SELECT 1 FROM found LIMIT %s) AS capped"
+                ") SELECT (SELECT n FROM counted), ARRAY("
+                # A one-time filter: with more candidates, `found` is not read further.
+                " SELECT m.id FROM found m WHERE (SELECT n FROM counted) <= %s"
+                f" AND {scope_sql} AND {roles_sql} AND {text_sql} ORDER BY m.id DESC LIMIT %s)",
+                [
+                    *probes_params,
+                    INDEX_FIRST_CAP + 1,
+                    INDEX_FIRST_CAP,
+                    *scope_params,
+                    *roles_params,
+                    *text_params,
+                    limit,
+                ],
+            )
+            candidates, ids = cursor.fetchone()
+            if candidates <= INDEX_FIRST_CAP:
+                return list(ids)
+        walk_sql = (
+            f"SELECT m.id FROM chats_message m WHERE {scope_sql} AND {roles_sql}"
             f" AND {text_sql} ORDER BY m.id DESC LIMIT %s"
         )
-
-    walk_params = [*scope_params, *roles_params, *text_params, limit]
-    probes = _postgresql_probes_sql(parsed)
-    if probes is None:
-        return walk_sql(""), walk_params
-    probes_sql, probes_params = probes
-    sql = (
-        "WITH found AS MATERIALIZED ("
-        " SELECT m.id, m.chat_id, m.actor_id, m.role, m.created_at, m.text"
-        f" FROM chats_message m WHERE {probes_sql}"
-        "), counted AS MATERIALIZED ("
-        " SELECT count(*) AS n FROM (SELECT 1 FROM found LIMIT %s) AS capped"
-        ") (SELECT m.id FROM found m WHERE (SELECT n FROM counted) <= %s"
-        f" AND {scope_sql} AND {roles_sql} AND {text_sql} ORDER BY m.id DESC LIMIT %s"
-        ") UNION ALL (" + walk_sql("(SELECT n FROM counted) > %s AND ") + ")"
-    )
-    params = [
-        *probes_params,
-        INDEX_FIRST_CAP + 1,
-        INDEX_FIRST_CAP,
-        *scope_params,
-        *roles_params,
-        *text_params,
-        limit,
-        INDEX_FIRST_CAP,
-        *walk_params,
-    ]
-    return sql, params
+        walk_params = [*scope_params, *roles_params, *text_params, limit]
+        with transaction.atomic():
+            # SET LOCAL outlives a savepoint: the previous values are put back by hand.
+            reads = ", ".join(f"current_setting('{name}')" for name in WALK_SETTINGS)
+            sets = ", ".join(f"set_config('{name}', 'off', true)" for name in WALK_SETTINGS)
+            cursor.execute(f"SELECT {reads}, {sets}")
+            previous = cursor.fetchone()[: len(WALK_SETTINGS)]
+            cursor.execute(walk_sql, walk_params)
+            ids = [row[0] for row in cursor.fetchall()]
+            restores = ", ".join(f"set_config('{name}', %s, true)" for name in WALK_SETTINGS)
+            cursor.execute(f"SELECT {restores}", list(previous))
+        return ids
 
 
 # --- Snippets ---------------------------------------------------------------------------
