@@ -7,12 +7,9 @@ case-insensitive substring, so Chinese needs no word segmentation ("记忆" find
 Everything the syntax does not claim (`%`, `_`, `(`, `NEAR(`, backslashes) is literal.
 
 Indexes (migration 0002): on SQLite an FTS5 trigram table over chats_message.text, on
-PostgreSQL a pg_trgm GIN index (and, for 2-character Chinese words, the pair index of
-migration 0010). Trigrams need terms of at least three characters; shorter terms filter
-the trigram candidates, and a query without a 3-character term walks the readable history
-newest first until it has enough hits (see bench/search_bench.py). On PostgreSQL the
-choice between the index's list and that walk is made by counting, not by the planner's
-estimates (`_postgresql_hit_ids`).
+PostgreSQL a pg_trgm GIN index. Trigrams need terms of at least three characters; shorter
+terms filter the trigram candidates, and a query without a 3-character term walks the
+readable history newest first until it has enough hits (see bench/search_bench.py).
 
 Cheap misses: before building the scoped query, one tiny query asks the index whether the
 required words exist anywhere at all; a word that exists nowhere answers at once. It reads
@@ -25,7 +22,7 @@ from dataclasses import dataclass
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import EmptyResultSet
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models import Q
 from django.db.models.expressions import RawSQL
 
@@ -45,9 +42,6 @@ __all__ = [
 
 MAX_RESULTS = 200
 TRIGRAM = 3
-# PostgreSQL: how many matches the indexes list before a query walks history instead
-# (see _postgresql_hit_ids).
-INDEX_FIRST_CAP = 500
 CJK_FIRST = 0x2E80  # CJK radicals onwards: the characters migration 0010 indexes in pairs
 SNIPPET_CHARS = 160
 SNIPPET_CONTEXT_BEFORE = 50
@@ -117,15 +111,19 @@ def _search(parsed: SearchQuery, scope_sql: str, scope_params: list, limit: int)
     scope_sql = " AND ".join([scope_sql, *filters_sql])
     scope_params = [*scope_params, *filters_params]
     if connection.vendor == "sqlite":
-        ids = RawSQL(*_sqlite_hit_ids(parsed, scope_sql, scope_params, limit))
+        ids_sql, ids_params = _sqlite_hit_ids(parsed, scope_sql, scope_params, limit)
     elif connection.vendor == "postgresql":
-        ids = _postgresql_hit_ids(parsed, scope_sql, scope_params, limit)
+        ids_sql, ids_params = _postgresql_hit_ids(parsed, scope_sql, scope_params, limit)
     else:
         raise NotImplementedError(
             f"message search supports SQLite and PostgreSQL, not {connection.vendor}"
         )
 
-    messages = Message.objects.filter(id__in=ids).select_related("actor", "chat").order_by("-id")
+    messages = (
+        Message.objects.filter(id__in=RawSQL(ids_sql, ids_params))
+        .select_related("actor", "chat")
+        .order_by("-id")
+    )
     terms = parsed.highlight_terms
     return [_hit(message, terms) for message in messages]
 
@@ -386,111 +384,24 @@ def _postgresql_term_sql(term: Term) -> tuple[str, list]:
     return f"m.text {operator} %s", [_like_contains(term.text)]
 
 
-def _postgresql_probe_sql(term: Term) -> tuple[str, list] | None:
-    """A condition an index answers that every message holding `term` meets (a superset:
-    the full test follows), or None: a trigram lookup for 3+ characters, the CJK pair
-    index of migration 0010 for two caseless CJK characters."""
-    if len(term.text) >= TRIGRAM:
-        operator = "ILIKE" if term.text.lower() != term.text.upper() else "LIKE"
-        return f"m.text {operator} %s", [_like_contains(term.text)]
-    if term.text.lower() == term.text.upper() and _is_cjk_pair(term):
-        # Only here: computing the pairs of a text costs ~0.2 ms, so never as a filter.
-        return "chats_cjk_bigrams(m.text) @> ARRAY[%s]::text[]", [term.text]
-    return None
-
-
-def _postgresql_text_sql(parsed: SearchQuery) -> tuple[str, list]:
-    """Every clause and exclusion of `parsed` as exact conditions on `m.text`."""
-    pieces, params = [], []
-    for clause in parsed.clauses:
-        piece, piece_params = _any_of(clause, _postgresql_term_sql)
-        pieces.append(piece)
-        params += piece_params
-    for term in parsed.excluded:
-        piece, piece_params = _postgresql_term_sql(term)
-        pieces.append(f"NOT {piece}")
-        params += piece_params
-    return " AND ".join(pieces) or "TRUE", params
-
-
-def _postgresql_probes_sql(parsed: SearchQuery) -> tuple[str, list] | None:
-    """The probes of every required clause whose alternatives all have one, ANDed: what
-    the indexes can list; None when no clause has probes."""
-    pieces, params = [], []
-    for clause in parsed.clauses:
-        probes = [_postgresql_probe_sql(term) for term in clause]
-        if all(probes):
-            pieces.append("(" + " OR ".join(sql for sql, _ in probes) + ")")
-            params += [param for _, probe_params in probes for param in probe_params]
-    return (" AND ".join(pieces), params) if pieces else None
-
-
-# A walk: the only plans left are index scans (the id index newest first, or (chat_id, id)).
-WALK_SETTINGS = ("enable_seqscan", "enable_bitmapscan")
-
-
 def _postgresql_hit_ids(
     parsed: SearchQuery, scope_sql: str, scope_params: list, limit: int
-) -> list[int]:
-    """The newest `limit` matching ids, by plans that do not hang on pg_trgm's row
-    estimates (often 10x off either way: a high guess for a rare word made PostgreSQL walk
-    the whole history newest first, a low one for a common word made it check every
-    message holding it; 30-150 ms at 100,000 messages).
-
-    1. When a required clause is indexable (words of 3+ characters, Chinese pairs), the
-       indexes list the messages that may hold the words (`found`, a MATERIALIZED CTE the
-       planner cannot turn into a walk), counted up to INDEX_FIRST_CAP + 1 (a CTE yields
-       rows as they are asked for). At most INDEX_FIRST_CAP: the exact test and the scope
-       filter that short list, and that is the answer.
-    2. More (a common word), or nothing indexable (1-2 character words, only exclusions):
-       walk the scope newest first until `limit` hits, with sequential and bitmap scans
-       off for that statement so that the planner cannot choose to read every candidate.
-    """
+) -> tuple[str, list]:
     roles_sql, roles_params = _roles_sql()
-    text_sql, text_params = _postgresql_text_sql(parsed)
-    probes = _postgresql_probes_sql(parsed)
-    with connection.cursor() as cursor:
-        if probes is not None:
-            probes_sql, probes_params = probes
-            cursor.execute(
-                "WITH found AS MATERIALIZED ("
-                " SELECT m.id, m.chat_id, m.actor_id, m.role, m.created_at, m.text"
-                f" FROM chats_message m WHERE {probes_sql}"
-                "), counted AS MATERIALIZED ("
-                " SELECT count(*) AS n FROM (SELECT 1 FROM found LIMIT %s) AS capped"
-                ") SELECT (SELECT n FROM counted), ARRAY("
-                # A one-time filter: with more candidates, `found` is not read further.
-                " SELECT m.id FROM found m WHERE (SELECT n FROM counted) <= %s"
-                f" AND {scope_sql} AND {roles_sql} AND {text_sql} ORDER BY m.id DESC LIMIT %s)",
-                [
-                    *probes_params,
-                    INDEX_FIRST_CAP + 1,
-                    INDEX_FIRST_CAP,
-                    *scope_params,
-                    *roles_params,
-                    *text_params,
-                    limit,
-                ],
-            )
-            candidates, ids = cursor.fetchone()
-            if candidates <= INDEX_FIRST_CAP:
-                return list(ids)
-        walk_sql = (
-            f"SELECT m.id FROM chats_message m WHERE {scope_sql} AND {roles_sql}"
-            f" AND {text_sql} ORDER BY m.id DESC LIMIT %s"
-        )
-        walk_params = [*scope_params, *roles_params, *text_params, limit]
-        with transaction.atomic():
-            # SET LOCAL outlives a savepoint: the previous values are put back by hand.
-            reads = ", ".join(f"current_setting('{name}')" for name in WALK_SETTINGS)
-            sets = ", ".join(f"set_config('{name}', 'off', true)" for name in WALK_SETTINGS)
-            cursor.execute(f"SELECT {reads}, {sets}")
-            previous = cursor.fetchone()[: len(WALK_SETTINGS)]
-            cursor.execute(walk_sql, walk_params)
-            ids = [row[0] for row in cursor.fetchall()]
-            restores = ", ".join(f"set_config('{name}', %s, true)" for name in WALK_SETTINGS)
-            cursor.execute(f"SELECT {restores}", list(previous))
-        return ids
+    filters, filter_params = [roles_sql], list(roles_params)
+    for clause in parsed.clauses:
+        piece, piece_params = _any_of(clause, _postgresql_term_sql)
+        filters.append(piece)
+        filter_params += piece_params
+    for term in parsed.excluded:
+        piece, piece_params = _postgresql_term_sql(term)
+        filters.append(f"NOT {piece}")
+        filter_params += piece_params
+    sql = (
+        f"SELECT m.id FROM chats_message m WHERE {scope_sql} AND {' AND '.join(filters)}"
+        " ORDER BY m.id DESC LIMIT %s"
+    )
+    return sql, [*scope_params, *filter_params, limit]
 
 
 # --- Snippets ---------------------------------------------------------------------------

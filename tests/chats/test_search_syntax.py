@@ -25,20 +25,6 @@ def say(text, *, chat_id="team-room", user="u-olivia", name="Olivia", channel="w
     ).message
 
 
-@pytest.fixture(params=["index first", "walk"])
-def search_path(request, monkeypatch):
-    """PostgreSQL answers an indexable query from the index's list of matches when it is
-    short, else by walking history newest first (chats.search._postgresql_hit_ids): test
-    data is always short, so the walk is forced by a cap of 0. SQLite has one path."""
-    from django.db import connection
-
-    if request.param == "walk":
-        if connection.vendor != "postgresql":
-            pytest.skip("one query shape on SQLite")
-        monkeypatch.setattr("chats.search.INDEX_FIRST_CAP", 0)
-    return request.param
-
-
 def found(person, query, **kwargs):
     return [hit.message.text for hit in message_search(person=person, query=query, **kwargs)]
 
@@ -114,11 +100,11 @@ def newest_first(*texts):
         ("部署* 生产*", ["部署新版本到生产环境"]),
     ],
 )
-def test_each_operator_in_both_languages(corpus, owner, query, expected, search_path):
+def test_each_operator_in_both_languages(corpus, owner, query, expected):
     assert found(owner, query, limit=50) == newest_first(*expected), query
 
 
-def test_the_same_results_in_one_chat_and_for_the_agent(corpus, owner, team_chat, search_path):
+def test_the_same_results_in_one_chat_and_for_the_agent(corpus, owner, team_chat):
     for query in ('"ship it"', "部署 OR 记忆", "deploy -friday", "dep*"):
         everywhere = found(owner, query)
         assert found(owner, query, chat=team_chat) == everywhere
@@ -179,11 +165,11 @@ def spread(owner, team_chat):
         ("launch from:olivia in:ops channel:web after:2026-01-31", [3]),
     ],
 )
-def test_each_filter(spread, owner, query, indexes, search_path):
+def test_each_filter(spread, owner, query, indexes):
     assert found(owner, query) == [spread[i] for i in reversed(indexes)], query
 
 
-def test_filters_never_widen_what_a_person_may_read(spread, outsider, member, search_path):
+def test_filters_never_widen_what_a_person_may_read(spread, outsider, member):
     # The member reads the team room only; the telegram and ops chats are the owner's.
     assert found(member, "launch channel:telegram") == []
     assert found(member, "in:ops") == []
@@ -203,9 +189,7 @@ SECRET_QUERIES = ['"falcon rollout"', "falc*", "falcon OR 秘密", '"秘密计�
 
 
 @pytest.mark.parametrize("query", SECRET_QUERIES)
-def test_a_phrase_only_in_an_unreadable_chat_finds_nothing(
-    secret, owner, outsider, query, search_path
-):
+def test_a_phrase_only_in_an_unreadable_chat_finds_nothing(secret, owner, outsider, query):
     assert found(owner, query) == ["the nightly falcon rollout 秘密计划 is ready"]
     assert found(outsider, query) == []
 
