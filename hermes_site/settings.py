@@ -290,6 +290,9 @@ API_RATE_LIMIT_PER_MINUTE = env_int("API_RATE_LIMIT_PER_MINUTE", 600, minimum=0)
 API_PAGE_SIZE_MAX = 200
 # The OpenAI-compatible /v1 (docs/OPENAI.md): clients resend whole conversations.
 OPENAI_API_MAX_BODY_BYTES = env_int("OPENAI_API_MAX_BODY_BYTES", 4 * 1024 * 1024, minimum=1024)
+# How long a non-streaming /v1 request waits for the person's decision on a tool call before
+# it answers 409 `approval_pending` (the turn goes on waiting; docs/OPENAI.md).
+OPENAI_API_APPROVAL_WAIT_SECONDS = env_int("OPENAI_API_APPROVAL_WAIT_SECONDS", 60, minimum=0)
 
 # --- Abuse bounds of the dashboard -------------------------------------------------------
 # Messages a person may post from the dashboard composer per minute (0: no limit); counted in

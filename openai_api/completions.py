@@ -19,6 +19,7 @@ from openai_api.auth import personal_key_person
 from openai_api.errors import OpenAIError, openai_error_response
 from openai_api.following import (
     LANDING_ERRORS,
+    StreamedText,
     answer_of,
     failure,
     follow_to_end,
@@ -37,10 +38,7 @@ from openai_api.render import (
     now,
     usage_chunk_json,
 )
-from openai_api.services import (
-    STEP_SEPARATOR,
-    Landed,
-)
+from openai_api.services import Landed
 
 
 @csrf_exempt
@@ -86,8 +84,7 @@ async def _chunks(landed: Landed, follow, completion_id: str, include_usage: boo
             chunk_json(completion_id=completion_id, created=created, delta=delta, **fields)
         )
 
-    sent: list[str] = []
-    step_ended = False  # a tool step came after the text sent so far
+    text = StreamedText()
     try:
         yield chunk({"role": "assistant", "content": ""})
         async for event in follow:
@@ -95,14 +92,10 @@ async def _chunks(landed: Landed, follow, completion_id: str, include_usage: boo
             if event is KEEPALIVE:
                 yield ": keep-alive\n\n"
             elif kind == "turn.delta":
-                if step_ended and sent:
-                    sent.append(STEP_SEPARATOR)
-                    yield chunk({"content": STEP_SEPARATOR})
-                step_ended = False
-                sent.append(event["text"])
-                yield chunk({"content": event["text"]})
+                for piece in text.pieces(event["text"]):
+                    yield chunk({"content": piece})
             elif kind == "tool.started":
-                step_ended = True
+                text.tool_started()
             elif kind == "turn.waiting":
                 reason = event.get("reason") or "a decision"
                 # A comment for raw SSE readers, and a chunk without content that says it.
@@ -117,10 +110,9 @@ async def _chunks(landed: Landed, follow, completion_id: str, include_usage: boo
                 if kind != "turn.finished" or turn.reply is None:
                     yield _data(failure(event, turn).body())
                 else:
-                    text = await sync_to_async(answer_of)(turn)
-                    streamed = "".join(sent)
-                    if text != streamed and text.startswith(streamed):
-                        yield chunk({"content": text[len(streamed) :]})
+                    rest = text.rest(await sync_to_async(answer_of)(turn))
+                    if rest:
+                        yield chunk({"content": rest})
                     yield chunk({}, finish_reason="stop")
                     if include_usage:
                         yield _data(

@@ -4,7 +4,8 @@ the turn to its end, stop it when the client goes away, and say why it failed.""
 import asyncio
 
 from asgiref.sync import sync_to_async
-from django.db import transaction
+from django.conf import settings
+from django.db import IntegrityError, transaction
 from django.http import StreamingHttpResponse
 
 from chats.agent.events import last_seq
@@ -15,6 +16,7 @@ from chats.services import IngestError
 from openai_api.errors import OpenAIError, bad_request
 from openai_api.parsing import ConversationRequest
 from openai_api.services import (
+    STEP_SEPARATOR,
     ChatNotAllowed,
     ChatNotFound,
     Landed,
@@ -24,6 +26,7 @@ from openai_api.services import (
 )
 
 CLIENT_GONE = "the client disconnected"
+APPROVAL_RETRY_AFTER_SECONDS = 5
 CHAT_NOT_FOUND = "No chat with this key is visible to you."
 CHAT_NOT_ALLOWED = (
     "A personal key posts only in web rooms you are a member of and in your own OpenAI "
@@ -31,13 +34,28 @@ CHAT_NOT_ALLOWED = (
 )
 
 
+CONFLICT = (
+    "Another request of this conversation was being stored at the same moment; "
+    "send the request again."
+)
+
+
 def land(person, request: ConversationRequest) -> tuple[Landed, int]:
-    """Store the request's new messages; the turn to follow and the event seq to follow it from."""
-    with transaction.atomic():
-        landed = conversation_post(person=person, request=request)
-        # The new turn's events are published after this commits: nothing before this number
-        # belongs to it. A retry follows an earlier turn: from the start of the buffer.
-        after = last_seq(landed.chat.pk) if landed.new else 0
+    """Store the request's new messages; the turn to follow and the event seq to follow it from.
+
+    Two requests of one person land one after the other (`conversation_post`); should a
+    constraint still refuse one (a write this code does not foresee), the client gets a 409
+    it may retry (the `openai` SDK does so by itself), never a 500."""
+    try:
+        with transaction.atomic():
+            landed = conversation_post(person=person, request=request)
+            # The new turn's events are published after this commits: nothing before this
+            # number belongs to it. A retry follows an earlier turn: from the buffer's start.
+            after = last_seq(landed.chat.pk) if landed.new else 0
+    except IntegrityError as exc:
+        raise OpenAIError(
+            409, CONFLICT, code="conversation_conflict", headers={"Retry-After": "1"}
+        ) from exc
     return landed, after
 
 
@@ -58,6 +76,8 @@ async def stop_turn(landed: Landed) -> None:
 
 
 def failure(event: dict, turn: Turn) -> OpenAIError:
+    if event["type"] == WAITING:
+        return waiting_error(event)
     if event["type"] == "turn.failed":
         return OpenAIError(502, f"The agent's model failed: {turn.error}", code="turn_failed")
     if event["type"] == "stream.closed":
@@ -94,14 +114,36 @@ def sse_response(events) -> StreamingHttpResponse:
     return response
 
 
+WAITING = "turn.waiting"
+
+
 async def follow_to_end(landed: Landed, follow) -> tuple[dict | None, Turn]:
     """Wait for the turn's final event (stopping the turn if the client goes away meanwhile);
-    that event and the turn as stored."""
-    final = None
+    that event and the turn as stored.
+
+    A turn waiting for the person's decision on a tool call is waited for at most
+    OPENAI_API_APPROVAL_WAIT_SECONDS: then the answer is that `turn.waiting` event, and the
+    turn goes on waiting (the client may send the same request again to follow it)."""
+    loop = asyncio.get_running_loop()
+    bound = settings.OPENAI_API_APPROVAL_WAIT_SECONDS
+    final, waiting, deadline = None, None, None
     try:
-        async for event in follow:
-            if event.get("type") in FINAL_EVENTS or event.get("type") == "stream.closed":
+        while True:
+            timeout = None if deadline is None else max(0.0, deadline - loop.time())
+            try:
+                event = await asyncio.wait_for(anext(follow), timeout)
+            except StopAsyncIteration:
+                break
+            except TimeoutError:
+                final = waiting
+                break
+            kind = event.get("type")
+            if kind in FINAL_EVENTS or kind == "stream.closed":
                 final = event
+            elif kind == WAITING:
+                waiting, deadline = event, loop.time() + bound
+            elif kind == "turn.started" and event.get("resumed"):
+                waiting, deadline = None, None
     except asyncio.CancelledError:
         await asyncio.shield(stop_turn(landed))
         raise
@@ -110,5 +152,44 @@ async def follow_to_end(landed: Landed, follow) -> tuple[dict | None, Turn]:
     return final, await sync_to_async(outcome)(landed.turn.pk)
 
 
+def waiting_error(event: dict) -> OpenAIError:
+    """The answer to a request whose turn still waits for the person's decision."""
+    reason = event.get("reason") or "a decision"
+    return OpenAIError(
+        409,
+        f"The agent is waiting for {reason}: decide on the dashboard or in Telegram. The turn "
+        "goes on; send the same request again to follow it, or stream (stream=true) to see "
+        "it wait.",
+        code="approval_pending",
+        headers={"Retry-After": str(APPROVAL_RETRY_AFTER_SECONDS)},
+    )
+
+
 def is_final(event: dict) -> bool:
     return event.get("type") in FINAL_EVENTS or event.get("type") == "stream.closed"
+
+
+class StreamedText:
+    """The answer's text as both streams send it: each delta as it comes, a blank line
+    between a tool step and the text after it (as `visible_answer` joins them), and at the
+    end whatever the stored answer has beyond what was streamed."""
+
+    def __init__(self):
+        self.sent: list[str] = []
+        self.step_ended = False  # a tool step came after the text sent so far
+
+    def tool_started(self) -> None:
+        self.step_ended = True
+
+    def pieces(self, delta: str) -> list[str]:
+        """What to send for one `turn.delta`."""
+        pieces = [STEP_SEPARATOR, delta] if self.step_ended and self.sent else [delta]
+        self.step_ended = False
+        self.sent += pieces
+        return pieces
+
+    def rest(self, answer: str) -> str:
+        """The end of `answer` the deltas did not send ("" when they sent it all, or when
+        what they sent is not its beginning)."""
+        streamed = "".join(self.sent)
+        return answer[len(streamed) :] if answer.startswith(streamed) else ""

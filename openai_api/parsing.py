@@ -107,14 +107,29 @@ def refuse_client_tools(payload: dict) -> None:
             raise bad_request(TOOLS_REFUSED.format(name), param=name, code="tools_not_supported")
 
 
+CONFLICTING_CHATS = "{} and {} name different chats; name one chat, or the same one in both."
+
+
 def _chat_key(request: HttpRequest, payload: dict) -> str | None:
+    """The chat the header `X-Hermes-Chat` or `metadata.chat` names; both may be sent only
+    when they name the same chat (400 `conflicting_chat` otherwise)."""
     metadata = payload.get("metadata")
     if metadata is not None and not isinstance(metadata, dict):
         raise bad_request("metadata must be an object.", param="metadata")
-    key = request.headers.get("X-Hermes-Chat") or (metadata or {}).get("chat")
-    if key is not None and (not isinstance(key, str) or not key.strip()):
+    in_metadata = (metadata or {}).get("chat")
+    if in_metadata is not None and (not isinstance(in_metadata, str) or not in_metadata.strip()):
         raise bad_request("metadata.chat must be a chat key.", param="metadata.chat")
-    return key.strip() if key else None
+    in_header = (request.headers.get("X-Hermes-Chat") or "").strip() or None
+    in_metadata = in_metadata.strip() if in_metadata else None
+    if in_header and in_metadata and in_header != in_metadata:
+        raise conflicting_chats("The X-Hermes-Chat header", "metadata.chat", param="metadata.chat")
+    return in_header or in_metadata
+
+
+def conflicting_chats(first: str, second: str, *, param: str) -> OpenAIError:
+    return bad_request(
+        CONFLICTING_CHATS.format(first, second), param=param, code="conflicting_chat"
+    )
 
 
 def _stream_flags(payload: dict) -> tuple[bool, bool]:
@@ -125,6 +140,19 @@ def _stream_flags(payload: dict) -> tuple[bool, bool]:
     if not isinstance(options, dict):
         raise bad_request("stream_options must be an object.", param="stream_options")
     return stream, bool(options.get("include_usage"))
+
+
+def _sort_message(message: dict, param: str, items: list, notes: list) -> None:
+    """One message of `messages` / `input` (`param` names it): its text goes to the
+    conversation (user, assistant) or to the client's note (system, developer)."""
+    role = message.get("role")
+    text = _text(message.get("content"), f"{param}.content")
+    if role in NOTE_ROLES:
+        notes.append(text)
+    elif role in CONVERSATION_ROLES:
+        items.append((role, text))
+    else:
+        raise bad_request(f"{param}.role {role!r} is not supported.", param=f"{param}.role")
 
 
 def parse_chat_completion(request: HttpRequest, payload: dict) -> ConversationRequest:
@@ -144,13 +172,7 @@ def parse_chat_completion(request: HttpRequest, payload: dict) -> ConversationRe
         role = message.get("role")
         if role == "tool" or message.get("tool_calls") or message.get("function_call"):
             raise bad_request(TOOLS_REFUSED.format("tool messages"), param=param)
-        text = _text(message.get("content"), f"{param}.content")
-        if role in NOTE_ROLES:
-            notes.append(text)
-        elif role in CONVERSATION_ROLES:
-            items.append((role, text))
-        else:
-            raise bad_request(f"{param}.role {role!r} is not supported.", param=f"{param}.role")
+        _sort_message(message, param, items, notes)
     if not items or items[-1][0] != "user" or not items[-1][1].strip():
         raise bad_request("The last message must be a non-empty user message.", param="messages")
     stream, include_usage = _stream_flags(payload)
@@ -176,14 +198,7 @@ def _input_items(value: object) -> tuple[list[tuple[str, str]], list[str]]:
                 f"{param}: only message items are supported (the agent runs its own tools).",
                 param=param,
             )
-        role = item.get("role")
-        text = _text(item.get("content"), f"{param}.content")
-        if role in NOTE_ROLES:
-            notes.append(text)
-        elif role in CONVERSATION_ROLES:
-            items.append((role, text))
-        else:
-            raise bad_request(f"{param}.role {role!r} is not supported.", param=f"{param}.role")
+        _sort_message(item, param, items, notes)
     return items, notes
 
 
@@ -218,6 +233,10 @@ def parse_responses(request: HttpRequest, payload: dict) -> ResponsesRequest:
         if previous is not None:
             raise bad_request(
                 "Send previous_response_id or conversation, not both.", param="conversation"
+            )
+        if chat_key is not None and chat_key != conversation.strip():
+            raise conflicting_chats(
+                "conversation", "X-Hermes-Chat (or metadata.chat)", param="conversation"
             )
         chat_key = conversation
     stream, _ = _stream_flags(payload)

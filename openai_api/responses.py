@@ -17,6 +17,7 @@ from openai_api.auth import personal_key_person
 from openai_api.errors import OpenAIError, openai_error_response
 from openai_api.following import (
     LANDING_ERRORS,
+    StreamedText,
     answer_of,
     failure,
     follow_to_end,
@@ -29,15 +30,15 @@ from openai_api.following import (
     stop_turn,
 )
 from openai_api.models import StoredResponse
-from openai_api.parsing import ResponsesRequest, parse_responses, read_json
+from openai_api.parsing import ResponsesRequest, conflicting_chats, parse_responses, read_json
 from openai_api.render import now, response_json
-from openai_api.services import (
-    STEP_SEPARATOR,
-    Landed,
-)
+from openai_api.services import Landed
 
 
 def _previous_chat_key(person, parsed: ResponsesRequest) -> ResponsesRequest:
+    """The request continuing the chat of its `previous_response_id` (the person's own, else
+    404). The response decides the chat: a header or `metadata.chat` may name that same
+    chat, another one is a 400 `conflicting_chat` (never silently one of the two)."""
     if parsed.previous_response_id is None:
         return parsed
     previous = (
@@ -51,6 +52,11 @@ def _previous_chat_key(person, parsed: ResponsesRequest) -> ResponsesRequest:
             f"No response {parsed.previous_response_id!r} of yours.",
             param="previous_response_id",
             code="previous_response_not_found",
+        )
+    named = parsed.conversation.chat_key
+    if named is not None and named != previous.chat.chat_key:
+        raise conflicting_chats(
+            "previous_response_id", "X-Hermes-Chat (or metadata.chat)", param="previous_response_id"
         )
     conversation = replace(parsed.conversation, chat_key=previous.chat.chat_key)
     return ResponsesRequest(conversation=conversation, previous_response_id=None)
@@ -117,8 +123,7 @@ async def _events(landed: Landed, follow, response_id: str):
     item = {"type": "message", "id": item_id, "status": "in_progress", "role": "assistant"}
     part = {"type": "output_text", "text": "", "annotations": []}
     at = {"item_id": item_id, "output_index": 0, "content_index": 0}
-    sent: list[str] = []
-    step_ended = False
+    streamed = StreamedText()
     try:
         yield event("response.created", response=snapshot("in_progress"))
         yield event("response.in_progress", response=snapshot("in_progress"))
@@ -129,16 +134,10 @@ async def _events(landed: Landed, follow, response_id: str):
             if update is KEEPALIVE:
                 yield ": keep-alive\n\n"
             elif kind == "turn.delta":
-                if step_ended and sent:
-                    sent.append(STEP_SEPARATOR)
-                    yield event(
-                        "response.output_text.delta", **at, delta=STEP_SEPARATOR, logprobs=[]
-                    )
-                step_ended = False
-                sent.append(update["text"])
-                yield event("response.output_text.delta", **at, delta=update["text"], logprobs=[])
+                for piece in streamed.pieces(update["text"]):
+                    yield event("response.output_text.delta", **at, delta=piece, logprobs=[])
             elif kind == "tool.started":
-                step_ended = True
+                streamed.tool_started()
             elif kind == "turn.waiting":
                 yield f": waiting for {update.get('reason') or 'a decision'}\n\n"
             elif is_final(update):
@@ -149,11 +148,9 @@ async def _events(landed: Landed, follow, response_id: str):
                     yield event("error", message=error["message"], code=error["code"], param=None)
                     yield event("response.failed", response=snapshot("failed"))
                     return
-                text, streamed = await sync_to_async(answer_of)(turn), "".join(sent)
-                if text != streamed and text.startswith(streamed):
-                    yield event(
-                        "response.output_text.delta", **at, delta=text[len(streamed) :], logprobs=[]
-                    )
+                text = await sync_to_async(answer_of)(turn)
+                if rest := streamed.rest(text):
+                    yield event("response.output_text.delta", **at, delta=rest, logprobs=[])
                 yield event("response.output_text.done", **at, text=text, logprobs=[])
                 yield event("response.content_part.done", **at, part=part | {"text": text})
                 done = item | {"status": "completed", "content": [part | {"text": text}]}

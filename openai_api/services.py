@@ -17,6 +17,7 @@ nothing twice and follows the turn its first delivery started.
 import uuid
 from dataclasses import dataclass
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
@@ -118,6 +119,14 @@ def _find(person, digests) -> tuple[Conversation | None, int]:
     return None, 0
 
 
+def _one_at_a_time(person) -> None:
+    """Hold the person's row until the transaction ends, so that two requests of the same
+    person land one after the other: a client sending a new conversation twice at once
+    (a retry racing the first delivery) stores it once, and the second request finds the
+    first one's turn and follows it. SQLite's writers already queue at BEGIN IMMEDIATE."""
+    list(get_user_model().objects.select_for_update().filter(pk=person.pk).values_list("pk"))
+
+
 def _trigger_turn(result_message: Message) -> Turn | None:
     return Turn.objects.filter(trigger=result_message).order_by("-id").first()
 
@@ -142,6 +151,7 @@ def conversation_post(*, person: AbstractBaseUser, request: ConversationRequest)
     items = request.items
     digests = prefix_digests(items)
     with transaction.atomic():
+        _one_at_a_time(person)
         conversation, length = _find(person, digests)
         if conversation is not None and length == len(items):
             if conversation.tip_digest == digests[-1]:
@@ -182,6 +192,7 @@ def _post_to_named_chat(*, person, request: ConversationRequest) -> Landed:
             raise ChatNotAllowed(chat.channel)
     digest = prefix_digests(request.items)[-1]
     with transaction.atomic():
+        _one_at_a_time(person)
         retried = _unanswered(chat, digest, person)
         if retried is not None:  # the same request again while its turn runs: follow it
             return Landed(chat, retried, _trigger_turn(retried))

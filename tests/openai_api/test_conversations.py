@@ -275,3 +275,77 @@ def test_the_answer_is_recorded_before_the_client_gets_it(owner):
         Conversation.objects.get(chat=first.chat).tip_digest
         == second.trigger.metadata["openai_digest"]
     )
+
+
+WAIT = 60  # seconds a thread may wait before the test gives up (a hang, not a measurement)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_same_new_conversation_sent_twice_at_once_lands_once(owner, monkeypatch):
+    """A client's retry racing its first delivery: both requests reach the point where they
+    would create the conversation at the same moment; the second waits for the first, then
+    follows its turn, instead of making a second chat or failing on a constraint (a 500).
+    On SQLite writers queue at BEGIN IMMEDIATE, so the two meet just before it instead."""
+    import threading
+
+    from django.db import close_old_connections, connection
+
+    from openai_api import services
+    from openai_api.following import land
+
+    both_there = threading.Barrier(2, timeout=WAIT)
+    one_at_a_time = services._one_at_a_time
+
+    def meet_then_lock(person):
+        both_there.wait()
+        one_at_a_time(person)
+
+    inside = connection.vendor == "postgresql"
+    if inside:
+        monkeypatch.setattr(services, "_one_at_a_time", meet_then_lock)
+    results, errors = [], []
+
+    def send():
+        try:
+            if not inside:
+                both_there.wait()
+            results.append(land(owner, ask(("user", "hello twice"))))
+        except Exception as exc:  # noqa: BLE001 - asserted below
+            errors.append(exc)
+        finally:
+            close_old_connections()
+            connection.close()
+
+    threads = [threading.Thread(target=send) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(WAIT)
+    assert not errors, errors
+    (first, _), (second, _) = results
+    assert first.chat == second.chat and first.turn == second.turn
+    assert sorted([first.new, second.new]) == [False, True]
+    assert Conversation.objects.count() == 1
+    assert Message.objects.filter(text="hello twice").count() == 1
+    assert Turn.objects.count() == 1
+
+
+def test_a_constraint_refusal_is_a_retryable_409_not_a_500(owner, monkeypatch):
+    from django.db import IntegrityError
+
+    from openai_api import following
+    from openai_api.errors import OpenAIError
+
+    def refused(**kwargs):
+        raise IntegrityError("duplicate key value violates unique constraint")
+
+    monkeypatch.setattr(following, "conversation_post", refused)
+    with pytest.raises(OpenAIError) as raised:
+        following.land(owner, ask(("user", "q1")))
+    error = raised.value
+    assert (error.status, error.code, error.headers) == (
+        409,
+        "conversation_conflict",
+        {"Retry-After": "1"},
+    )
+    assert error.body()["error"]["type"] == "invalid_request_error"

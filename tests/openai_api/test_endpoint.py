@@ -2,6 +2,7 @@
 shape (checked before anything is stored), the body limit of its own, and the stream's
 chunks, including what it says while a tool call waits for the person's decision."""
 
+import asyncio
 import json
 
 import pytest
@@ -9,7 +10,7 @@ from asgiref.sync import async_to_sync
 
 from chats.models import ApiToken, Message, Turn
 from chats.services import api_token_create
-from openai_api import completions
+from openai_api import completions, responses
 from openai_api.parsing import ConversationRequest
 from openai_api.services import conversation_post
 from tests.conftest import ApiClient
@@ -217,3 +218,143 @@ def test_responses_refuse_unknown_previous_ids_and_foreign_conversations(sdk_lik
     body = {"model": "hermes-hub", "input": "hi", "conversation": {"id": theirs.chat.chat_key}}
     assert_openai_error(sdk_like.post("/v1/responses", body), 404, code="chat_not_found")
     assert Message.objects.count() == 1
+
+
+def waiting_then_silent(turn_id, *events):
+    """The turn's events, then nothing more: it waits for the person's decision."""
+
+    async def follow():
+        for event in events:
+            yield event
+        await asyncio.Event().wait()  # until cancelled
+
+    return follow()
+
+
+def whole(module, landed, follow):
+    async def run():
+        if module is completions:
+            return await completions._whole(landed, follow, "chatcmpl-x")
+        return await responses._whole(landed, follow, "resp_x")
+
+    return async_to_sync(run)()
+
+
+@pytest.mark.parametrize("module", [completions, responses], ids=["chat", "responses"])
+def test_a_non_streaming_request_waits_for_a_decision_only_so_long(owner, settings, module):
+    settings.OPENAI_API_APPROVAL_WAIT_SECONDS = 0
+    landed = conversation_post(
+        person=owner,
+        request=ConversationRequest(
+            items=(("user", "reset the repo"),),
+            system="",
+            chat_key=None,
+            stream=False,
+            include_usage=False,
+        ),
+    )
+    status = Turn.objects.get(pk=landed.turn.pk).status
+    turn_id = landed.turn.pk
+    reason = "approval of git__git_reset"
+    follow = waiting_then_silent(
+        turn_id,
+        {"type": "turn.started", "turn_id": turn_id},
+        {"type": "turn.waiting", "turn_id": turn_id, "reason": reason},
+    )
+    response = whole(module, landed, follow)
+    assert response.status_code == 409
+    error = json.loads(response.content)["error"]
+    assert error["code"] == "approval_pending" and error["type"] == "invalid_request_error"
+    assert reason in error["message"] and "send the same request again" in error["message"]
+    assert response["Retry-After"]
+    # The turn goes on waiting: nothing stopped it.
+    turn = Turn.objects.get(pk=turn_id)
+    assert turn.status == status and not turn.interrupt_reason
+
+
+@pytest.mark.parametrize("module", [completions, responses], ids=["chat", "responses"])
+def test_a_decision_within_the_bound_gives_the_answer(owner, settings, module):
+    settings.OPENAI_API_APPROVAL_WAIT_SECONDS = 30
+    landed = conversation_post(
+        person=owner,
+        request=ConversationRequest(
+            items=(("user", "reset the repo"),),
+            system="",
+            chat_key=None,
+            stream=False,
+            include_usage=False,
+        ),
+    )
+    reply = Message.objects.create(
+        chat=landed.chat, role="assistant", text="Done: reset.", external_id="r1"
+    )
+    Turn.objects.filter(pk=landed.turn.pk).update(status="completed", reply=reply)
+    turn_id = landed.turn.pk
+    follow = events_of(
+        {"type": "turn.waiting", "turn_id": turn_id, "reason": "approval of git__git_reset"},
+        {"type": "turn.started", "turn_id": turn_id, "resumed": True},
+        {"type": "turn.finished", "turn_id": turn_id},
+    )
+    response = whole(module, landed, follow)
+    assert response.status_code == 200
+    assert "Done: reset." in response.content.decode()
+
+
+def own_conversation(person, text):
+    return conversation_post(
+        person=person,
+        request=ConversationRequest(
+            items=(("user", text),), system="", chat_key=None, stream=False, include_usage=False
+        ),
+    )
+
+
+def test_previous_response_id_decides_the_chat_and_a_conflicting_name_is_a_400(owner, sdk_like):
+    from openai_api.models import StoredResponse
+
+    first, other = own_conversation(owner, "first"), own_conversation(owner, "other")
+    StoredResponse.objects.create(
+        response_id="resp_1", person=owner, chat=first.chat, turn=first.turn
+    )
+    stored = Message.objects.count()
+    body = {"model": "hermes-hub", "input": "more", "previous_response_id": "resp_1"}
+    in_header = {"X-Hermes-Chat": other.chat.chat_key}
+    in_metadata = body | {"metadata": {"chat": other.chat.chat_key}}
+    for response in (
+        sdk_like.post("/v1/responses", body, headers=in_header),
+        sdk_like.post("/v1/responses", in_metadata),
+    ):
+        error = assert_openai_error(
+            response, 400, code="conflicting_chat", param="previous_response_id"
+        )
+        assert "previous_response_id" in error["message"]
+    assert Message.objects.count() == stored
+    # Naming the response's own chat as well is no conflict.
+    parsed = responses.parse_responses(
+        type("Request", (), {"headers": {"X-Hermes-Chat": first.chat.chat_key}})(), body
+    )
+    assert responses._previous_chat_key(owner, parsed).conversation.chat_key == first.chat.chat_key
+
+
+def test_every_way_of_naming_a_chat_must_agree(owner, sdk_like):
+    mine = own_conversation(owner, "mine")
+    stored = Message.objects.count()
+    header = {"X-Hermes-Chat": mine.chat.chat_key}
+    elsewhere = {"chat": "openai:elsewhere"}
+    cases = [
+        (URL, hello(metadata=elsewhere), "metadata.chat"),
+        (
+            "/v1/responses",
+            {"model": "hermes-hub", "input": "x", "metadata": elsewhere},
+            "metadata.chat",
+        ),
+        (
+            "/v1/responses",
+            {"model": "hermes-hub", "input": "x", "conversation": "openai:elsewhere"},
+            "conversation",
+        ),
+    ]
+    for url, body, param in cases:
+        response = sdk_like.post(url, body, headers=header)
+        assert_openai_error(response, 400, code="conflicting_chat", param=param)
+    assert Message.objects.count() == stored
