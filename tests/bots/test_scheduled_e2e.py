@@ -1,5 +1,5 @@
-"""Scheduled runs into a Telegram forum topic end to end: the dispatcher task on a real
-Celery worker starts the run, the worker answers with the fake model and hands the reply to
+"""Scheduled runs into a Telegram forum topic end to end: the dispatcher task on the real
+schedules worker (its own queue) starts the run, the worker answers with the fake model and hands the reply to
 the bridge, the real bot process sends it into the topic through the fake Bot API and its
 receipt (the message_id) lands on the run; a 403 fails the next run and tells its owner on
 the dashboard."""
@@ -53,6 +53,7 @@ def test_a_scheduled_run_lands_in_its_forum_topic_and_a_403_fails_the_next(teleg
     )
     slot = timezone.now().replace(microsecond=0) - timedelta(seconds=1)
     Schedule.objects.filter(pk=schedule.pk).update(next_fire_at=slot, anchor_at=slot)
+    telegram_live.stack.start_dispatcher()  # the dispatcher's own queue and worker
     dispatch_task.delay()
     deadline = time.monotonic() + 60
     while not schedule.runs.exists() and time.monotonic() < deadline:
