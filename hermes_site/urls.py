@@ -27,5 +27,6 @@ urlpatterns = [
     path("", include("toolservers.urls")),
     path("", include("toolservers.urls_approvals")),
     path("", include("operations.urls")),
+    path("", include("usage.urls")),
     path("", include("chats.urls")),
 ]
