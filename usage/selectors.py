@@ -19,7 +19,7 @@ from chats.models import Chat, ChatMember
 from usage.models import NANOS, Kind, UsageDay, UsageRecord
 
 GROUPINGS = ("day", "person", "chat", "model", "kind")
-TABLE_ROWS = 500  # the most rows one breakdown table (and its CSV) holds
+TABLE_ROWS = 100  # the most rows one breakdown by person or chat (and its CSV) holds
 SUMMED = ("calls", "prompt_tokens", "completion_tokens", "cost_nanos", "unpriced_tokens",
           "unpriced_calls", "duration_ms")  # fmt: skip
 
@@ -144,7 +144,7 @@ _GROUP_FIELD = {"day": "day", "person": "person_id", "chat": "chat_id", "model":
 
 def usage_table(viewer, where: UsageFilter, by: str) -> tuple[list[UsageRow], int]:
     """One breakdown of the page (by day, person, chat, model or kind), largest first (by
-    day: newest first), at most TABLE_ROWS rows; and how many groups there are in all."""
+    day: newest first, every day), at most TABLE_ROWS rows; and how many groups in all."""
     column = _GROUP_FIELD[by]
     grouped = usage_days(viewer, where).values(column).order_by().annotate(**_sums())
     if by == "day":
@@ -152,7 +152,8 @@ def usage_table(viewer, where: UsageFilter, by: str) -> tuple[list[UsageRow], in
     else:
         grouped = grouped.order_by("-prompt_tokens", "-completion_tokens", "-calls", column)
     total = grouped.count() if by in ("person", "chat") else None
-    groups = list(grouped[:TABLE_ROWS])
+    # By day the range bounds the rows (USAGE_MAX_RANGE_DAYS); the chart needs every day.
+    groups = list(grouped if by == "day" else grouped[:TABLE_ROWS])
     if total is None:
         total = len(groups)
     labels = _labels(by, [group[column] for group in groups])
@@ -190,11 +191,14 @@ def chat_label(chat: Chat) -> str:
     return chat.title or f"{chat.channel} {chat.external_id}"
 
 
-def usage_series(viewer, where: UsageFilter) -> list[UsageRow]:
+def usage_series(
+    viewer, where: UsageFilter, day_rows: list[UsageRow] | None = None
+) -> list[UsageRow]:
     """One row per day of the range, oldest first, days without usage included (for the
-    chart: its gaps are real)."""
-    rows, _ = usage_table(viewer, where, "day")
-    by_day = {row.key: row for row in rows}
+    chart: its gaps are real). `day_rows`: the table by day, when already read."""
+    if day_rows is None:
+        day_rows, _ = usage_table(viewer, where, "day")
+    by_day = {row.key: row for row in day_rows}
     days = []
     day = where.start
     while day <= where.end:
@@ -202,6 +206,11 @@ def usage_series(viewer, where: UsageFilter) -> list[UsageRow]:
         days.append(by_day.get(key) or UsageRow(key=key, label=key, spend=Spend()))
         day += timedelta(days=1)
     return days
+
+
+def spend_sum(rows: list[UsageRow]) -> Spend:
+    """The sum of some rows' spend (e.g. the days of a series: the range's total)."""
+    return Spend(**{name: sum(getattr(row.spend, name) for row in rows) for name in SUMMED})
 
 
 def usage_records(viewer, where: UsageFilter) -> QuerySet[UsageRecord]:
@@ -228,5 +237,5 @@ def usage_models(viewer, where: UsageFilter) -> list[str]:
 def usage_people(viewer) -> list:
     """The people a viewer may pick in the filter: staff, everyone; others only themselves
     (a chat owner sees the other people of their chats in the by-person table)."""
-    people = get_user_model().objects.order_by("username")
+    people = get_user_model().objects.only("id", "username").order_by("username")
     return list(people if viewer.is_staff else people.filter(pk=viewer.pk))

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Count, F, Q, Sum
+from django.db.models import BigIntegerField, CharField, F, Q, Sum, Value
+from django.db.models.functions import Cast, Coalesce, Concat
 from django.utils import timezone
 
 from chats.models import Message, Turn
@@ -218,14 +219,15 @@ def _reprice(records, model: str) -> None:
         mine.update(cost_nanos=None)
         return
     mine.filter(day__lt=prices[0].valid_from).update(cost_nanos=None)
+    big = BigIntegerField()  # PostgreSQL's integer × a price in millionths overflows int4
     for index, price in enumerate(prices):
         span = mine.filter(day__gte=price.valid_from)
         if index + 1 < len(prices):
             span = span.filter(day__lt=prices[index + 1].valid_from)
         span.update(
             cost_nanos=(
-                F("prompt_tokens") * price.input_micros
-                + F("completion_tokens") * price.output_micros
+                Cast("prompt_tokens", big) * price.input_micros
+                + Cast("completion_tokens", big) * price.output_micros
                 + 500
             )
             / 1000
@@ -233,50 +235,54 @@ def _reprice(records, model: str) -> None:
 
 
 def _sum_into_days(records) -> int:
-    """Insert the day rows of these records' sums; how many rows."""
+    """Insert the day rows of these records' sums, in the database (INSERT … SELECT: no
+    row travels through Python, which matters at millions); how many rows."""
+    unpriced = Q(cost_nanos__isnull=True)
+    text = CharField()
     groups = (
         records.values("day", "person_id", "chat_id", "model", "kind")
         .order_by()
         .annotate(
+            n_slot=Concat(
+                Cast("day", text), Value("|"),
+                Coalesce(Cast("person_id", text), Value("")), Value("|"),
+                Coalesce(Cast("chat_id", text), Value("")), Value("|"),
+                "kind", Value("|"), "model",
+                output_field=text,
+            ),
             n_calls=Sum("calls"),
             n_prompt=Sum("prompt_tokens"),
             n_completion=Sum("completion_tokens"),
             n_cost=Sum("cost_nanos", default=0),
-            n_unpriced_calls=Sum("calls", filter=Q(cost_nanos__isnull=True) & ~Q(kind=Kind.TOOL)),
-            n_unpriced_prompt=Sum("prompt_tokens", filter=Q(cost_nanos__isnull=True)),
-            n_unpriced_completion=Sum("completion_tokens", filter=Q(cost_nanos__isnull=True)),
+            n_unpriced_calls=Sum("calls", filter=unpriced & ~Q(kind=Kind.TOOL), default=0),
+            n_unpriced_tokens=Coalesce(
+                Sum(
+                    Cast("prompt_tokens", BigIntegerField()) + F("completion_tokens"),
+                    filter=unpriced,
+                ),
+                0,
+            ),
             n_duration=Sum("duration_ms", default=0),
-            n_records=Count("id"),
         )
-    )
-    rows = []
-    created = 0
-    for group in groups.iterator(chunk_size=5000):
-        key = (group["day"], group["person_id"], group["chat_id"], group["model"], group["kind"])
-        rows.append(
-            UsageDay(
-                day=group["day"],
-                person_id=group["person_id"],
-                chat_id=group["chat_id"],
-                model=group["model"],
-                kind=group["kind"],
-                slot=day_slot(*key),
-                calls=group["n_calls"] or 0,
-                prompt_tokens=group["n_prompt"] or 0,
-                completion_tokens=group["n_completion"] or 0,
-                cost_nanos=group["n_cost"] or 0,
-                unpriced_calls=group["n_unpriced_calls"] or 0,
-                unpriced_tokens=(group["n_unpriced_prompt"] or 0)
-                + (group["n_unpriced_completion"] or 0),
-                duration_ms=group["n_duration"] or 0,
-            )
+        .values_list(
+            "day", "person_id", "chat_id", "model", "kind", "n_slot", "n_calls", "n_prompt",
+            "n_completion", "n_cost", "n_unpriced_calls", "n_unpriced_tokens", "n_duration",
         )
-        if len(rows) >= 5000:
-            UsageDay.objects.bulk_create(rows)
-            created += len(rows)
-            rows = []
-    UsageDay.objects.bulk_create(rows)
-    return created + len(rows)
+    )  # fmt: skip
+    select, params = groups.query.sql_with_params()
+    meta = UsageDay._meta
+    columns = ", ".join(
+        connection.ops.quote_name(meta.get_field(name).column)
+        for name in (
+            "day", "person", "chat", "model", "kind", "slot", "calls", "prompt_tokens",
+            "completion_tokens", "cost_nanos", "unpriced_calls", "unpriced_tokens", "duration_ms",
+        )
+    )  # fmt: skip
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {connection.ops.quote_name(meta.db_table)} ({columns}) {select}", params
+        )
+        return cursor.rowcount
 
 
 @transaction.atomic
