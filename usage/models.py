@@ -123,7 +123,7 @@ class UsageRecord(models.Model):
     detail = models.CharField(max_length=255, blank=True, default="")  # e.g. the tool's name
 
     class Meta:
-        ordering = ["-at", "-id"]
+        ordering = ["-day", "-id"]
         indexes = [
             models.Index(fields=["day", "id"], name="usage_record_day_idx"),
             models.Index(fields=["person", "day"], name="usage_record_person_day_idx"),
@@ -170,7 +170,25 @@ class UsageDay(models.Model):
     class Meta:
         ordering = ["-day"]
         indexes = [
-            models.Index(fields=["day"], name="usage_day_day_idx"),
+            # Covering: a page over a range of days groups and sums from the index alone
+            # (no table row is read), on SQLite and PostgreSQL (index-only scan) alike.
+            models.Index(
+                fields=[
+                    "day",
+                    "person",
+                    "chat",
+                    "model",
+                    "kind",
+                    "calls",
+                    "prompt_tokens",
+                    "completion_tokens",
+                    "cost_nanos",
+                    "unpriced_tokens",
+                    "unpriced_calls",
+                    "duration_ms",
+                ],
+                name="usage_day_sums_idx",
+            ),  # fmt: skip
             models.Index(fields=["person", "day"], name="usage_day_person_idx"),
             models.Index(fields=["chat", "day"], name="usage_day_chat_idx"),
         ]

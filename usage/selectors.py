@@ -219,7 +219,7 @@ def usage_records(viewer, where: UsageFilter) -> QuerySet[UsageRecord]:
     return (
         where.apply(UsageRecord.objects.filter(usage_scope(viewer)))
         .select_related("person", "chat")
-        .order_by("-at", "-id")
+        .order_by("-day", "-id")  # the (day, id) index: no sort of the ledger
     )
 
 
