@@ -27,6 +27,10 @@ def utc_today():
     return timezone.now().date()
 
 
+def hub_currency() -> str:
+    return settings.USAGE_CURRENCY
+
+
 class Kind(models.TextChoices):
     TURN = "turn", "Turns"
     SCHEDULED = "scheduled", "Scheduled runs"
@@ -45,7 +49,7 @@ class ModelPrice(models.Model):
     output_per_million = models.DecimalField(
         "price per million completion tokens", max_digits=12, decimal_places=6
     )
-    currency = models.CharField(max_length=3, default="USD")
+    currency = models.CharField(max_length=3, default=hub_currency)
     valid_from = models.DateField("applies from (UTC day)", default=utc_today)
     note = models.CharField(max_length=255, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)

@@ -162,3 +162,43 @@ def test_without_the_retired_settings_no_price_is_made(monkeypatch):
 def test_the_review_price_settings_are_gone(settings):
     assert not hasattr(settings, "REVIEW_LLM_PRICE_INPUT")
     assert not hasattr(settings, "REVIEW_LLM_PRICE_OUTPUT")
+
+
+def test_a_price_saved_in_the_admin_reprices_from_its_day(make_person):
+    from django.test import Client
+
+    boss = make_person("boss", is_staff=True, is_superuser=True)
+    early, late = work("2026-01-10"), work("2026-01-20")
+    client = Client()
+    client.force_login(boss)
+    response = client.post(
+        "/admin/usage/modelprice/add/",
+        {
+            "model": "m",
+            "valid_from": "2026-01-15",
+            "input_per_million": "2",
+            "output_per_million": "4",
+            "currency": "USD",
+            "note": "",
+        },
+    )
+    assert response.status_code == 302, response.content[:500]
+    early.refresh_from_db()
+    late.refresh_from_db()
+    assert early.cost_nanos is None and late.cost_nanos == nanos(1_000, 100, 2, 4)
+    assert UsageDay.objects.get(day=date(2026, 1, 20)).cost_nanos == late.cost_nanos
+    assert UsageDay.objects.get(day=date(2026, 1, 10)).unpriced_tokens == 1_100
+
+
+def test_people_who_are_not_staff_cannot_set_prices(member):
+    from django.test import Client
+
+    client = Client()
+    client.force_login(member)
+    response = client.post(
+        "/admin/usage/modelprice/add/",
+        {"model": "m", "valid_from": "2026-01-15", "input_per_million": "0",
+         "output_per_million": "0", "currency": "USD"},
+    )  # fmt: skip
+    assert response.status_code == 302 and "/admin/login/" in response["Location"]
+    assert not ModelPrice.objects.exists()
