@@ -26,11 +26,12 @@ $(STAMP): pyproject.toml
 setup: $(STAMP) static
 
 $(VENDOR)/.built: package.json package-lock.json
-	@command -v npm >/dev/null || { echo "npm is needed once to fetch htmx from the npm registry (apt-get install npm)"; exit 1; }
+	@command -v npm >/dev/null || { echo "npm is needed once to fetch htmx and Chart.js from the npm registry (apt-get install npm)"; exit 1; }
 	npm ci --no-audit --no-fund --loglevel=error
 	mkdir -p $(VENDOR)
 	cp node_modules/htmx.org/dist/htmx.min.js $(VENDOR)/htmx.min.js
 	cp node_modules/htmx-ext-ws/dist/ws.min.js $(VENDOR)/htmx-ext-ws.js
+	cp node_modules/chart.js/dist/chart.umd.min.js $(VENDOR)/chart.umd.min.js
 	@touch $@
 
 static: $(VENDOR)/.built

@@ -24,6 +24,15 @@ notice_posted = Signal()
 # `error.kind` names what went wrong). For counting only: receivers must be cheap.
 model_error = Signal()
 
+# Sent inside the transaction that stores model work's token counters: a turn's counters
+# (`turn_wait`, `turn_finish`, kind "turn") and a compression summary (kind "compression").
+# Arguments: `kind`, `chat_id`, `turn` (the turn it was done for, or None), `model`,
+# `calls` (model calls), `prompt_tokens`, `completion_tokens`: the work since the counters
+# were last stored, so the sums of what is sent equal the stored counters. The usage app
+# records it in the same transaction; sent with send_robust, so a failing receiver is logged
+# and never loses the turn's outcome.
+model_usage = Signal()
+
 # Sent by the turn loop after each tool call's result is stored: `turn`, `name`, `ok` and
 # `duration_ms`. For counting only: receivers must be cheap.
 tool_call_finished = Signal()

@@ -7,7 +7,6 @@ environment win over it.
 import json
 import os
 import tempfile
-from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 import dj_database_url
@@ -65,6 +64,7 @@ INSTALLED_APPS = [
     "schedules.apps.SchedulesConfig",
     "openai_api.apps.OpenAIApiConfig",
     "operations.apps.OperationsConfig",
+    "usage.apps.UsageConfig",
 ]
 
 MIDDLEWARE = [
@@ -428,21 +428,6 @@ LEARNING_REVIEW_MAX_ITERATIONS = env_int("LEARNING_REVIEW_MAX_ITERATIONS", 8, mi
 LEARNING_SNAPSHOT_TOKENS = env_int("LEARNING_SNAPSHOT_TOKENS", 6000, minimum=200)
 # The model reviews run on (same server as LLM_BASE_URL); empty: LLM_MODEL.
 REVIEW_LLM_MODEL = env_str("REVIEW_LLM_MODEL")
-# Price per million prompt / completion tokens of that model, to record each review's
-# cost; empty: unknown (no cost is shown).
-
-
-def _price(name: str, raw: str) -> Decimal | None:
-    if not raw:
-        return None
-    try:
-        return Decimal(raw)
-    except InvalidOperation:
-        raise ImproperlyConfigured(f"{name}={raw!r} is not a number") from None
-
-
-REVIEW_LLM_PRICE_INPUT = _price("REVIEW_LLM_PRICE_INPUT", env_str("REVIEW_LLM_PRICE_INPUT"))
-REVIEW_LLM_PRICE_OUTPUT = _price("REVIEW_LLM_PRICE_OUTPUT", env_str("REVIEW_LLM_PRICE_OUTPUT"))
 # Reviews run on a Celery queue of their own, "<REDIS_KEY_PREFIX>-reviews" (`make run`
 # starts a worker for it with concurrency 1), so a review never delays a turn; the schedules'
 # dispatcher runs on "<REDIS_KEY_PREFIX>-schedules" (its own worker), so turns never delay it.
@@ -491,6 +476,13 @@ os.environ["PROMETHEUS_MULTIPROC_DIR"] = PROMETHEUS_MULTIPROC_DIR
 # Each Celery worker writes its heartbeat this often; /readyz counts a worker silent for four
 # beats (at least 30 s) as gone.
 WORKER_HEARTBEAT_SECONDS = env_float("WORKER_HEARTBEAT_SECONDS", 15.0, minimum=1)
+
+# --- Usage and cost (docs/USAGE.md) ------------------------------------------------------
+
+# The currency every model price is in (ISO code): costs of all models add up in it.
+USAGE_CURRENCY = env_str("USAGE_CURRENCY", "USD").upper()
+# The longest date range one usage page (or its CSV) covers, in days.
+USAGE_MAX_RANGE_DAYS = env_int("USAGE_MAX_RANGE_DAYS", 366, minimum=1)
 
 # --- Telegram ---------------------------------------------------------------------------
 # The bridge (`manage.py run_telegram_bot`, started by `make run`) runs when a token is set.

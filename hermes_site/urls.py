@@ -29,5 +29,6 @@ urlpatterns = [
     path("", include("operations.urls")),
     path("", include("schedules.urls")),
     path("", include("schedules.urls_approvals")),
+    path("", include("usage.urls")),
     path("", include("chats.urls")),
 ]

@@ -110,7 +110,7 @@ class Review(models.Model):
         decimal_places=6,
         null=True,
         blank=True,
-        help_text="From REVIEW_LLM_PRICE_INPUT/OUTPUT when set; empty when unknown.",
+        help_text="At the model's price on the review's day (usage prices); empty: unknown.",
     )
     duration_ms = models.PositiveIntegerField(null=True, blank=True)
     outcome = models.TextField(blank=True, default="")

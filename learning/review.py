@@ -49,6 +49,7 @@ from learning.snapshot import (
     Snapshot,
     build_snapshot,
 )
+from usage.services import usage_record_review
 
 logger = logging.getLogger(__name__)
 
@@ -303,14 +304,12 @@ def _arguments(raw: str):
         return raw[:STEP_RESULT_CHARS]
 
 
-def review_cost(prompt_tokens: int, completion_tokens: int) -> Decimal | None:
-    """The cost at REVIEW_LLM_PRICE_INPUT/OUTPUT (per million tokens), None when unpriced."""
-    price_in = settings.REVIEW_LLM_PRICE_INPUT
-    price_out = settings.REVIEW_LLM_PRICE_OUTPUT
-    if price_in is None and price_out is None:
+def review_cost(record) -> Decimal | None:
+    """The review's cost from its usage record (the model's price on its day, docs/USAGE.md),
+    None when unpriced or when it made no model call."""
+    if record is None or record.cost is None:
         return None
-    total = prompt_tokens * (price_in or 0) + completion_tokens * (price_out or 0)
-    return (Decimal(total) / Decimal(1_000_000)).quantize(Decimal("0.000001"))
+    return record.cost.quantize(Decimal("0.000001"))
 
 
 ABANDONED = "The worker running this review stopped before it finished."
@@ -370,8 +369,12 @@ def review_run(
                 close()
     review.duration_ms = int((time.monotonic() - started) * 1000)
     review.finished_at = timezone.now()
-    review.cost = review_cost(review.prompt_tokens, review.completion_tokens)
-    review.save()
+    with transaction.atomic():  # the review's figures and its usage record commit together
+        record = None
+        if review.iterations or review.prompt_tokens or review.completion_tokens:
+            record = usage_record_review(review=review)
+        review.cost = review_cost(record)
+        review.save()
     if review.status == Review.Status.DONE:
         _quiet_notice(review)
     return review

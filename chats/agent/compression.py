@@ -14,6 +14,7 @@ import uuid
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import Count, Sum
 from django.utils import timezone
 
@@ -21,9 +22,10 @@ from chats.agent.context import ContextBudget
 from chats.agent.convert import STORED_FIELDS, StoredMessage, transcript_line
 from chats.agent.counting import MESSAGE_OVERHEAD, count_messages_tokens, cut_text
 from chats.agent.history import history_bounds
-from chats.agent.llm.base import Finish, LLMError, TextDelta
+from chats.agent.llm.base import Finish, LLMError, TextDelta, Usage
 from chats.agent.tokens import count_tokens
-from chats.models import Chat, Message
+from chats.models import Chat, Message, Turn
+from chats.signals import model_usage
 
 logger = logging.getLogger(__name__)
 
@@ -138,7 +140,10 @@ def _safe_cuts(rows: list[_Row]) -> list[bool]:
     return safe
 
 
-def _summarise(provider, messages: list[dict], max_tokens: int) -> tuple[str, str]:
+def _summarise(provider, messages: list[dict], max_tokens: int) -> tuple[str, str, Usage]:
+    """The summary's text, why it ended and the tokens the call used (kept: the summariser
+    is a model call like any other and its spend is recorded)."""
+    usage = Usage(prompt_tokens=0, completion_tokens=0)
     if not hasattr(provider, "stream") and callable(getattr(provider, "complete", None)):
         result = provider.complete(messages, max_tokens=max_tokens)
         text = result if isinstance(result, str) else getattr(result, "text", "")
@@ -149,6 +154,11 @@ def _summarise(provider, messages: list[dict], max_tokens: int) -> tuple[str, st
         for event in provider.stream(messages, tools=None, max_tokens=max_tokens):
             if isinstance(event, TextDelta):
                 chunks.append(event.text)
+            elif isinstance(event, Usage):
+                usage = Usage(
+                    prompt_tokens=usage.prompt_tokens + event.prompt_tokens,
+                    completion_tokens=usage.completion_tokens + event.completion_tokens,
+                )
             elif isinstance(event, Finish):
                 reason = event.reason
         text = "".join(chunks)
@@ -157,7 +167,22 @@ def _summarise(provider, messages: list[dict], max_tokens: int) -> tuple[str, st
     text = (text or "").strip()
     if not text:
         raise LLMError("the summariser returned no text")
-    return text, reason
+    return text, reason, usage
+
+
+def _send_usage(chat: Chat, turn: Turn | None, model: str, usage: Usage) -> None:
+    for receiver, result in model_usage.send_robust(
+        sender=Message,
+        kind="compression",
+        chat_id=chat.pk,
+        turn=turn,
+        model=model,
+        calls=1,
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+    ):
+        if isinstance(result, Exception):
+            logger.error("model_usage receiver %r failed", receiver, exc_info=result)
 
 
 def _boundary(rows: list[_Row], safe: list[bool], *, last: int, keep_budget: int) -> int:
@@ -230,7 +255,12 @@ def _request(
 
 
 def compress_history(
-    *, chat: Chat, provider, window_tokens: int, before_id: int | None = None
+    *,
+    chat: Chat,
+    provider,
+    window_tokens: int,
+    before_id: int | None = None,
+    turn: Turn | None = None,
 ) -> Message | None:
     """Summarise the older part of the history into a new summary message, or return None.
 
@@ -238,7 +268,9 @@ def compress_history(
     (at least CONTEXT_MIN_HISTORY_MESSAGES, and nothing from `before_id` on: pass the
     trigger's id). A previous summary is updated: the new one covers from its start. The
     summariser request fits the window; a range too large is summarised as far as fits and
-    the next pass continues. On any failure of the model: log, store nothing, return None."""
+    the next pass continues. On any failure of the model: log, store nothing, return None.
+    The summariser's tokens are announced (`model_usage`, kind "compression", for `turn`:
+    the turn it was made for) in the transaction that stores the summary."""
     budget = ContextBudget.from_settings(window_tokens)
     start, previous = _start(chat, before_id)
     values = _history_rows(chat, start).values_list(
@@ -274,7 +306,7 @@ def compress_history(
     request, count = built
 
     try:
-        text, reason = _summarise(provider, request, summary_tokens)
+        text, reason, usage = _summarise(provider, request, summary_tokens)
     except Exception as exc:
         logger.warning(
             "chat %s: history compression failed, retried on a later turn: %s", chat.pk, exc
@@ -283,18 +315,25 @@ def compress_history(
     covers_from = previous.metadata["covers_from_id"] if previous else rows[0].id
     covers_to = rows[count - 1].id
     earlier = (previous.metadata.get("messages") or 0) if previous else 0
-    summary = summary_store(
-        chat=chat,
-        text=text,
-        covers_from_id=covers_from,
-        covers_to_id=covers_to,
-        previous_summary_id=previous.id if previous else None,
-        metadata={
-            "messages": earlier + count,
-            "source_tokens": sum(row.tokens for row in rows[:count]),
-            "model": getattr(getattr(provider, "info", None), "model", ""),
-            "truncated": reason == "length",
-        },
-    )
+    model = getattr(getattr(provider, "info", None), "model", "")
+    with transaction.atomic():
+        summary = summary_store(
+            chat=chat,
+            text=text,
+            covers_from_id=covers_from,
+            covers_to_id=covers_to,
+            previous_summary_id=previous.id if previous else None,
+            metadata={
+                "messages": earlier + count,
+                "source_tokens": sum(row.tokens for row in rows[:count]),
+                "model": model,
+                "truncated": reason == "length",
+                "usage": {
+                    "prompt_tokens": usage.prompt_tokens,
+                    "completion_tokens": usage.completion_tokens,
+                },
+            },
+        )
+        _send_usage(chat, turn, model, usage)
     logger.info("chat %s: summary %s covers %s..%s", chat.pk, summary.pk, covers_from, covers_to)
     return summary

@@ -194,6 +194,7 @@ class TurnRunner:
                     provider=self.provider,
                     window_tokens=window,
                     before_id=self.trigger.pk,
+                    turn=self.turn,
                 )
                 if summary is not None:
                     self.emit("summary.created", message=message_payload(summary))

@@ -47,7 +47,7 @@ from chats.models import BusyMode, Chat, Message, Turn
 from chats.payloads import message_payload
 from chats.rows import insert_row, insert_rows
 from chats.services import IngestResult, message_append
-from chats.signals import turn_finished
+from chats.signals import model_usage, turn_finished
 from hermes_site.redis import guarded
 
 logger = logging.getLogger(__name__)
@@ -336,6 +336,7 @@ def turn_wait(*, turn: Turn, reason: str, hold: Callable[[], object] | None = No
     store the decision the turn waits for), so nobody can decide before the turn waits.
     False, storing nothing, if the turn no longer runs (lease lost)."""
     with transaction.atomic():
+        stored = _stored_counters(turn.pk)
         updated = Turn.objects.filter(pk=turn.pk, status=Turn.Status.RUNNING).update(
             status=Turn.Status.WAITING,
             wait_reason=reason[:255],
@@ -351,6 +352,7 @@ def turn_wait(*, turn: Turn, reason: str, hold: Callable[[], object] | None = No
         )
         if not updated:
             return False
+        _send_usage(turn, stored)
         if hold is not None:
             hold()
     turn.status, turn.wait_reason = Turn.Status.WAITING, reason[:255]
@@ -444,8 +446,10 @@ def turn_finish(
     }
     reply = None
     with transaction.atomic():
+        stored = _stored_counters(turn.pk)
         if not Turn.objects.filter(pk=turn.pk, status=Turn.Status.RUNNING).update(**fields):
             return False
+        _send_usage(turn, stored)
         if reply_text is not None:
             reply = message_append(
                 chat=turn.chat,
@@ -460,6 +464,38 @@ def turn_finish(
     turn.reply = reply
     clear_interrupt(turn.pk)
     return True
+
+
+def _stored_counters(turn_id: int) -> tuple[int, int, int]:
+    """The token and iteration counters as last stored (read in the storing transaction:
+    only the turn's own worker changes them while it runs)."""
+    row = (
+        Turn.objects.filter(pk=turn_id)
+        .values_list("prompt_tokens", "completion_tokens", "iterations")
+        .first()
+    )
+    return row or (0, 0, 0)
+
+
+def _send_usage(turn: Turn, stored: tuple[int, int, int]) -> None:
+    """Announce the model work done since the counters were last stored (see model_usage)."""
+    prompt = max(0, turn.prompt_tokens - stored[0])
+    completion = max(0, turn.completion_tokens - stored[1])
+    calls = max(0, turn.iterations - stored[2])
+    if not (prompt or completion or calls):
+        return
+    for receiver, result in model_usage.send_robust(
+        sender=Turn,
+        kind="turn",
+        chat_id=turn.chat_id,
+        turn=turn,
+        model=turn.model,
+        calls=calls,
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+    ):
+        if isinstance(result, Exception):
+            logger.error("model_usage receiver %r failed", receiver, exc_info=result)
 
 
 def turn_announce_finished(turn: Turn, status: str) -> None:

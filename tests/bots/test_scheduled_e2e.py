@@ -1,8 +1,8 @@
 """Scheduled runs into a Telegram forum topic end to end: the dispatcher task on the real
-schedules worker (its own queue) starts the run, the worker answers with the fake model and hands the reply to
-the bridge, the real bot process sends it into the topic through the fake Bot API and its
-receipt (the message_id) lands on the run; a 403 fails the next run and tells its owner on
-the dashboard."""
+schedules worker (its own queue) starts the run, the turn worker answers with the fake model
+and hands the reply to the bridge, the real bot process sends it into the topic through the
+fake Bot API and its receipt (the message_id) lands on the run; a 403 fails the next run and
+tells its owner on the dashboard."""
 
 import time
 from datetime import timedelta

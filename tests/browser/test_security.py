@@ -51,6 +51,7 @@ def test_no_page_trips_the_content_security_policy(page_for, make_person, fake_l
     pages += ["/skills/", "/chats/web:csp-room/learning", "/admin/", "/admin/chats/chat/"]
     pages += ["/admin/skills/skill/", "/admin/skills/skillproposal/"]
     pages += ["/tools/", "/tools/notes/edit", "/chats/web:csp-room/tools"]
+    pages += ["/usage/", "/usage/records/", "/admin/usage/modelprice/add/"]
     for path in pages:
         page.goto(path)
         page.wait_for_load_state("networkidle")

@@ -17,6 +17,7 @@ from skills.models import Skill, SkillProposal, SkillUsage, Via
 from skills.services import Author, skill_create
 from tests.fakes import openai_server as fake_openai
 from tests.learning.helpers import calls, chat_turn, counters
+from usage.models import ModelPrice, UsageRecord
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -292,12 +293,17 @@ def test_the_review_records_model_tokens_duration_outcome_and_cost(
     assert review.duration_ms is not None and review.snapshot_tokens > 0
     assert review.cost is None  # no price configured, none reported
 
-    settings.REVIEW_LLM_PRICE_INPUT = Decimal("2.50")
-    settings.REVIEW_LLM_PRICE_OUTPUT = Decimal("10")
+    # The cost comes from the model's price in the usage app (docs/USAGE.md).
+    ModelPrice.objects.create(
+        model=fake.model, input_per_million=Decimal("2.50"), output_per_million=Decimal("10")
+    )
     chat_turn(fake, "again")
     priced = reviewed(fake, queued, fake_openai.text("Nothing to save."))
     expected = (priced.prompt_tokens * Decimal("2.5") + priced.completion_tokens * 10) / 10**6
     assert priced.cost == expected.quantize(Decimal("0.000001")) and priced.cost > 0
+    record = UsageRecord.objects.get(review=priced)
+    assert record.kind == "review" and record.prompt_tokens == priced.prompt_tokens
+    assert record.cost == expected and record.calls == priced.iterations
 
 
 def test_reviews_run_on_review_llm_model_when_set(fake, queued, every_turn, settings):

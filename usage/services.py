@@ -1,0 +1,318 @@
+"""Writes of the usage app: record a piece of work in the ledger and its day's sums in one
+transaction, reprice after a price change, rebuild the sums from the ledger.
+
+Attribution happens once, when a record is written: the person who authored the turn's
+trigger; for a scheduled run, the schedule's owner; for an integration user without a
+person (API v1), the token's owner; nobody for an unlinked Telegram user (their spend
+counts only against the chat and the hub)."""
+
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+
+from django.db import IntegrityError, connection, transaction
+from django.db.models import BigIntegerField, CharField, F, Q, Sum, Value
+from django.db.models.functions import Cast, Coalesce, Concat
+from django.utils import timezone
+
+from chats.models import Message, Turn
+from usage.models import Kind, ModelPrice, UsageDay, UsageRecord, day_slot
+from usage.prices import cost_nanos
+
+OWNER_NAMESPACE = "owner:"  # chats.api.services.api_actor_namespace
+SCHEDULE_NAMESPACE = "schedule"  # schedules.services.ACTOR_NAMESPACE
+
+
+@dataclass(frozen=True)
+class Attribution:
+    person_id: int | None
+    kind: str  # Kind.TURN or Kind.SCHEDULED
+
+
+def attribution_of_trigger(trigger_id: int | None) -> Attribution:
+    """Who spends for the work a trigger message started, and whether a schedule started it."""
+    if trigger_id is None:
+        return Attribution(None, Kind.TURN)
+    row = (
+        Message.objects.filter(pk=trigger_id)
+        .values("metadata", "actor__person_id", "actor__namespace")
+        .first()
+    )
+    if row is None:
+        return Attribution(None, Kind.TURN)
+    metadata = row["metadata"] if isinstance(row["metadata"], dict) else {}
+    if row["actor__namespace"] == SCHEDULE_NAMESPACE and metadata.get("schedule"):
+        from schedules.models import Schedule
+
+        owner = (
+            Schedule.objects.filter(pk=metadata["schedule"]).values_list("owner_id", flat=True)
+        ).first()
+        return Attribution(owner, Kind.SCHEDULED)
+    if row["actor__person_id"] is not None:
+        return Attribution(row["actor__person_id"], Kind.TURN)
+    namespace = row["actor__namespace"] or ""
+    if namespace.startswith(OWNER_NAMESPACE) and namespace[len(OWNER_NAMESPACE) :].isdigit():
+        return Attribution(int(namespace[len(OWNER_NAMESPACE) :]), Kind.TURN)
+    return Attribution(None, Kind.TURN)
+
+
+def _day_of(at: datetime) -> date:
+    return at.astimezone(UTC).date()
+
+
+def _add_to_day(record: UsageRecord) -> None:
+    """Add one record to its day's sums: an increment in SQL (F()), or the row's insert;
+    a concurrent insert of the same row is caught and becomes an increment."""
+    priced = record.cost_nanos is not None
+    tokens = record.prompt_tokens + record.completion_tokens
+    values = {
+        "calls": record.calls,
+        "prompt_tokens": record.prompt_tokens,
+        "completion_tokens": record.completion_tokens,
+        "cost_nanos": record.cost_nanos or 0,
+        "unpriced_calls": 0 if priced or record.kind == Kind.TOOL else record.calls,
+        "unpriced_tokens": 0 if priced else tokens,
+        "duration_ms": record.duration_ms or 0,
+    }
+    slot = day_slot(record.day, record.person_id, record.chat_id, record.model, record.kind)
+    increments = {name: F(name) + value for name, value in values.items() if value}
+    if not increments:
+        increments = {"calls": F("calls")}  # nothing to add; touch nothing else
+    if UsageDay.objects.filter(slot=slot).update(**increments):
+        return
+    try:
+        with transaction.atomic():
+            UsageDay.objects.create(
+                slot=slot,
+                day=record.day,
+                person_id=record.person_id,
+                chat_id=record.chat_id,
+                model=record.model,
+                kind=record.kind,
+                **values,
+            )
+    except IntegrityError:  # another transaction inserted it first: add to theirs
+        UsageDay.objects.filter(slot=slot).update(**increments)
+
+
+def usage_record(
+    *,
+    kind: str,
+    chat_id: int | None,
+    person_id: int | None,
+    model: str = "",
+    calls: int = 1,
+    prompt_tokens: int = 0,
+    completion_tokens: int = 0,
+    turn_id: int | None = None,
+    review_id: int | None = None,
+    duration_ms: int | None = None,
+    detail: str = "",
+    at: datetime | None = None,
+) -> UsageRecord:
+    """Write one ledger record, priced at the price of its day (None when unpriced; tool
+    calls are never priced), and add it to its day's sums in the same transaction."""
+    at = at or timezone.now()
+    day = _day_of(at)
+    cost = None
+    if kind != Kind.TOOL:
+        cost = cost_nanos(model, day, prompt_tokens, completion_tokens)
+    record = UsageRecord(
+        at=at,
+        day=day,
+        kind=kind,
+        model=model[:255],
+        person_id=person_id,
+        chat_id=chat_id,
+        turn_id=turn_id,
+        review_id=review_id,
+        calls=calls,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        cost_nanos=cost,
+        duration_ms=duration_ms,
+        detail=detail[:255],
+    )
+    with transaction.atomic():
+        record.save(force_insert=True)
+        _add_to_day(record)
+    return record
+
+
+def usage_record_model_work(
+    *,
+    kind: str,
+    chat_id: int | None,
+    turn: Turn | None,
+    model: str,
+    calls: int,
+    prompt_tokens: int,
+    completion_tokens: int,
+) -> UsageRecord:
+    """Record a turn's model calls (kind "turn"; "scheduled" when a schedule started it) or
+    a compression summary made for a turn, attributed through the turn's trigger."""
+    who = attribution_of_trigger(turn.trigger_id if turn is not None else None)
+    if kind == Kind.TURN:
+        kind = who.kind
+    return usage_record(
+        kind=kind,
+        chat_id=chat_id,
+        person_id=who.person_id,
+        model=model,
+        calls=calls,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        turn_id=turn.pk if turn is not None else None,
+    )
+
+
+def usage_record_tool_call(*, turn: Turn, name: str, duration_ms: int | None) -> UsageRecord:
+    """Count and time one tool call of a turn (never priced)."""
+    who = attribution_of_trigger(turn.trigger_id)
+    return usage_record(
+        kind=Kind.TOOL,
+        chat_id=turn.chat_id,
+        person_id=who.person_id,
+        turn_id=turn.pk,
+        duration_ms=duration_ms,
+        detail=name,
+    )
+
+
+def usage_record_review(*, review) -> UsageRecord:
+    """Record a finished review's model calls, attributed like the turn it follows."""
+    trigger_id = None
+    if review.turn_id is not None:
+        trigger_id = Turn.objects.filter(pk=review.turn_id).values_list("trigger_id", flat=True)
+        trigger_id = trigger_id.first()
+    who = attribution_of_trigger(trigger_id)
+    return usage_record(
+        kind=Kind.REVIEW,
+        chat_id=review.chat_id,
+        person_id=who.person_id,
+        model=review.model,
+        calls=review.iterations,
+        prompt_tokens=review.prompt_tokens,
+        completion_tokens=review.completion_tokens,
+        review_id=review.pk,
+        turn_id=review.turn_id,
+        duration_ms=review.duration_ms,
+    )
+
+
+def _lock_for_rebuild() -> None:
+    """Keep new records out while sums are recomputed: PostgreSQL takes table locks (the
+    recorders wait, then add to the rebuilt rows); SQLite writers are serialised anyway."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"LOCK TABLE {UsageRecord._meta.db_table}, {UsageDay._meta.db_table} "
+                "IN SHARE ROW EXCLUSIVE MODE"
+            )
+
+
+def _reprice(records, model: str) -> None:
+    """Set the cost of `model`'s records from its prices, interval by interval, in SQL
+    (the same integer arithmetic as ModelPrice.cost_nanos)."""
+    prices = list(ModelPrice.objects.filter(model=model).order_by("valid_from"))
+    mine = records.filter(model=model).exclude(kind=Kind.TOOL)
+    if not prices:
+        mine.update(cost_nanos=None)
+        return
+    mine.filter(day__lt=prices[0].valid_from).update(cost_nanos=None)
+    big = BigIntegerField()  # PostgreSQL's integer × a price in millionths overflows int4
+    for index, price in enumerate(prices):
+        span = mine.filter(day__gte=price.valid_from)
+        if index + 1 < len(prices):
+            span = span.filter(day__lt=prices[index + 1].valid_from)
+        span.update(
+            cost_nanos=(
+                Cast("prompt_tokens", big) * price.input_micros
+                + Cast("completion_tokens", big) * price.output_micros
+                + 500
+            )
+            / 1000
+        )
+
+
+def _sum_into_days(records) -> int:
+    """Insert the day rows of these records' sums, in the database (INSERT … SELECT: no
+    row travels through Python, which matters at millions); how many rows."""
+    unpriced = Q(cost_nanos__isnull=True)
+    text = CharField()
+    groups = (
+        records.values("day", "person_id", "chat_id", "model", "kind")
+        .order_by()
+        .annotate(
+            n_slot=Concat(
+                Cast("day", text), Value("|"),
+                Coalesce(Cast("person_id", text), Value("")), Value("|"),
+                Coalesce(Cast("chat_id", text), Value("")), Value("|"),
+                "kind", Value("|"), "model",
+                output_field=text,
+            ),
+            n_calls=Sum("calls"),
+            n_prompt=Sum("prompt_tokens"),
+            n_completion=Sum("completion_tokens"),
+            n_cost=Sum("cost_nanos", default=0),
+            n_unpriced_calls=Sum("calls", filter=unpriced & ~Q(kind=Kind.TOOL), default=0),
+            n_unpriced_tokens=Coalesce(
+                Sum(
+                    Cast("prompt_tokens", BigIntegerField()) + F("completion_tokens"),
+                    filter=unpriced,
+                ),
+                0,
+            ),
+            n_duration=Sum("duration_ms", default=0),
+        )
+        .values_list(
+            "day", "person_id", "chat_id", "model", "kind", "n_slot", "n_calls", "n_prompt",
+            "n_completion", "n_cost", "n_unpriced_calls", "n_unpriced_tokens", "n_duration",
+        )
+    )  # fmt: skip
+    select, params = groups.query.sql_with_params()
+    meta = UsageDay._meta
+    columns = ", ".join(
+        connection.ops.quote_name(meta.get_field(name).column)
+        for name in (
+            "day", "person", "chat", "model", "kind", "slot", "calls", "prompt_tokens",
+            "completion_tokens", "cost_nanos", "unpriced_calls", "unpriced_tokens", "duration_ms",
+        )
+    )  # fmt: skip
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {connection.ops.quote_name(meta.db_table)} ({columns}) {select}", params
+        )
+        return cursor.rowcount
+
+
+@transaction.atomic
+def usage_rebuild(*, model: str | None = None, reprice: bool = True) -> int:
+    """Recompute the daily sums from the ledger (all of them, or one model's), repricing the
+    records at the current prices first; how many day rows now hold them."""
+    _lock_for_rebuild()
+    records = UsageRecord.objects.all()
+    days = UsageDay.objects.all()
+    if model is not None:
+        records, days = records.filter(model=model), days.filter(model=model)
+    if reprice:
+        models = [model] if model is not None else _priced_or_recorded_models()
+        for name in models:
+            _reprice(UsageRecord.objects.all(), name)
+    days.delete()
+    return _sum_into_days(records)
+
+
+def _priced_or_recorded_models() -> list[str]:
+    recorded = set(
+        UsageRecord.objects.exclude(kind=Kind.TOOL)
+        .exclude(model="")
+        .values_list("model", flat=True)
+        .distinct()
+    )
+    return sorted(recorded | set(ModelPrice.objects.values_list("model", flat=True)))
+
+
+def usage_prices_changed(*, model: str) -> int:
+    """A price of `model` was added, changed or removed: reprice its records and rebuild its
+    sums, so each price applies from its day on and only then."""
+    return usage_rebuild(model=model)
