@@ -138,8 +138,8 @@ def scheduler_status(now: datetime | None = None) -> SchedulerStatus:
         return SchedulerStatus(
             False,
             None,
-            "no scheduler has ever run: schedules will not fire until a worker with beat "
-            "runs (celery worker -B, or celery beat)",
+            "no scheduler has ever run: schedules will not fire until celery beat and the "
+            "schedules worker run (a worker on the schedules queue; `make run` starts both)",
         )
     silent = now - beat
     if silent > stale_after:
@@ -148,7 +148,7 @@ def scheduler_status(now: datetime | None = None) -> SchedulerStatus:
             False,
             beat,
             f"no scheduler has run for {minutes} minute{'s' if minutes != 1 else ''}: "
-            "schedules will not fire until the worker with beat is back",
+            "schedules will not fire until beat and the schedules worker are back",
         )
     seconds = max(0, int(silent.total_seconds()))
     return SchedulerStatus(True, beat, f"the scheduler ran {seconds} s ago")

@@ -259,8 +259,8 @@ def test_every_answer_says_when_the_scheduler_stopped(owner, olivia_dm):
     )
     answer = call(in_dm(), action="list")
     assert answer.startswith(
-        "Warning: no scheduler has run for 10 minutes: schedules will not fire until the "
-        "worker with beat is back."
+        "Warning: no scheduler has run for 10 minutes: schedules will not fire until beat "
+        "and the schedules worker are back."
     )
 
 

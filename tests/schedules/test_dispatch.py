@@ -215,8 +215,8 @@ def test_the_heartbeat_says_plainly_when_nothing_dispatches():
     stopped = scheduler_status(now=T0 + timedelta(minutes=4, seconds=5))
     assert not stopped.alive
     assert stopped.message == (
-        "no scheduler has run for 4 minutes: schedules will not fire until the worker with "
-        "beat is back"
+        "no scheduler has run for 4 minutes: schedules will not fire until beat and the "
+        "schedules worker are back"
     )
 
 
