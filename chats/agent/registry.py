@@ -3,6 +3,10 @@
 A **tool provider** contributes tools (name, description, JSON schema, handler, channels
 where allowed); a **prompt section provider** renders one block of the system prompt.
 Apps register theirs in `AppConfig.ready()`; the engine never imports `memory` or `skills`.
+
+A **turn gate** (`register_turn_gate`) is asked before a turn calls the model and again
+between the iterations of its tool loop; it may end the turn with an answer instead (the
+budgets app: a monthly cap is used up). The engine never imports `budgets`.
 """
 
 import logging
@@ -103,6 +107,21 @@ class Gate:
     WAIT = "wait"
 
 
+@dataclass(frozen=True)
+class TurnSpend:
+    """What the running turn has spent that is not in the usage ledger yet (its counters are
+    recorded only when they are stored: at the turn's end or when it waits)."""
+
+    model: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+# A turn gate: (context, the turn's unrecorded spend) -> None to go on, or the answer the
+# person gets instead of a model reply (the turn ends without calling the model).
+TurnGate = Callable[[TurnContext, TurnSpend], "str | None"]
+
+
 class ToolError(Exception):
     """Raised by a handler for a failure the model should read as is (its message is the
     tool's error result, without the generic "the tool failed" wrapping)."""
@@ -142,6 +161,20 @@ class PromptSectionProvider(Protocol):
 class Registry:
     tool_providers: list[ToolProvider] = field(default_factory=list)
     prompt_sections: list[PromptSectionProvider] = field(default_factory=list)
+    turn_gates: list[TurnGate] = field(default_factory=list)
+
+    def turn_refusal(self, context: TurnContext, pending: TurnSpend) -> str | None:
+        """The first gate's answer that stops the turn, or None. A gate that fails is
+        logged and does not stop the turn (a broken check must not take the hub down)."""
+        for gate in self.turn_gates:
+            try:
+                answer = gate(context, pending)
+            except Exception:  # noqa: BLE001 - one gate's failure must not stop every turn
+                logger.exception("turn gate %r failed", gate)
+                continue
+            if answer:
+                return answer
+        return None
 
     def tools_for(self, channel: str) -> list[Tool]:
         """Every registered tool allowed on `channel` (two tools with one name are an error)."""
@@ -188,3 +221,8 @@ def register_tool_provider(provider: ToolProvider) -> None:
 def register_prompt_section(provider: PromptSectionProvider) -> None:
     if provider not in registry.prompt_sections:
         registry.prompt_sections.append(provider)
+
+
+def register_turn_gate(gate: TurnGate) -> None:
+    if gate not in registry.turn_gates:
+        registry.turn_gates.append(gate)

@@ -1,0 +1,13 @@
+from django.apps import AppConfig
+
+
+class BudgetsConfig(AppConfig):
+    name = "budgets"
+    verbose_name = "Budgets"
+
+    def ready(self) -> None:
+        from chats.agent.registry import register_turn_gate
+
+        from budgets.services import budget_turn_gate
+
+        register_turn_gate(budget_turn_gate)
