@@ -191,6 +191,9 @@ class TurnRunner:
         except LeaseLost:
             return self._abandon()
         except _Refused as refused:
+            # Streamed like a model's reply (one delta), so every channel that shows the
+            # deltas (the terminal, live views) shows it too; then stored as the reply.
+            self.emit("turn.delta", text=refused.answer)
             return self._complete(refused.answer, refused=True)
         except _Waiting as wait:
             return self._wait(wait)

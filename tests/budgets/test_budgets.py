@@ -3,6 +3,7 @@ a model reply (the turn ends without calling the model), their message is kept, 
 channel delivers the answer as the turn's reply; a tool loop stops at the cap between its
 iterations; the default and an override; only staff set budgets."""
 
+import io
 from datetime import UTC, date, datetime
 from decimal import Decimal
 
@@ -241,3 +242,17 @@ def test_the_admin_is_for_staff_and_records_who_set_the_budget(client, ada, owne
     assert response.status_code == 302, response.content.decode()[:2000]
     budget = Budget.objects.get()
     assert budget.set_by == admin_user and budget.monthly_tokens == 5000
+
+
+def test_the_terminal_prints_the_answer_and_keeps_the_message(fake_llm, ada, owner):
+    from django.core.management import call_command
+
+    cap(ada, scope=Scope.PERSON, person=owner, monthly_tokens=10)
+    spent(person=owner, tokens=10)
+    out = io.StringIO()
+    call_command("chat", "-m", "hello there", "--profile", "ops", "--user", "olivia", stdout=out)
+    assert expected_answer("Your", "10 tokens") in " ".join(out.getvalue().split())
+    assert fake_llm.requests == []
+    history = Message.objects.filter(chat__chat_key__startswith="cli:").order_by("id")
+    assert [m.role for m in history] == ["user", "assistant"]
+    assert history[0].text == "hello there"
