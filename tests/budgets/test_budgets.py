@@ -256,3 +256,36 @@ def test_the_terminal_prints_the_answer_and_keeps_the_message(fake_llm, ada, own
     history = Message.objects.filter(chat__chat_key__startswith="cli:").order_by("id")
     assert [m.role for m in history] == ["user", "assistant"]
     assert history[0].text == "hello there"
+
+
+def test_a_personal_key_on_v1_gets_the_answer_as_the_completion(fake, ada, owner):
+    import json
+
+    from asgiref.sync import async_to_sync
+
+    from openai_api import completions
+    from openai_api.parsing import ConversationRequest
+    from openai_api.services import conversation_post
+
+    cap(ada, scope=Scope.PERSON, person=owner, monthly_tokens=10)
+    spent(person=owner, tokens=10)
+    landed = conversation_post(
+        person=owner,
+        request=ConversationRequest(
+            items=(("user", "hello"),), system="", chat_key=None, stream=False, include_usage=False
+        ),
+    )
+    seen = []
+    claim = turn_claim(turn_id=landed.turn.pk, worker="test")
+    run_claimed_turn(claim.turn, provider=get_provider(), on_event=seen.append)
+    assert fake.requests == []
+
+    async def follow():
+        for event in seen:
+            yield event
+
+    response = async_to_sync(completions._whole)(landed, follow(), "chatcmpl-x")
+    body = json.loads(response.content)
+    assert response.status_code == 200, body
+    assert body["choices"][0]["message"]["content"] == expected_answer("Your", "10 tokens")
+    assert Message.objects.filter(chat=landed.chat, role="user", text="hello").exists()
