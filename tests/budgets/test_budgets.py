@@ -289,3 +289,52 @@ def test_a_personal_key_on_v1_gets_the_answer_as_the_completion(fake, ada, owner
     assert response.status_code == 200, body
     assert body["choices"][0]["message"]["content"] == expected_answer("Your", "10 tokens")
     assert Message.objects.filter(chat=landed.chat, role="user", text="hello").exists()
+
+
+def test_one_persons_used_up_cap_holds_nobody_else(fake, ada, owner, member):
+    cap(ada, scope=Scope.PERSON, monthly_tokens=100)  # the default, for both
+    spent(person=owner, tokens=100)
+    held = run(say("hi", channel="web", chat_id="r1", user=str(owner.pk), person=owner))
+    free = run(say("hi", channel="web", chat_id="r2", user=str(member.pk), person=member))
+    assert held.reply.metadata.get("refused") is True
+    assert "refused" not in free.reply.metadata and len(fake.requests) == 1
+
+
+def test_a_chat_cap_holds_only_its_chat(ada, owner):
+    first = say("a", channel="web", chat_id="r1", user=str(owner.pk), person=owner)
+    second = say("b", channel="web", chat_id="r2", user=str(owner.pk), person=owner)
+    cap(ada, scope=Scope.CHAT, chat_id=first.chat_id, monthly_tokens=50)
+    spent(person=owner, chat_id=first.chat_id, tokens=50)
+    now = timezone.now()
+    assert budget_check(owner.pk, first.chat_id, now=now).scope == Scope.CHAT
+    assert budget_check(owner.pk, second.chat_id, now=now) is None
+
+
+def test_a_failing_gate_is_logged_and_does_not_stop_the_turn(fake, owner, caplog):
+    from chats.agent.registry import register_turn_gate
+
+    def broken(context, pending):
+        raise RuntimeError("the budget store is down")
+
+    register_turn_gate(broken)
+    try:
+        done = run(say("hi", channel="web", user=str(owner.pk), person=owner))
+    finally:
+        registry.turn_gates.remove(broken)
+    assert done.status == Turn.Status.COMPLETED and len(fake.requests) == 1
+    assert "turn gate" in caplog.text
+
+
+def test_a_budget_needs_a_cap_and_the_right_target(ada, owner):
+    from django.core.exceptions import ValidationError
+
+    with pytest.raises(ValidationError):
+        cap(ada, scope=Scope.HUB)  # no cap at all
+    with pytest.raises(ValidationError):
+        cap(ada, scope=Scope.HUB, person=owner, monthly_tokens=1)
+    with pytest.raises(ValidationError):
+        cap(ada, scope=Scope.CHAT, monthly_tokens=1)  # which chat?
+    cap(ada, scope=Scope.HUB, monthly_tokens=1)
+    with pytest.raises(ValidationError):
+        cap(ada, scope=Scope.HUB, monthly_tokens=2)  # one hub budget
+    assert Budget.objects.count() == 1
