@@ -338,3 +338,54 @@ def test_a_budget_needs_a_cap_and_the_right_target(ada, owner):
     with pytest.raises(ValidationError):
         cap(ada, scope=Scope.HUB, monthly_tokens=2)  # one hub budget
     assert Budget.objects.count() == 1
+
+
+def test_telegram_delivers_the_answer_as_the_reply(fake, ada):
+    import asyncio
+
+    from asgiref.sync import async_to_sync
+
+    from bots.delivery import ChatGate, ReplyDelivery
+    from bots.models import OutboundMessage
+
+    turn = say("hi", channel="telegram", chat_id="1001", user="1001")  # an unlinked user
+    cap(ada, scope=Scope.CHAT, chat_id=turn.chat_id, monthly_tokens=10)
+    spent(chat_id=turn.chat_id, tokens=10)
+    row = OutboundMessage.objects.create(
+        kind="reply", turn=turn, chat_id=turn.chat_id, telegram_chat_id=1001
+    )
+    seen = []
+    claim = turn_claim(turn_id=turn.pk, worker="test")
+    run_claimed_turn(claim.turn, provider=get_provider(), on_event=seen.append)
+    assert fake.requests == []
+
+    class Recorder:  # the bot's sender, as the bridge's own tests record it
+        gate = ChatGate()
+
+        def __init__(self):
+            self.sent, self.edited = [], []
+
+        async def typing(self, **kwargs):
+            pass
+
+        async def send(self, **kwargs):
+            self.sent.append(kwargs["plain"])
+            return 77
+
+        async def edit(self, **kwargs):
+            self.edited.append(kwargs["plain"])
+
+    async def deliver(recorder):
+        queue = asyncio.Queue()
+        for event in seen:
+            queue.put_nowait(event)
+        await ReplyDelivery(recorder, row, queue).run()
+
+    recorder = Recorder()
+    async_to_sync(deliver)(recorder)
+    answer = expected_answer("This chat's", "10 tokens")
+    shown = (recorder.edited or recorder.sent)[-1]
+    assert answer in " ".join(shown.split())
+    row.refresh_from_db()
+    assert row.status == "delivered"
+    assert Message.objects.filter(pk=turn.trigger_id, text="hi").exists()
