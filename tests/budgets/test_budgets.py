@@ -389,3 +389,16 @@ def test_telegram_delivers_the_answer_as_the_reply(fake, ada):
     row.refresh_from_db()
     assert row.status == "delivered"
     assert Message.objects.filter(pk=turn.trigger_id, text="hi").exists()
+
+
+def test_staff_without_the_budget_permission_cannot_set_budgets_in_the_admin(client, make_person):
+    from django.contrib.auth.models import Permission
+
+    clerk = make_person("clerk", is_staff=True)
+    client.force_login(clerk)
+    assert client.get("/admin/budgets/budget/add/").status_code == 403
+    refused = client.post("/admin/budgets/budget/add/", {"scope": "hub", "monthly_tokens": "9"})
+    assert refused.status_code == 403 and not Budget.objects.exists()
+    clerk.user_permissions.add(Permission.objects.get(codename="add_budget"))
+    response = client.post("/admin/budgets/budget/add/", {"scope": "hub", "monthly_tokens": "9"})
+    assert response.status_code == 302 and Budget.objects.get().set_by == clerk
