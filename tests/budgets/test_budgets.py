@@ -402,3 +402,42 @@ def test_staff_without_the_budget_permission_cannot_set_budgets_in_the_admin(cli
     clerk.user_permissions.add(Permission.objects.get(codename="add_budget"))
     response = client.post("/admin/budgets/budget/add/", {"scope": "hub", "monthly_tokens": "9"})
     assert response.status_code == 302 and Budget.objects.get().set_by == clerk
+
+
+def test_two_turns_started_together_at_99_percent_overshoot_by_one_model_call_each(
+    fake, ada, owner
+):
+    """Turn A and turn B both pass the start check at 99 % (neither has recorded anything).
+    While A runs its tool, B runs to its end; A's next check sees B's tokens and its own
+    and stops. Each made one model call after its last check: that is the bound."""
+    cap(ada, scope=Scope.PERSON, person=owner, monthly_tokens=1_000)
+    spent(person=owner, tokens=990)
+    turn_b = say("b", channel="web", chat_id="r2", user=str(owner.pk), person=owner)
+    outcome = {}
+
+    def run_b(context, arguments):
+        outcome["b"] = run(turn_b)  # B starts while A is between its iterations
+        return {"ok": True}
+
+    schema = {"type": "object", "properties": {}}
+
+    class _Other:
+        def tools(self):
+            return [Tool("other", "Let the other turn run.", schema, run_b, timeout_seconds=60)]
+
+    provider = _Other()
+    register_tool_provider(provider)
+    fake.script(
+        fake_openai.tool_calls([("c1", "other", {})]),  # A's first call
+        fake_openai.text("B's answer."),  # B's only call
+        fake_openai.text("never reached"),
+    )
+    try:
+        turn_a = run(say("a", channel="web", chat_id="r1", user=str(owner.pk), person=owner))
+    finally:
+        registry.tool_providers.remove(provider)
+    assert outcome["b"].reply.text == "B's answer."  # B passed its start check at 99 %
+    assert turn_a.reply.metadata.get("refused") is True  # A stopped at its next check
+    assert len(fake.requests) == 2  # one model call each, none after the cap was seen
+    month = budget_check(owner.pk, None, now=timezone.now())
+    assert month is not None
