@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "openai_api.apps.OpenAIApiConfig",
     "operations.apps.OperationsConfig",
     "usage.apps.UsageConfig",
+    "budgets.apps.BudgetsConfig",
 ]
 
 MIDDLEWARE = [

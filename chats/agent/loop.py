@@ -22,7 +22,7 @@ from chats.agent.convert import tool_call_step
 from chats.agent.interrupts import clear_interrupt, interrupt_reason
 from chats.agent.lease import LeaseHeartbeat
 from chats.agent.llm.base import ChatProvider, Finish, LLMError, TextDelta, ToolCall, Usage
-from chats.agent.registry import Gate, TurnContext, registry
+from chats.agent.registry import Gate, TurnContext, TurnSpend, registry
 from chats.agent.tools import ToolResult, ask_gate, prepare_tool_call, run_prepared_call
 from chats.agent.turns import (
     LeaseLost,
@@ -46,6 +46,14 @@ class _Stopped(Exception):
     def __init__(self, reason: str):
         super().__init__(reason)
         self.reason = reason
+
+
+class _Refused(Exception):
+    """A turn gate (e.g. a used-up budget) ends the turn with `answer` as its reply."""
+
+    def __init__(self, answer: str):
+        super().__init__(answer)
+        self.answer = answer
 
 
 class _Waiting(Exception):
@@ -82,6 +90,8 @@ class TurnRunner:
         self._heartbeat = LeaseHeartbeat(turn.pk)
         self._lease_lost = False
         self._resumed = turn.iterations > 0  # it waited for a decision and goes on now
+        # The counters as stored when the run began: what is above them is not recorded yet.
+        self._recorded = (turn.prompt_tokens, turn.completion_tokens)
 
     # --- events -----------------------------------------------------------------------
 
@@ -139,6 +149,7 @@ class TurnRunner:
         )
         partial = ""
         try:
+            self._check_gates()  # before any model call, compression's included
             tools = registry.tools_for_turn(self.context) if info.supports_tools else []
             tool_map = {tool.name: tool for tool in tools}
             specs = [tool.spec() for tool in tools]
@@ -158,6 +169,10 @@ class TurnRunner:
             if done:
                 messages += self._resume(tool_map)
             for iteration in range(done + 1, settings.AGENT_MAX_ITERATIONS + 1):
+                if iteration > 1:
+                    # Between the iterations of a tool loop, before the iteration counts
+                    # (the iterations are the model calls the usage ledger records).
+                    self._check_gates()
                 self.turn.iterations = iteration
                 if iteration > 1:
                     messages = enforce_window(messages, specs, limit)
@@ -175,6 +190,11 @@ class TurnRunner:
             )
         except LeaseLost:
             return self._abandon()
+        except _Refused as refused:
+            # Streamed like a model's reply (one delta), so every channel that shows the
+            # deltas (the terminal, live views) shows it too; then stored as the reply.
+            self.emit("turn.delta", text=refused.answer)
+            return self._complete(refused.answer, refused=True)
         except _Waiting as wait:
             return self._wait(wait)
         except _Stopped as stop:
@@ -185,6 +205,20 @@ class TurnRunner:
         except Exception:
             logger.exception("turn %s crashed", self.turn.pk)
             return self._failed(partial, "The agent hit an internal error; it has been logged.")
+
+    def _check_gates(self) -> None:
+        """Ask the turn gates (budgets) whether the turn may call the model now; they see the
+        spend of this run not yet in the ledger. The person's message is stored already."""
+        if not registry.turn_gates:
+            return
+        pending = TurnSpend(
+            model=self.turn.model,
+            prompt_tokens=max(0, self.turn.prompt_tokens - self._recorded[0]),
+            completion_tokens=max(0, self.turn.completion_tokens - self._recorded[1]),
+        )
+        answer = registry.turn_refusal(self.context, pending)
+        if answer:
+            raise _Refused(answer)
 
     def _compress_if_needed(self, window: int) -> None:
         try:

@@ -5,6 +5,10 @@ where allowed); a **prompt section provider** renders one block of the system pr
 **history scope provider** may narrow the history one turn sees (a scheduled run in its own
 fresh context). Apps register theirs in `AppConfig.ready()`; the engine never imports
 `memory`, `skills` or `schedules`.
+
+A **turn gate** (`register_turn_gate`) is asked before a turn calls the model and again
+between the iterations of its tool loop; it may end the turn with an answer instead (the
+budgets app: a monthly cap is used up). The engine never imports `budgets`.
 """
 
 import logging
@@ -105,6 +109,21 @@ class Gate:
     WAIT = "wait"
 
 
+@dataclass(frozen=True)
+class TurnSpend:
+    """What the running turn has spent that is not in the usage ledger yet (its counters are
+    recorded only when they are stored: at the turn's end or when it waits)."""
+
+    model: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+# A turn gate: (context, the turn's unrecorded spend) -> None to go on, or the answer the
+# person gets instead of a model reply (the turn ends without calling the model).
+TurnGate = Callable[[TurnContext, TurnSpend], "str | None"]
+
+
 class ToolError(Exception):
     """Raised by a handler for a failure the model should read as is (its message is the
     tool's error result, without the generic "the tool failed" wrapping)."""
@@ -160,6 +179,7 @@ class Registry:
     tool_providers: list[ToolProvider] = field(default_factory=list)
     prompt_sections: list[PromptSectionProvider] = field(default_factory=list)
     history_scopes: list[HistoryScopeProvider] = field(default_factory=list)
+    turn_gates: list[TurnGate] = field(default_factory=list)
 
     def history_scope_for(self, context: TurnContext) -> HistoryScope | None:
         """The first scope a provider gives this turn, or None (the chat's whole history).
@@ -173,6 +193,19 @@ class Registry:
                 return HistoryScope(frozenset(), reason="history scope provider failed")
             if scope is not None:
                 return scope
+        return None
+
+    def turn_refusal(self, context: TurnContext, pending: TurnSpend) -> str | None:
+        """The first gate's answer that stops the turn, or None. A gate that fails is
+        logged and does not stop the turn (a broken check must not take the hub down)."""
+        for gate in self.turn_gates:
+            try:
+                answer = gate(context, pending)
+            except Exception:  # noqa: BLE001 - one gate's failure must not stop every turn
+                logger.exception("turn gate %r failed", gate)
+                continue
+            if answer:
+                return answer
         return None
 
     def tools_for(self, channel: str) -> list[Tool]:
@@ -225,3 +258,8 @@ def register_prompt_section(provider: PromptSectionProvider) -> None:
 def register_history_scope(provider: HistoryScopeProvider) -> None:
     if provider not in registry.history_scopes:
         registry.history_scopes.append(provider)
+
+
+def register_turn_gate(gate: TurnGate) -> None:
+    if gate not in registry.turn_gates:
+        registry.turn_gates.append(gate)

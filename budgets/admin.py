@@ -1,0 +1,19 @@
+"""Staff set budgets here (the admin is for staff only; the model permissions decide which
+staff). Saving records who set the budget: the answer to a person over it names them."""
+
+from django.contrib import admin
+
+from budgets.models import Budget
+from budgets.services import budget_save
+
+
+@admin.register(Budget)
+class BudgetAdmin(admin.ModelAdmin):
+    list_display = ("__str__", "scope", "monthly_tokens", "monthly_cost", "set_by", "updated_at")
+    list_filter = ("scope",)
+    fields = ("scope", "person", "chat", "monthly_tokens", "monthly_cost", "set_by", "updated_at")
+    readonly_fields = ("set_by", "updated_at")
+    raw_id_fields = ("person", "chat")
+
+    def save_model(self, request, obj, form, change):
+        budget_save(budget=obj, by=request.user)

@@ -1,0 +1,12 @@
+from django.apps import AppConfig
+
+
+class BudgetsConfig(AppConfig):
+    name = "budgets"
+    verbose_name = "Budgets"
+
+    def ready(self) -> None:
+        from budgets.services import budget_turn_gate
+        from chats.agent.registry import register_turn_gate
+
+        register_turn_gate(budget_turn_gate)
