@@ -587,7 +587,8 @@ def schedule_run_settle(*, run_id: int, turn: Turn | None = None) -> str | None:
     """Record the outcome of a running run from its finished turn: `delivered` (reply stored
     in a web, API or terminal chat), `awaiting_delivery` (reply stored for Telegram, whose
     delivery is not confirmed yet), `failed` (with the turn's error; counts towards pausing
-    the schedule) or `skipped` (a person's message or Stop interrupted it). Returns the new
+    the schedule) or `skipped` (a person's message or Stop interrupted it, or a turn gate
+    such as a used-up budget ended it before the model was called). Returns the new
     status, or None if the run was not running or its turn not finished."""
     now = timezone.now()
     with transaction.atomic():
@@ -692,6 +693,12 @@ def _outcome(run: ScheduleRun, turn: Turn) -> tuple[str, dict]:
     if turn.status == Turn.Status.COMPLETED:
         if turn.reply_id is None:
             return ScheduleRun.Status.FAILED, {"error": "the turn completed without a reply"}
+        reply = Message.objects.filter(pk=turn.reply_id).values("text", "metadata").first()
+        if reply and (reply["metadata"] or {}).get("refused"):
+            # A turn gate (a budget used up) ended it without calling the model: the run did
+            # not happen. Its answer stays stored in the chat; the run says why it skipped,
+            # and nothing is sent to Telegram nor counted as a failure.
+            return ScheduleRun.Status.SKIPPED, {"reason": f"not run: {reply['text']}"[:255]}
         receipt = {"channel": chat.channel, "chat": chat.chat_key, "message": turn.reply_id}
         if chat.channel == Channel.TELEGRAM:
             # No Telegram update asked for this turn, so no reply is queued for it yet: hand
