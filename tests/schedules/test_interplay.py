@@ -1,0 +1,134 @@
+"""Where the four parts of schedules meet (the batched start, approvals, isolated runs, the
+pages, `/schedules`, Telegram delivery, usage): a pending or rejected schedule never starts
+and every surface says why in words that are true for the person asking; a run the batch
+started keeps what isolated history, the usage ledger and the Telegram outbox rely on."""
+
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+
+from chats.agent.llm import get_provider
+from chats.agent.loop import run_claimed_turn
+from chats.agent.turns import turn_claim
+from chats.models import Turn
+from chats.slash_commands import CommandContext
+from schedules.dispatch import dispatch
+from schedules.history import isolated_history
+from schedules.models import Schedule, ScheduleRun
+from schedules.proposals import schedule_approval_decide, schedule_create_by_agent
+from schedules.services import schedule_delete
+from schedules.slash_command import schedules_command
+from tests.fakes import openai_replies as replies
+from tests.schedules.agent_helpers import context_of
+from tests.schedules.conftest import T0
+from tests.schedules.test_receipts import run_turn_of
+
+pytestmark = pytest.mark.django_db
+
+SLOT = T0 + timedelta(hours=1)
+
+
+def propose(chat, person, **fields):
+    """A schedule the agent made for `person` in a shared chat: pending."""
+    fields.setdefault("prompt", "Remind everyone of the planning meeting.")
+    fields.setdefault("kind", "cron")
+    fields.setdefault("cron", "0 9 * * 1")
+    schedule = schedule_create_by_agent(owner=person, chat=chat, **fields)
+    assert schedule.approval == Schedule.Approval.PENDING and not schedule.enabled
+    return schedule
+
+
+def client_for(person) -> Client:
+    client = Client()
+    client.force_login(person)
+    return client
+
+
+def slash(chat, person, args: str) -> str:
+    context = CommandContext(channel="web", chat=chat, actor=None, person=person, args=args)
+    return schedules_command(context)
+
+
+# --- a pending or rejected schedule: never started, and told so -----------------------------
+
+
+@pytest.mark.parametrize("verb", ["resume", "run"])
+def test_slash_resume_or_run_of_a_pending_schedule_says_it_waits_for_approval(
+    team_chat, member, verb
+):
+    schedule = propose(team_chat, member)  # marco's own schedule: he may manage it
+    answer = slash(team_chat, member, f"{verb} {schedule.pk}")
+    # Not "only its owner ... can": he is its owner. The reason is the approval.
+    assert "Only its owner" not in answer
+    assert "approval" in answer
+    schedule.refresh_from_db()
+    assert not schedule.enabled and not schedule.runs.exists()
+
+
+def test_slash_resume_of_a_rejected_schedule_says_it_was_rejected(team_chat, owner, member):
+    schedule = propose(team_chat, member)
+    schedule_approval_decide(schedule_id=schedule.pk, decision="reject", person=owner)
+    answer = slash(team_chat, member, f"resume {schedule.pk}")
+    assert "Only its owner" not in answer and "rejected" in answer
+    schedule.refresh_from_db()
+    assert not schedule.enabled
+
+
+def test_an_edit_of_a_pending_schedule_does_not_enable_it(team_chat, member):
+    schedule = propose(team_chat, member)
+    response = client_for(member).post(
+        f"/schedules/{schedule.pk}/edit",
+        {
+            "prompt": "Remind everyone.",
+            "kind": "interval",
+            "every": "60",
+            "timezone": "UTC",
+            "catch_up": "skip",
+            "mode": "chat",
+        },
+    )
+    assert response.status_code == 302
+    schedule.refresh_from_db()
+    assert schedule.approval == Schedule.Approval.PENDING and not schedule.enabled
+    assert dispatch(now=schedule.next_fire_at + timedelta(seconds=1)).claimed == 0
+
+
+# --- what the batch writes is what the other parts read ------------------------------------
+
+
+def test_a_batch_started_run_keeps_the_trigger_link_isolated_history_needs(make_schedule):
+    schedule = make_schedule(mode="isolated")
+    dispatch(now=SLOT + timedelta(seconds=1))
+    run = schedule.runs.get()
+    assert run.status == ScheduleRun.Status.RUNNING
+    trigger = run.trigger
+    assert trigger.metadata == {"schedule": schedule.pk, "schedule_run": run.pk}
+    scope = isolated_history(context_of(trigger))
+    assert scope is not None and scope.reason == f"isolated schedule #{schedule.pk}"
+
+
+def test_a_batch_started_runs_usage_is_scheduled_and_the_owners(make_schedule, owner, fake_llm):
+    from usage.models import UsageRecord
+
+    fake_llm.script(replies.text("Two incidents are open."))
+    schedule = make_schedule()
+    dispatch(now=SLOT + timedelta(seconds=1))
+    run_turn_of(schedule.runs.get())
+    records = UsageRecord.objects.filter(turn_id=schedule.runs.get().turn_id)
+    assert records.exists()
+    assert {(r.kind, r.person_id) for r in records} == {("scheduled", owner.pk)}
+
+
+def test_deleting_a_schedule_while_its_run_is_under_way_lets_the_turn_finish(
+    make_schedule, fake_llm
+):
+    fake_llm.script(replies.text("Two incidents are open."))
+    schedule = make_schedule()
+    dispatch(now=SLOT + timedelta(seconds=1))
+    turn_id = schedule.runs.get().turn_id
+    schedule_delete(schedule=schedule)
+    # The turn is claimed and run as a worker would; its finish finds no run to settle.
+    turn = run_claimed_turn(turn_claim(turn_id=turn_id, worker="test").turn, provider=get_provider())
+    assert turn.status == Turn.Status.COMPLETED
+    assert not ScheduleRun.objects.filter(turn_id=turn_id).exists()
