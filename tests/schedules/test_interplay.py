@@ -6,6 +6,7 @@ started keeps what isolated history, the usage ledger and the Telegram outbox re
 from datetime import timedelta
 
 import pytest
+from django.contrib.messages import get_messages
 from django.test import Client
 
 from chats.agent.llm import get_provider
@@ -73,6 +74,31 @@ def test_slash_resume_of_a_rejected_schedule_says_it_was_rejected(team_chat, own
     assert "Only its owner" not in answer and "rejected" in answer
     schedule.refresh_from_db()
     assert not schedule.enabled
+
+
+def test_run_now_on_the_page_for_a_pending_schedule_is_a_message_not_an_error_page(
+    team_chat, member
+):
+    schedule = propose(team_chat, member)
+    client = client_for(member)
+    response = client.post(f"/schedules/{schedule.pk}/run", {"back": "chat"})
+    assert response.status_code == 302
+    shown = [str(m) for m in get_messages(response.wsgi_request)]
+    assert any("approval" in text for text in shown), shown
+    assert not schedule.runs.exists()
+    # Resume, likewise, says why and changes nothing.
+    response = client.post(f"/schedules/{schedule.pk}/resume", {"back": "chat"})
+    assert response.status_code == 302
+    schedule.refresh_from_db()
+    assert not schedule.enabled
+
+
+def test_the_page_offers_no_resume_or_run_now_for_a_pending_schedule(team_chat, member):
+    schedule = propose(team_chat, member)
+    page = client_for(member).get(f"/chats/{team_chat.chat_key}/schedules").content.decode()
+    entry = page.split(f'id="schedule-{schedule.pk}"', 1)[1].split("</li>", 1)[0]
+    assert "data-resume" not in entry and "data-run-now" not in entry
+    assert "data-delete" in entry  # its owner may still withdraw it
 
 
 def test_an_edit_of_a_pending_schedule_does_not_enable_it(team_chat, member):
