@@ -1,5 +1,6 @@
-"""The admin of schedules: schedules with their run history, runs (read-only: every record
-stays as the dispatcher wrote it). The dispatcher's heartbeat is under Operations."""
+"""The admin of schedules: schedules with their run history (not added here: the services
+make them), runs (read-only: every record stays as the dispatcher wrote it). The
+dispatcher's heartbeat is under Operations."""
 
 from django.contrib import admin
 
@@ -55,6 +56,11 @@ class ScheduleAdmin(admin.ModelAdmin):
         "approval_at",
     ]
     inlines = [ScheduleRunInline]
+
+    def has_add_permission(self, request) -> bool:
+        # Made through the services only (the pages, `manage.py schedule add`, the agent's
+        # tool): an admin-added row skips the checks and has no next slot, so it never fires.
+        return False
 
     def get_readonly_fields(self, request, obj=None):
         fields = list(super().get_readonly_fields(request, obj))

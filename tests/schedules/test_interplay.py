@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 from django.contrib.messages import get_messages
 from django.test import Client
+from django.urls import reverse
 
 from chats.agent.llm import get_provider
 from chats.agent.loop import run_claimed_turn
@@ -155,6 +156,47 @@ def test_deleting_a_schedule_while_its_run_is_under_way_lets_the_turn_finish(
     turn_id = schedule.runs.get().turn_id
     schedule_delete(schedule=schedule)
     # The turn is claimed and run as a worker would; its finish finds no run to settle.
-    turn = run_claimed_turn(turn_claim(turn_id=turn_id, worker="test").turn, provider=get_provider())
+    turn = run_claimed_turn(
+        turn_claim(turn_id=turn_id, worker="test").turn, provider=get_provider()
+    )
     assert turn.status == Turn.Status.COMPLETED
     assert not ScheduleRun.objects.filter(turn_id=turn_id).exists()
+
+
+# --- the admin -------------------------------------------------------------------------------
+
+
+def test_the_admin_cannot_add_a_schedule_that_would_never_fire(admin_client, owner, team_chat):
+    """A schedule added in the admin skipped the services: no validation, no owner check,
+    no approval, and no `next_fire_at`, so it showed "enabled" and never fired. Schedules are
+    made on the pages, with `manage.py schedule add` or by the agent's tool."""
+    url = reverse("admin:schedules_schedule_add")
+    assert admin_client.get(url).status_code == 403
+    posted = admin_client.post(
+        url,
+        {
+            "owner": owner.pk,
+            "chat": team_chat.pk,
+            "prompt": "Post the open incidents",
+            "kind": "cron",
+            "cron": "0 * * * *",
+            "timezone": "UTC",
+            "catch_up": "skip",
+            "mode": "chat",
+            "enabled": "on",
+            "runs-TOTAL_FORMS": "0",
+            "runs-INITIAL_FORMS": "0",
+        },
+    )
+    assert posted.status_code == 403 and not Schedule.objects.exists()
+
+
+def test_the_admin_still_shows_and_changes_a_pending_schedule_without_enabling_it(
+    admin_client, team_chat, member
+):
+    schedule = propose(team_chat, member)
+    url = reverse("admin:schedules_schedule_change", args=[schedule.pk])
+    page = admin_client.get(url)
+    assert page.status_code == 200
+    schedule.refresh_from_db()
+    assert not schedule.enabled and schedule.approval == Schedule.Approval.PENDING
