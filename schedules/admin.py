@@ -43,7 +43,15 @@ class ScheduleAdmin(admin.ModelAdmin):
     raw_id_fields = ["chat", "owner"]
     list_select_related = ["chat", "owner"]
     # Timing changes go through the services (validation, next slot); the admin shows them.
+    # So do pause and resume: ticking `enabled` here kept the next slot of before the pause,
+    # and the next pass recorded the whole pause as "missed" (staff resume on the pages).
     readonly_fields = [
+        "enabled",
+        "kind",
+        "cron",
+        "interval_minutes",
+        "run_at",
+        "timezone",
         "next_fire_at",
         "consecutive_failures",
         "anchor_at",
@@ -61,12 +69,6 @@ class ScheduleAdmin(admin.ModelAdmin):
         # Made through the services only (the pages, `manage.py schedule add`, the agent's
         # tool): an admin-added row skips the checks and has no next slot, so it never fires.
         return False
-
-    def get_readonly_fields(self, request, obj=None):
-        fields = list(super().get_readonly_fields(request, obj))
-        if obj is not None and obj.approval != Schedule.Approval.APPROVED:
-            fields.append("enabled")  # only a chat admin's approval enables it
-        return fields
 
 
 @admin.register(ScheduleRun)

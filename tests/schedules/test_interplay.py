@@ -9,6 +9,7 @@ import pytest
 from django.contrib.messages import get_messages
 from django.test import Client
 from django.urls import reverse
+from freezegun import freeze_time
 
 from chats.agent.llm import get_provider
 from chats.agent.loop import run_claimed_turn
@@ -19,7 +20,7 @@ from schedules.dispatch import dispatch
 from schedules.history import isolated_history
 from schedules.models import Schedule, ScheduleRun
 from schedules.proposals import schedule_approval_decide, schedule_create_by_agent
-from schedules.services import schedule_delete
+from schedules.services import schedule_delete, schedule_pause
 from schedules.slash_command import schedules_command
 from tests.fakes import openai_replies as replies
 from tests.schedules.agent_helpers import context_of
@@ -200,3 +201,39 @@ def test_the_admin_still_shows_and_changes_a_pending_schedule_without_enabling_i
     assert page.status_code == 200
     schedule.refresh_from_db()
     assert not schedule.enabled and schedule.approval == Schedule.Approval.PENDING
+
+
+def test_the_admin_cannot_turn_a_paused_schedule_back_on_around_the_services(
+    admin_client, make_schedule
+):
+    """Ticking `enabled` in the admin kept the `next_fire_at` of before the pause, so the
+    next pass recorded every slot of the pause as "missed: the hub was not running" (or ran
+    a catch-up); a changed cron kept the old next slot. Resume and edit on the pages (staff
+    may) compute the next slot from now."""
+    schedule = make_schedule()
+    with freeze_time(T0 + timedelta(minutes=5)):
+        schedule_pause(schedule=schedule, reason="paused by olivia")
+    later = T0 + timedelta(hours=5, minutes=1)
+    with freeze_time(later):
+        url = reverse("admin:schedules_schedule_change", args=[schedule.pk])
+        admin_client.post(
+            url,
+            {
+                "owner": schedule.owner_id,
+                "chat": schedule.chat_id,
+                "prompt": schedule.prompt,
+                "kind": "cron",
+                "cron": "30 * * * *",
+                "timezone": "UTC",
+                "catch_up": "skip",
+                "mode": "chat",
+                "enabled": "on",
+                "paused_reason": "",
+                "runs-TOTAL_FORMS": "0",
+                "runs-INITIAL_FORMS": "0",
+            },
+        )
+        dispatch(now=later)
+    assert not schedule.runs.filter(status=ScheduleRun.Status.MISSED).exists()
+    schedule.refresh_from_db()
+    assert schedule.cron == "0 * * * *" and not schedule.enabled
