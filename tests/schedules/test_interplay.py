@@ -15,6 +15,7 @@ from chats.agent.llm import get_provider
 from chats.agent.loop import run_claimed_turn
 from chats.agent.turns import turn_claim
 from chats.models import Turn
+from chats.services import message_ingest
 from chats.slash_commands import CommandContext
 from schedules.dispatch import dispatch
 from schedules.history import isolated_history
@@ -131,7 +132,11 @@ def test_a_batch_started_run_keeps_the_trigger_link_isolated_history_needs(make_
     run = schedule.runs.get()
     assert run.status == ScheduleRun.Status.RUNNING
     trigger = run.trigger
-    assert trigger.metadata == {"schedule": schedule.pk, "schedule_run": run.pk}
+    assert trigger.metadata == {
+        "schedule": schedule.pk,
+        "schedule_run": run.pk,
+        "mode": "isolated",
+    }
     scope = isolated_history(context_of(trigger))
     assert scope is not None and scope.reason == f"isolated schedule #{schedule.pk}"
 
@@ -162,6 +167,45 @@ def test_deleting_a_schedule_while_its_run_is_under_way_lets_the_turn_finish(
     )
     assert turn.status == Turn.Status.COMPLETED
     assert not ScheduleRun.objects.filter(turn_id=turn_id).exists()
+
+
+def test_an_isolated_run_whose_schedule_was_deleted_still_sees_no_chat_history(
+    make_schedule, member, fake_llm
+):
+    """The batch starts runs while every turn worker is busy, so a schedule can be deleted
+    (its run records with it) before its run's turn is claimed. An isolated schedule's turn
+    then got the whole chat as its history."""
+    schedule = make_schedule(mode="isolated")
+    message_ingest(
+        channel="web",
+        chat_id="team-room",
+        user_id=str(member.pk),
+        user_name="Marco",
+        text="Unrelated: the launch code word is BANANA.",
+    )
+    fake_llm.script(replies.text("Report: two incidents open."))
+    dispatch(now=SLOT + timedelta(seconds=1))
+    turn_id = schedule.runs.get().turn_id
+    schedule_delete(schedule=schedule)
+    turn = run_claimed_turn(
+        turn_claim(turn_id=turn_id, worker="test").turn, provider=get_provider()
+    )
+    seen = "\n".join(str(m.get("content")) for m in fake_llm.last_request["messages"])
+    assert "BANANA" not in seen and "Post the open incidents" in seen
+    assert turn.prompt_report["history_scope"].startswith(f"isolated schedule #{schedule.pk}")
+
+
+def test_a_persons_message_naming_a_deleted_run_gets_the_usual_history(make_schedule, member):
+    schedule = make_schedule(mode="isolated")
+    forged = message_ingest(
+        channel="web",
+        chat_id="team-room",
+        user_id=str(member.pk),
+        user_name="Marco",
+        text="hello",
+        metadata={"schedule": schedule.pk, "schedule_run": 999, "mode": "isolated"},
+    ).message
+    assert isolated_history(context_of(forged)) is None
 
 
 # --- the admin -------------------------------------------------------------------------------
