@@ -1,5 +1,6 @@
-"""The admin of schedules: schedules with their run history, runs (read-only: every record
-stays as the dispatcher wrote it). The dispatcher's heartbeat is under Operations."""
+"""The admin of schedules: schedules with their run history (not added here: the services
+make them), runs (read-only: every record stays as the dispatcher wrote it). The
+dispatcher's heartbeat is under Operations."""
 
 from django.contrib import admin
 
@@ -42,7 +43,15 @@ class ScheduleAdmin(admin.ModelAdmin):
     raw_id_fields = ["chat", "owner"]
     list_select_related = ["chat", "owner"]
     # Timing changes go through the services (validation, next slot); the admin shows them.
+    # So do pause and resume: ticking `enabled` here kept the next slot of before the pause,
+    # and the next pass recorded the whole pause as "missed" (staff resume on the pages).
     readonly_fields = [
+        "enabled",
+        "kind",
+        "cron",
+        "interval_minutes",
+        "run_at",
+        "timezone",
         "next_fire_at",
         "consecutive_failures",
         "anchor_at",
@@ -56,11 +65,10 @@ class ScheduleAdmin(admin.ModelAdmin):
     ]
     inlines = [ScheduleRunInline]
 
-    def get_readonly_fields(self, request, obj=None):
-        fields = list(super().get_readonly_fields(request, obj))
-        if obj is not None and obj.approval != Schedule.Approval.APPROVED:
-            fields.append("enabled")  # only a chat admin's approval enables it
-        return fields
+    def has_add_permission(self, request) -> bool:
+        # Made through the services only (the pages, `manage.py schedule add`, the agent's
+        # tool): an admin-added row skips the checks and has no next slot, so it never fires.
+        return False
 
 
 @admin.register(ScheduleRun)

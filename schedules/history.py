@@ -10,6 +10,7 @@ never imports `schedules`.
 from chats.agent.registry import HistoryScope, TurnContext
 from chats.models import Message
 from schedules.models import Schedule, ScheduleRun
+from schedules.services import ACTOR_NAMESPACE
 
 PREVIOUS_RUNS = 20  # earlier runs offered at most (the history budget may keep fewer)
 
@@ -29,7 +30,9 @@ def isolated_history(context: TurnContext) -> HistoryScope | None:
         .select_related("schedule")
         .first()
     )
-    if run is None or run.schedule.mode != Schedule.Mode.ISOLATED:
+    if run is None:
+        return _deleted_isolated(context, metadata)
+    if run.schedule.mode != Schedule.Mode.ISOLATED:
         return None
     earlier = list(
         ScheduleRun.objects.filter(schedule_id=run.schedule_id, trigger_id__lt=context.trigger.pk)
@@ -49,3 +52,15 @@ def isolated_history(context: TurnContext) -> HistoryScope | None:
             ).values_list("id", flat=True)
         )
     return HistoryScope(frozenset(ids), reason=f"isolated schedule #{run.schedule_id}")
+
+
+def _deleted_isolated(context: TurnContext, metadata: dict) -> HistoryScope | None:
+    """A run of an isolated schedule deleted after the run started (its records went with
+    it, its turn still runs): no chat history either. Only the schedule's own actor's
+    message counts, with the mode the dispatcher wrote into its metadata."""
+    actor, schedule_id = context.actor, metadata.get("schedule")
+    if metadata.get("mode") != Schedule.Mode.ISOLATED or actor is None:
+        return None
+    if actor.namespace != ACTOR_NAMESPACE or actor.external_id != str(schedule_id):
+        return None
+    return HistoryScope(frozenset(), reason=f"isolated schedule #{schedule_id} (deleted)")

@@ -532,7 +532,9 @@ def _store_prompts(runs: list[ScheduleRun], now: datetime) -> list[Message]:
                 external_id=f"schedule-run-{run.pk}-{uuid.uuid4().hex[:12]}",
                 created_at=now,
                 token_count=message_token_count(text, []),
-                metadata={"schedule": schedule.pk, "schedule_run": run.pk},
+                # `mode`: an isolated run stays isolated if its schedule is deleted before
+                # its turn runs (schedules.history).
+                metadata={"schedule": schedule.pk, "schedule_run": run.pk, "mode": schedule.mode},
             )
         )
     return insert_rows(messages)  # as message_ingest: insert_row, no save(), no signals

@@ -122,6 +122,10 @@ def schedules_command(context: CommandContext) -> str:
     except PermissionDenied as exc:
         if verb == "resume" and "can no longer read" in str(exc):
             return f"Schedule #{schedule.pk} stays paused: its owner can no longer read this chat."
+        waits = verb in ("resume", "run") and schedule.approval != Schedule.Approval.APPROVED
+        if waits and may_manage(person, schedule):
+            # Refused for its approval, not for who asks: say that (the list shows it too).
+            return f"Schedule #{schedule.pk} does not run: {exc}"
         return REFUSED.format(verb="run" if verb == "run" else verb, id=schedule.pk)
 
 

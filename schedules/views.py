@@ -252,7 +252,14 @@ def schedule_action(request: HttpRequest, schedule_id: int, action: str) -> Http
         elif action == "run":
             if not reads:
                 raise PermissionDenied("You can no longer read this schedule's chat.")
-            run = schedule_run_now(schedule=schedule, by=person)
+            try:
+                run = schedule_run_now(schedule=schedule, by=person)
+            except PermissionDenied as refusal:
+                if schedule.approval == Schedule.Approval.APPROVED:
+                    raise
+                # Pending or rejected: a chat admin's decision, said as a message.
+                messages.warning(request, f"Schedule #{schedule.pk} does not run: {refusal}")
+                return _back(request, schedule)
             if run.status == ScheduleRun.Status.DUE:
                 note = "it starts as soon as the chat is free (a turn is under way there)."
             else:
