@@ -29,7 +29,8 @@ def test_chat_list_links_every_chat_with_its_last_message_without_n_plus_1(
         chat_member_ensure(chat=result.chat, person=owner)
         others.append(result.chat)
     client = login(owner)
-    with django_assert_max_num_queries(6):  # session, user, provider info, chats: not per row
+    # session, user, provider info, the person's own notices, chats: not per row
+    with django_assert_max_num_queries(7):
         page = client.get("/").content.decode()
     assert f'href="{page_url(team_chat)}"' in page
     assert "Bo:</span> the latest **news**" in page
