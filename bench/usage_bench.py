@@ -8,9 +8,10 @@ person), and `--turns` turns spread evenly over the last `--days` days, each wit
 trigger message, its turn row and its usage record (three models, two priced), inserted
 with bulk inserts; a tool call record for every fifth turn. The daily sums are then built
 by `usage_rebuild` (timed: what a full rebuild costs at this size, both tables), and
-checked against the ledger (UsageDay and UsageHubDay). Then the pages are fetched through Django's test client (middleware, session,
-template, everything but the network) as staff, as a person and as a chat owner; p50 and
-p95 of `--runs` fetches each. Prints Markdown tables and the machine.
+checked against the turns and the ledger (UsageDay and UsageHubDay). Then the pages are
+fetched through Django's test client (middleware, session, template, everything but the
+network) as staff, as a person and as a chat owner; p50 and p95 of `--runs` fetches each.
+Prints Markdown tables and the machine.
 """
 
 import argparse
