@@ -232,3 +232,18 @@ def test_staff_narrowed_to_a_person_or_chat_read_the_daily_sums(hub, make_person
     assert by_chat.calls == UsageRecord.objects.filter(chat_id=chats[1]).count()
     nobody = usage_total(staff, UsageFilter(*days, person_id=0))
     assert nobody.calls == UsageRecord.objects.filter(person__isnull=True).count()
+
+
+@pytest.mark.django_db
+def test_the_migration_fills_the_hub_sums_from_the_daily_sums(hub):
+    """A hub that recorded usage before the table existed gets its sums at the migration."""
+    import importlib
+
+    from django.apps import apps
+
+    record_mix(*hub)
+    exact = hub_rows()
+    UsageHubDay.objects.all().delete()
+    migration = importlib.import_module("usage.migrations.0003_hub_day")
+    migration.fill_from_day_sums(apps, None)
+    assert hub_rows() == exact == ledger_rows()
