@@ -7,10 +7,11 @@ On a throw-away database: `--people` people, `--chats` web rooms (each owned by 
 person), and `--turns` turns spread evenly over the last `--days` days, each with its
 trigger message, its turn row and its usage record (three models, two priced), inserted
 with bulk inserts; a tool call record for every fifth turn. The daily sums are then built
-by `usage_rebuild` (timed: what a full rebuild costs at this size), and checked against
-the ledger. Then the pages are fetched through Django's test client (middleware, session,
-template, everything but the network) as staff, as a person and as a chat owner; p50 and
-p95 of `--runs` fetches each. Prints Markdown tables and the machine.
+by `usage_rebuild` (timed: what a full rebuild costs at this size, both tables), and
+checked against the turns and the ledger (UsageDay and UsageHubDay). Then the pages are
+fetched through Django's test client (middleware, session, template, everything but the
+network) as staff, as a person and as a chat owner; p50 and p95 of `--runs` fetches each.
+Prints Markdown tables and the machine.
 """
 
 import argparse
@@ -173,12 +174,13 @@ def check_exact() -> bool:
     from django.db.models import Sum
 
     from chats.models import Turn
-    from usage.models import UsageDay, UsageRecord
+    from usage.models import UsageDay, UsageHubDay, UsageRecord
 
     days = UsageDay.objects.aggregate(p=Sum("prompt_tokens"), c=Sum("cost_nanos"))
+    hub = UsageHubDay.objects.aggregate(p=Sum("prompt_tokens"), c=Sum("cost_nanos"))
     turns = Turn.objects.aggregate(p=Sum("prompt_tokens"))
     ledger = UsageRecord.objects.aggregate(c=Sum("cost_nanos"))
-    return days["p"] == turns["p"] and days["c"] == ledger["c"]
+    return days["p"] == hub["p"] == turns["p"] and days["c"] == hub["c"] == ledger["c"]
 
 
 def measure(client, path: str, runs: int) -> tuple[float, float, int]:
@@ -231,7 +233,7 @@ def main() -> None:
         from django.test import Client
         from django.test.utils import setup_test_environment
 
-        from usage.models import UsageDay, UsageRecord
+        from usage.models import UsageDay, UsageHubDay, UsageRecord
 
         setup_test_environment()  # the test client's host and template signals
         seeded = seed(args.turns, args.people, args.chats, args.days)
@@ -269,10 +271,12 @@ def main() -> None:
         print(f"database: {common.database_description()}")
         print(
             common.markdown_table(
-                ["turns", "usage records", "daily rows", "seed s", "usage_rebuild s", "sums exact"],
+                ["turns", "usage records", "daily rows", "hub daily rows", "seed s",
+                 "usage_rebuild s", "sums exact"],
                 [[
                     f"{args.turns:,}", f"{UsageRecord.objects.count():,}",
-                    f"{UsageDay.objects.count():,}", f"{seeded['seed_s']:.0f}",
+                    f"{UsageDay.objects.count():,}", f"{UsageHubDay.objects.count():,}",
+                    f"{seeded['seed_s']:.0f}",
                     f"{rebuild_s:.1f}", "yes" if exact and day_rows else "NO",
                 ]],
             )

@@ -7,6 +7,9 @@ turn's model calls up to a stop, a compression summary, a review, a tool call), 
 once, when recorded, to a person (or none) and a chat (or none). **UsageDay** holds the
 ledger's sums per (day, person, chat, model, kind); it is updated in the transaction that
 writes each record, so it is always exact, and `manage.py usage_rebuild` recomputes it.
+**UsageHubDay** holds the same sums per (day, model, kind) for the whole hub, kept the same
+way: the hub-wide pages (by day, model or kind, the chart, the totals) read tens of rows a
+day there instead of one per (person, chat) pair.
 
 Costs are integers in billionths of the hub's currency (`USAGE_CURRENCY`): sums of
 integers are exact on every database, where sums of decimals on SQLite are floats.
@@ -199,6 +202,33 @@ class UsageDay(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} usage on {self.day} ({self.slot})"
+
+
+class UsageHubDay(models.Model):
+    """The whole hub's sums for one (UTC day, model, kind): UsageDay without the person and
+    the chat, exact at every commit (written in the same transaction as each record)."""
+
+    day = models.DateField()
+    model = models.CharField(max_length=255, blank=True, default="")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    calls = models.PositiveBigIntegerField(default=0)
+    prompt_tokens = models.PositiveBigIntegerField(default=0)
+    completion_tokens = models.PositiveBigIntegerField(default=0)
+    cost_nanos = models.BigIntegerField(default=0)  # of the priced calls only
+    unpriced_calls = models.PositiveBigIntegerField(default=0)
+    unpriced_tokens = models.PositiveBigIntegerField(default=0)
+    duration_ms = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-day"]
+        constraints = [
+            # No column of the key is NULL, so a plain unique constraint is the key (and its
+            # index serves the pages' range of days).
+            models.UniqueConstraint(fields=["day", "model", "kind"], name="usage_hub_day_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} usage of {self.model or '(no model)'} on {self.day}"
 
 
 def day_slot(day, person_id: int | None, chat_id: int | None, model: str, kind: str) -> str:

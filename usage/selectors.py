@@ -1,5 +1,8 @@
-"""Reads of the usage app. Everything reads the daily sums (UsageDay), never the ledger,
-except the drill-down, which pages through the ledger's records.
+"""Reads of the usage app. Everything reads the daily sums, never the ledger, except the
+drill-down, which pages through the ledger's records. The sums of the whole hub per (day,
+model, kind), UsageHubDay, serve whatever needs no person or chat: a staff page not
+narrowed to a person or a chat (its table by day, model or kind, its chart and totals, its
+model list) and `spend` of the hub. Everything else reads UsageDay.
 
 Who may read what: staff read everything; a person reads their own spend (wherever it was
 made) and the whole spend of the chats they own; nobody else reads anything of theirs.
@@ -16,7 +19,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import Q, QuerySet, Sum
 
 from chats.models import Chat, ChatMember
-from usage.models import NANOS, Kind, UsageDay, UsageRecord
+from usage.models import NANOS, Kind, UsageDay, UsageHubDay, UsageRecord
 
 GROUPINGS = ("day", "person", "chat", "model", "kind")
 TABLE_ROWS = 100  # the most rows one breakdown by person or chat (and its CSV) holds
@@ -71,6 +74,9 @@ def spend(
 ) -> Spend:
     """What a person (`person_id`), a chat (`chat_id`), both, or the whole hub (neither)
     spent from `start` to before `end` (UTC days): one indexed aggregate over the sums."""
+    if person_id is None and chat_id is None:
+        rows = UsageHubDay.objects.filter(day__gte=start, day__lt=end)
+        return Spend.of(rows.aggregate(**_sums()))
     rows = UsageDay.objects.filter(day__gte=start, day__lt=end)
     if person_id is not None:
         rows = rows.filter(person_id=person_id)
@@ -127,8 +133,22 @@ def usage_days(viewer, where: UsageFilter) -> QuerySet[UsageDay]:
     return where.apply(UsageDay.objects.filter(usage_scope(viewer)))
 
 
+def _hub_wide(viewer, where: UsageFilter) -> bool:
+    """Whether the hub's sums answer for this viewer and filter: staff read everything, and
+    without a person or a chat in the filter the person and chat columns are not needed."""
+    return viewer.is_staff and where.person_id is None and where.chat_id is None
+
+
+def usage_sums(viewer, where: UsageFilter, by: str | None = None) -> QuerySet:
+    """The rows to sum for `where` (grouped `by` a column, or not at all): the hub's sums
+    per (day, model, kind) where they answer, else the daily sums in `viewer`'s scope."""
+    if by in (None, "day", "model", "kind") and _hub_wide(viewer, where):
+        return where.apply(UsageHubDay.objects.all())
+    return usage_days(viewer, where)
+
+
 def usage_total(viewer, where: UsageFilter) -> Spend:
-    return Spend.of(usage_days(viewer, where).aggregate(**_sums()))
+    return Spend.of(usage_sums(viewer, where).aggregate(**_sums()))
 
 
 @dataclass(frozen=True)
@@ -146,7 +166,7 @@ def usage_table(viewer, where: UsageFilter, by: str) -> tuple[list[UsageRow], in
     """One breakdown of the page (by day, person, chat, model or kind), largest first (by
     day: newest first, every day), at most TABLE_ROWS rows; and how many groups in all."""
     column = _GROUP_FIELD[by]
-    grouped = usage_days(viewer, where).values(column).order_by().annotate(**_sums())
+    grouped = usage_sums(viewer, where, by).values(column).order_by().annotate(**_sums())
     if by == "day":
         grouped = grouped.order_by("-day")
     else:
@@ -226,7 +246,7 @@ def usage_records(viewer, where: UsageFilter) -> QuerySet[UsageRecord]:
 def usage_models(viewer, where: UsageFilter) -> list[str]:
     """The models in the sums `viewer` may read in the filter's range (its choices)."""
     return list(
-        usage_days(viewer, replace(where, model=None))
+        usage_sums(viewer, replace(where, model=None))
         .exclude(model="")
         .values_list("model", flat=True)
         .order_by("model")

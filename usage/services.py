@@ -15,7 +15,7 @@ from django.db.models.functions import Cast, Coalesce, Concat
 from django.utils import timezone
 
 from chats.models import Message, Turn
-from usage.models import Kind, ModelPrice, UsageDay, UsageRecord, day_slot
+from usage.models import Kind, ModelPrice, UsageDay, UsageHubDay, UsageRecord, day_slot
 from usage.prices import cost_nanos
 
 OWNER_NAMESPACE = "owner:"  # chats.api.services.api_actor_namespace
@@ -60,8 +60,8 @@ def _day_of(at: datetime) -> date:
 
 
 def _add_to_day(record: UsageRecord) -> None:
-    """Add one record to its day's sums: an increment in SQL (F()), or the row's insert;
-    a concurrent insert of the same row is caught and becomes an increment."""
+    """Add one record to its day's sums, per (person, chat, model, kind) and for the whole
+    hub per (model, kind)."""
     priced = record.cost_nanos is not None
     tokens = record.prompt_tokens + record.completion_tokens
     values = {
@@ -74,24 +74,34 @@ def _add_to_day(record: UsageRecord) -> None:
         "duration_ms": record.duration_ms or 0,
     }
     slot = day_slot(record.day, record.person_id, record.chat_id, record.model, record.kind)
+    _add(
+        UsageDay,
+        {"slot": slot},
+        {"day": record.day, "person_id": record.person_id, "chat_id": record.chat_id,
+         "model": record.model, "kind": record.kind},
+        values,
+    )  # fmt: skip
+    _add(
+        UsageHubDay,
+        {"day": record.day, "model": record.model, "kind": record.kind},
+        {},
+        values,
+    )
+
+
+def _add(table, key: dict, fields: dict, values: dict) -> None:
+    """Add `values` to the row of `key`: an increment in SQL (F()), or the row's insert;
+    a concurrent insert of the same row is caught and becomes an increment."""
     increments = {name: F(name) + value for name, value in values.items() if value}
     if not increments:
         increments = {"calls": F("calls")}  # nothing to add; touch nothing else
-    if UsageDay.objects.filter(slot=slot).update(**increments):
+    if table.objects.filter(**key).update(**increments):
         return
     try:
         with transaction.atomic():
-            UsageDay.objects.create(
-                slot=slot,
-                day=record.day,
-                person_id=record.person_id,
-                chat_id=record.chat_id,
-                model=record.model,
-                kind=record.kind,
-                **values,
-            )
+            table.objects.create(**key, **fields, **values)
     except IntegrityError:  # another transaction inserted it first: add to theirs
-        UsageDay.objects.filter(slot=slot).update(**increments)
+        table.objects.filter(**key).update(**increments)
 
 
 def usage_record(
@@ -205,8 +215,8 @@ def _lock_for_rebuild() -> None:
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute(
-                f"LOCK TABLE {UsageRecord._meta.db_table}, {UsageDay._meta.db_table} "
-                "IN SHARE ROW EXCLUSIVE MODE"
+                f"LOCK TABLE {UsageRecord._meta.db_table}, {UsageDay._meta.db_table}, "
+                f"{UsageHubDay._meta.db_table} IN SHARE ROW EXCLUSIVE MODE"
             )
 
 
@@ -237,47 +247,52 @@ def _reprice(records, model: str) -> None:
 def _sum_into_days(records) -> int:
     """Insert the day rows of these records' sums, in the database (INSERT … SELECT: no
     row travels through Python, which matters at millions); how many rows."""
-    unpriced = Q(cost_nanos__isnull=True)
     text = CharField()
+    slot = Concat(
+        Cast("day", text), Value("|"),
+        Coalesce(Cast("person_id", text), Value("")), Value("|"),
+        Coalesce(Cast("chat_id", text), Value("")), Value("|"),
+        "kind", Value("|"), "model",
+        output_field=text,
+    )  # fmt: skip
+    return _insert_sums(
+        UsageDay, records, ("day", "person_id", "chat_id", "model", "kind"), {"slot": slot}
+    )
+
+
+def _sum_into_hub_days(records) -> int:
+    """The same for the hub's sums per (day, model, kind)."""
+    return _insert_sums(UsageHubDay, records, ("day", "model", "kind"), {})
+
+
+def _insert_sums(table, records, keys: tuple, extra: dict) -> int:
+    """INSERT INTO `table` the sums of `records` grouped by `keys` (record field names,
+    which are the table's too), with `extra` columns computed per group."""
+    unpriced = Q(cost_nanos__isnull=True)
+    sums = {
+        "calls": Sum("calls"),
+        "prompt_tokens": Sum("prompt_tokens"),
+        "completion_tokens": Sum("completion_tokens"),
+        "cost_nanos": Sum("cost_nanos", default=0),
+        "unpriced_calls": Sum("calls", filter=unpriced & ~Q(kind=Kind.TOOL), default=0),
+        "unpriced_tokens": Coalesce(
+            Sum(
+                Cast("prompt_tokens", BigIntegerField()) + F("completion_tokens"),
+                filter=unpriced,
+            ),
+            0,
+        ),
+        "duration_ms": Sum("duration_ms", default=0),
+    }
+    # Aliases must not clash with the record's own fields: n_<name>.
+    annotations = {f"n_{name}": value for name, value in {**extra, **sums}.items()}
     groups = (
-        records.values("day", "person_id", "chat_id", "model", "kind")
-        .order_by()
-        .annotate(
-            n_slot=Concat(
-                Cast("day", text), Value("|"),
-                Coalesce(Cast("person_id", text), Value("")), Value("|"),
-                Coalesce(Cast("chat_id", text), Value("")), Value("|"),
-                "kind", Value("|"), "model",
-                output_field=text,
-            ),
-            n_calls=Sum("calls"),
-            n_prompt=Sum("prompt_tokens"),
-            n_completion=Sum("completion_tokens"),
-            n_cost=Sum("cost_nanos", default=0),
-            n_unpriced_calls=Sum("calls", filter=unpriced & ~Q(kind=Kind.TOOL), default=0),
-            n_unpriced_tokens=Coalesce(
-                Sum(
-                    Cast("prompt_tokens", BigIntegerField()) + F("completion_tokens"),
-                    filter=unpriced,
-                ),
-                0,
-            ),
-            n_duration=Sum("duration_ms", default=0),
-        )
-        .values_list(
-            "day", "person_id", "chat_id", "model", "kind", "n_slot", "n_calls", "n_prompt",
-            "n_completion", "n_cost", "n_unpriced_calls", "n_unpriced_tokens", "n_duration",
-        )
-    )  # fmt: skip
+        records.values(*keys).order_by().annotate(**annotations).values_list(*keys, *annotations)
+    )
     select, params = groups.query.sql_with_params()
-    meta = UsageDay._meta
-    columns = ", ".join(
-        connection.ops.quote_name(meta.get_field(name).column)
-        for name in (
-            "day", "person", "chat", "model", "kind", "slot", "calls", "prompt_tokens",
-            "completion_tokens", "cost_nanos", "unpriced_calls", "unpriced_tokens", "duration_ms",
-        )
-    )  # fmt: skip
+    meta = table._meta
+    names = [key.removesuffix("_id") for key in keys] + list(extra) + list(sums)
+    columns = ", ".join(connection.ops.quote_name(meta.get_field(n).column) for n in names)
     with connection.cursor() as cursor:
         cursor.execute(
             f"INSERT INTO {connection.ops.quote_name(meta.db_table)} ({columns}) {select}", params
@@ -287,19 +302,24 @@ def _sum_into_days(records) -> int:
 
 @transaction.atomic
 def usage_rebuild(*, model: str | None = None, reprice: bool = True) -> int:
-    """Recompute the daily sums from the ledger (all of them, or one model's), repricing the
-    records at the current prices first; how many day rows now hold them."""
+    """Recompute the daily sums (UsageDay and UsageHubDay) from the ledger (all of them, or
+    one model's), repricing the records at the current prices first; how many UsageDay rows
+    now hold them."""
     _lock_for_rebuild()
     records = UsageRecord.objects.all()
-    days = UsageDay.objects.all()
+    days, hub_days = UsageDay.objects.all(), UsageHubDay.objects.all()
     if model is not None:
-        records, days = records.filter(model=model), days.filter(model=model)
+        records = records.filter(model=model)
+        days, hub_days = days.filter(model=model), hub_days.filter(model=model)
     if reprice:
         models = [model] if model is not None else _priced_or_recorded_models()
         for name in models:
             _reprice(UsageRecord.objects.all(), name)
     days.delete()
-    return _sum_into_days(records)
+    hub_days.delete()
+    rows = _sum_into_days(records)
+    _sum_into_hub_days(records)
+    return rows
 
 
 def _priced_or_recorded_models() -> list[str]:
