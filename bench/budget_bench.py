@@ -5,7 +5,8 @@
 
 On a throw-away database: `--people` people, `--chats` web rooms and `--days` days of
 daily usage sums (`--rows-per-day` rows a day, each a person, a chat and one of two models;
-the sums the usage ledger keeps, inserted directly). Budgets: the per-person default, an
+the sums the usage ledger keeps, inserted directly, and the hub's sums per day, model and
+kind derived from them). Budgets: the per-person default, an
 override for the measured person, a cap for the measured chat and one for the hub, so the
 check reads all three (the worst case: one query for the budgets, three aggregates). Then
 `budget_check` for that person in that chat, and the whole turn gate (the trigger's
@@ -25,13 +26,16 @@ sys.path.insert(0, str(ROOT))
 from bench import common  # noqa: E402
 
 BATCH = 10_000
+HUB_SUMMED = ("calls", "prompt_tokens", "completion_tokens", "cost_nanos", "unpriced_calls",
+              "unpriced_tokens", "duration_ms")  # fmt: skip
 
 
 def seed(people: int, chats: int, days: int, per_day: int) -> dict:
     from django.contrib.auth import get_user_model
+    from django.db.models import Sum
 
     from chats.models import Chat
-    from usage.models import UsageDay, day_slot
+    from usage.models import UsageDay, UsageHubDay, day_slot
 
     rng = random.Random(25)
     User = get_user_model()
@@ -65,6 +69,13 @@ def seed(people: int, chats: int, days: int, per_day: int) -> dict:
                 UsageDay.objects.bulk_create(rows)
                 rows = []
     UsageDay.objects.bulk_create(rows)
+    # The hub's sums per (day, model, kind), as recording keeps them beside the daily rows.
+    hub = (
+        UsageDay.objects.values("day", "model", "kind")
+        .annotate(**{name: Sum(name) for name in HUB_SUMMED})
+        .order_by()
+    )
+    UsageHubDay.objects.bulk_create([UsageHubDay(**row) for row in hub], batch_size=BATCH)
     return {"staff": person_ids[0], "person": person_ids[1], "chat": chat_ids[1]}
 
 
