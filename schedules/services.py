@@ -654,9 +654,7 @@ def schedule_run_delivered(*, run_id: int, receipt: dict) -> bool:
         run = _awaiting(run_id)
         if run is None:
             return False
-        stored = run.delivered_to[0] if run.delivered_to else {}
-        stored = {key: value for key, value in stored.items() if key != "note"}
-        confirmed = {**stored, **receipt, "stored": True, "delivered": True}
+        confirmed = {**_stored_receipt(run), **receipt, "stored": True, "delivered": True}
         _finish(run, ScheduleRun.Status.DELIVERED, now, delivered_to=[confirmed])
         Schedule.objects.filter(pk=run.schedule_id).update(consecutive_failures=0)
     return True
@@ -672,13 +670,22 @@ def schedule_run_delivery_failed(*, run_id: int, error: str, receipt: dict | Non
         run = _awaiting(run_id)
         if run is None:
             return False
-        stored = run.delivered_to[0] if run.delivered_to else {}
-        stored = {key: value for key, value in stored.items() if key != "note"}
-        failed = {**stored, **(receipt or {}), "delivered": False, "error": error[:500]}
+        failed = {
+            **_stored_receipt(run),
+            **(receipt or {}),
+            "delivered": False,
+            "error": error[:500],
+        }
         message = f"the reply is stored but was not delivered: {error}"[:2000]
         _finish(run, ScheduleRun.Status.FAILED, now, error=message, delivered_to=[failed])
         _failed(run, message, now)
     return True
+
+
+def _stored_receipt(run: ScheduleRun) -> dict:
+    """The receipt stored when the reply was handed over, without its "waiting" note."""
+    stored = run.delivered_to[0] if run.delivered_to else {}
+    return {key: value for key, value in stored.items() if key != "note"}
 
 
 def _awaiting(run_id: int) -> ScheduleRun | None:
