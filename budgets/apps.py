@@ -6,7 +6,9 @@ class BudgetsConfig(AppConfig):
     verbose_name = "Budgets"
 
     def ready(self) -> None:
+        from budgets import receivers
         from budgets.services import budget_turn_gate
         from chats.agent.registry import register_turn_gate
 
         register_turn_gate(budget_turn_gate)
+        receivers.connect()

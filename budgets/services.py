@@ -6,10 +6,12 @@ asks `budget_check` before a turn calls the model and between the iterations of 
 loop, for whoever the turn's spend is attributed to (usage's rule)."""
 
 from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.utils import timezone
 
 from budgets.models import Budget
 from budgets.selectors import budget_check
+from budgets.warnings import budget_warnings_reset
 from chats.agent.registry import TurnContext, TurnSpend
 from usage.prices import cost_nanos
 from usage.services import attribution_of_trigger
@@ -20,8 +22,17 @@ def budget_save(*, budget: Budget, by) -> Budget:
     if not (by and by.is_active and by.is_staff):
         raise PermissionDenied("Only staff set budgets.")
     budget.full_clean()
+    before = None
+    if budget.pk is not None:
+        before = Budget.objects.filter(pk=budget.pk).values("monthly_tokens", "monthly_cost")
+        before = before.first()
     budget.set_by = by
-    budget.save()
+    with transaction.atomic():
+        budget.save()
+        caps = {"monthly_tokens": budget.monthly_tokens, "monthly_cost": budget.monthly_cost}
+        if before is not None and before != caps:
+            # A new cap: its people are told again when the spend crosses its levels.
+            budget_warnings_reset(budget=budget, now=timezone.now())
     return budget
 
 
