@@ -36,7 +36,7 @@ from django.db.models import Q
 from budgets.models import Budget, BudgetWarning, Level, Scope
 from budgets.selectors import applicable_budgets, month_bounds
 from chats.deliveries import person_tell
-from chats.models import Chat, ChatMember
+from chats.models import ChatMember
 from usage.models import NANOS
 from usage.selectors import Spend, spend
 
@@ -131,8 +131,8 @@ def budget_warnings_after_spend(
         if (budget.pk, subject, level) in done:
             continue
         warning = warn_once(
-            budget=budget, subject_id=subject, chat_id=chat_id, usage=usage, level=level,
-            month=start, resets_on=end,
+            budget=budget, subject_id=subject, usage=usage, level=level, month=start,
+            resets_on=end,
         )  # fmt: skip
         if warning is not None:
             made.append(warning)
@@ -153,7 +153,6 @@ def warn_once(
     *,
     budget: Budget,
     subject_id: int | None,
-    chat_id: int | None,
     usage: Usage,
     level: int,
     month: date,
@@ -172,8 +171,8 @@ def warn_once(
             return None
         people = _recipients(budget, subject_id, level)
         text = warning_text(
-            budget=budget, subject=_person(subject_id), chat=_chat(chat_id), usage=usage,
-            level=level, resets_on=resets_on,
+            budget=budget, subject=_person(subject_id), usage=usage, level=level,
+            resets_on=resets_on,
         )  # fmt: skip
         for person in people:
             person_tell(person=person, text=text, kind=NOTICE_KIND)
@@ -205,18 +204,12 @@ def _person(person_id: int | None):
     return get_user_model().objects.filter(pk=person_id).first()
 
 
-def _chat(chat_id: int | None) -> Chat | None:
-    return Chat.objects.filter(pk=chat_id).first() if chat_id is not None else None
-
-
-def _chat_label(budget: Budget, chat: Chat | None) -> str:
-    chat = chat if chat is not None and chat.pk == budget.chat_id else budget.chat
+def _chat_label(budget: Budget) -> str:
+    chat = budget.chat
     return f"“{chat.title}”" if chat.title else chat.chat_key
 
 
-def warning_text(
-    *, budget: Budget, subject, chat: Chat | None, usage: Usage, level: int, resets_on: date
-) -> str:
+def warning_text(*, budget: Budget, subject, usage: Usage, level: int, resets_on: date) -> str:
     """The warning as its people read it: which cap, how much is used, who set it, when it
     resets, and what happens past it."""
     setter = budget.set_by.get_username() if budget.set_by else ""
@@ -225,14 +218,14 @@ def warning_text(
     if usage.unpriced_left_out:
         used += " (work of models without a price is not counted: its cost is unknown)"
     if level == Level.USED_UP:
-        return _staff_text(budget, subject, chat, usage, setter, used, resets)
+        return _staff_text(budget, subject, usage, setter, used, resets)
     set_by = f", set by {setter}," if setter else ""
     ask = f"ask {setter} or another staff member" if setter else "ask a staff member"
     if budget.scope == Scope.PERSON:
         whose = "Your monthly budget" if budget.person_id else "Your monthly budget (the default)"
         held = "you get no model replies"
     elif budget.scope == Scope.CHAT:
-        whose = f"The monthly budget of your chat {_chat_label(budget, chat)}"
+        whose = f"The monthly budget of your chat {_chat_label(budget)}"
         held = "nobody in that chat gets model replies"
     else:
         whose = "The hub's monthly budget"
@@ -249,7 +242,7 @@ def warning_text(
     )
 
 
-def _staff_text(budget, subject, chat, usage, setter, used, resets) -> str:
+def _staff_text(budget, subject, usage, setter, used, resets) -> str:
     set_by = f" (set by {setter})" if setter else ""
     name = subject.get_username() if subject is not None else "someone"
     if budget.scope == Scope.PERSON and budget.person_id:
@@ -259,7 +252,7 @@ def _staff_text(budget, subject, chat, usage, setter, used, resets) -> str:
         what = f"{name} used up the default monthly budget per person of {usage.cap}{set_by}"
         held = f"{name} gets no model replies"
     elif budget.scope == Scope.CHAT:
-        label = _chat_label(budget, chat)
+        label = _chat_label(budget)
         what = f"the monthly budget of the chat {label} of {usage.cap}{set_by} is used up"
         held = "nobody in that chat gets model replies"
     else:

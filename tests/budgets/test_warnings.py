@@ -264,7 +264,7 @@ def test_the_unique_warning_lets_only_one_of_two_racing_recordings_tell(ada, own
     usage = warnings.Usage(percent=90, cap="100 tokens", used="90 tokens", unpriced_left_out=False)
     start, end = month_bounds(datetime.now(UTC))
     again = warnings.warn_once(
-        budget=budget, subject_id=owner.pk, chat_id=None, usage=usage, level=Level.NEARLY,
+        budget=budget, subject_id=owner.pk, usage=usage, level=Level.NEARLY,
         month=start, resets_on=end,
     )  # fmt: skip
     assert again is None and len(told(owner)) == 1
