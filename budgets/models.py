@@ -14,6 +14,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 
 class Scope(models.TextChoices):
@@ -88,3 +89,49 @@ class Budget(models.Model):
             raise ValidationError({"chat": "A chat budget names its chat."})
         if self.scope != Scope.CHAT and self.chat_id:
             raise ValidationError({"chat": "Only a budget of scope chat names a chat."})
+
+
+class Level(models.IntegerChoices):
+    NEARLY = 80, "80 % used"
+    USED_UP = 100, "used up"
+
+
+class BudgetWarning(models.Model):
+    """That the people a cap concerns were told it crossed a level (80 %: the person it
+    caps; 100 %: staff), once per budget, subject and calendar month: the unique
+    constraints make a second, concurrent warning an insert that fails, never a second
+    notice. See budgets.warnings."""
+
+    budget = models.ForeignKey(Budget, on_delete=models.CASCADE, related_name="warnings")
+    # The person a person budget capped (the default is one budget for many people: one
+    # warning each); empty for a chat's and the hub's budget.
+    person = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    month = models.DateField(help_text="The first day of the calendar month (UTC).")
+    level = models.PositiveSmallIntegerField(choices=Level.choices)
+    used = models.CharField(max_length=64, help_text="What was spent when it was told.")
+    told = models.PositiveIntegerField(default=0, help_text="How many people were told.")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["budget", "person", "month", "level"],
+                condition=Q(person__isnull=False),
+                name="budget_warning_once_per_person",
+            ),
+            models.UniqueConstraint(
+                fields=["budget", "month", "level"],
+                condition=Q(person__isnull=True),
+                name="budget_warning_once",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.budget} {self.get_level_display()} in {self.month:%Y-%m}"

@@ -1,16 +1,21 @@
-"""Writes of the budgets app and its turn gate.
+"""Writes of the budgets app, its turn gate and its review gate.
 
 Only staff set budgets (`budget_save`, used by the admin, records who set it). The turn
 gate (registered with the engine in `BudgetsConfig.ready`; chats never imports this app)
 asks `budget_check` before a turn calls the model and between the iterations of its tool
-loop, for whoever the turn's spend is attributed to (usage's rule)."""
+loop, for whoever the turn's spend is attributed to (usage's rule). The review gate
+(registered with `learning.gates`; learning never imports this app) asks it before a
+background review calls the model, for whoever the review's spend is attributed to."""
 
 from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.utils import timezone
 
-from budgets.models import Budget
-from budgets.selectors import budget_check
+from budgets.models import Budget, Scope
+from budgets.selectors import Refusal, budget_check
+from budgets.warnings import budget_warnings_reset
 from chats.agent.registry import TurnContext, TurnSpend
+from learning.gates import ReviewStart
 from usage.prices import cost_nanos
 from usage.services import attribution_of_trigger
 
@@ -20,8 +25,17 @@ def budget_save(*, budget: Budget, by) -> Budget:
     if not (by and by.is_active and by.is_staff):
         raise PermissionDenied("Only staff set budgets.")
     budget.full_clean()
+    before = None
+    if budget.pk is not None:
+        before = Budget.objects.filter(pk=budget.pk).values("monthly_tokens", "monthly_cost")
+        before = before.first()
     budget.set_by = by
-    budget.save()
+    with transaction.atomic():
+        budget.save()
+        caps = {"monthly_tokens": budget.monthly_tokens, "monthly_cost": budget.monthly_cost}
+        if before is not None and before != caps:
+            # A new cap: its people are told again when the spend crosses its levels.
+            budget_warnings_reset(budget=budget, now=timezone.now())
     return budget
 
 
@@ -38,3 +52,25 @@ def budget_turn_gate(context: TurnContext, pending: TurnSpend) -> str | None:
         person_id, context.chat.pk, now=now, pending_tokens=tokens, pending_cost_nanos=nanos
     )
     return refusal.message if refusal else None
+
+
+def budget_review_gate(start: ReviewStart) -> str | None:
+    """Why a background review does not run (a cap that applies to its spend is used up),
+    else None. Its spend is attributed like the turn it follows (usage's rule)."""
+    person_id = attribution_of_trigger(start.trigger_id).person_id
+    refusal = budget_check(person_id, start.chat_id, now=timezone.now())
+    return review_reason(refusal) if refusal else None
+
+
+def review_reason(refusal: Refusal) -> str:
+    """The reason a skipped review records, for whoever may read the chat's reviews: a
+    person's cap is not spelled out there (it is theirs, not the chat's)."""
+    resets = f"{refusal.resets_on.day} {refusal.resets_on:%B %Y}"
+    set_by = f", set by {refusal.set_by}," if refusal.set_by else ""
+    if refusal.scope == Scope.PERSON:
+        what = "the monthly budget of the person whose turn it follows is used up"
+    elif refusal.scope == Scope.CHAT:
+        what = f"this chat's monthly budget of {refusal.cap}{set_by} is used up"
+    else:
+        what = f"the hub's monthly budget of {refusal.cap}{set_by} is used up"
+    return f"{what}; it resets on {resets}. The next review that runs reads these turns too."

@@ -76,6 +76,8 @@ class Review(models.Model):
         RUNNING = "running", "Running"
         DONE = "done", "Done"
         FAILED = "failed", "Failed"
+        # Not run: a review gate (a used-up budget) refused it before any model call.
+        SKIPPED = "skipped", "Skipped"
 
     chat = models.ForeignKey(Chat, on_delete=models.CASCADE, related_name="reviews")
     turn = models.ForeignKey(

@@ -14,6 +14,8 @@ What it may do, and what it never does:
   message the model never sees), never advances counters and so never starts another review.
 - A failure (the model is down, an internal error) marks the Review failed with the error;
   the chat is untouched.
+- Before any model call it asks the review gates (`learning.gates`; the budgets app: a used-up
+  monthly cap): one that holds it back marks it skipped, with the reason as its outcome.
 """
 
 import json
@@ -42,6 +44,7 @@ from chats.agent.tools import execute_tool_call
 from chats.models import Chat, ChatKind, ChatMember, Message
 from chats.payloads import message_payload
 from chats.services import message_append
+from learning.gates import ReviewStart, review_refusal
 from learning.models import ChatLearning, Review
 from learning.snapshot import (
     MEMORY_TOOL_LINE_TOKENS,
@@ -341,6 +344,8 @@ def review_run(
     review = _claim(review_id, worker)
     if review is None:
         return Review.objects.filter(pk=review_id).first()
+    if _skipped(review):
+        return review
     started = time.monotonic()
     owned = False
     try:
@@ -378,6 +383,24 @@ def review_run(
     if review.status == Review.Status.DONE:
         _quiet_notice(review)
     return review
+
+
+def _skipped(review: Review) -> bool:
+    """Ask the review gates (`learning.gates`) before any model call; a review one holds back
+    is recorded `skipped` with the reason as its outcome, for good (never retried)."""
+    start = ReviewStart(
+        review_id=review.pk,
+        chat_id=review.chat_id,
+        trigger_id=review.turn.trigger_id if review.turn is not None else None,
+    )
+    reason = review_refusal(start)
+    if not reason:
+        return False
+    review.status = Review.Status.SKIPPED
+    review.outcome = f"Not run: {reason}"
+    review.finished_at = timezone.now()
+    review.save(update_fields=["status", "outcome", "finished_at"])
+    return True
 
 
 def _proposal_count(review: Review) -> int:

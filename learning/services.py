@@ -181,12 +181,13 @@ def _previous_end(chat_id: int, focus: str) -> int | None:
     """Where this review starts reading: after the last message that earlier reviews of the
     same area read. A skills review cannot save a fact, so it never hides the turns it read
     from the next memory review (and the other way round); a combined review starts where
-    the area reviewed longest ago stopped. A failed review read nothing for anyone."""
+    the area reviewed longest ago stopped. A failed or skipped review read nothing for anyone:
+    the next one that runs reads its turns too."""
     ends = []
     for area in FOCUS_AREAS[focus]:
         end = (
             Review.objects.filter(chat_id=chat_id, focus__in=(area, Review.Focus.COMBINED))
-            .exclude(status=Review.Status.FAILED)
+            .exclude(status__in=(Review.Status.FAILED, Review.Status.SKIPPED))
             .aggregate(end=Max("covers_to_id"))["end"]
         )
         if end is None:
