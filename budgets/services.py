@@ -3,16 +3,25 @@
 Only staff set budgets (`budget_save`, used by the admin, records who set it). The turn
 gate (registered with the engine in `BudgetsConfig.ready`; chats never imports this app)
 asks `budget_check` before a turn calls the model and between the iterations of its tool
-loop, for whoever the turn's spend is attributed to (usage's rule)."""
+loop, for whoever the turn's spend is attributed to (usage's rule).
+
+What one check costs: with no budget at all, one probe of the budgets table. Otherwise one
+statement (`budget_check_unrecorded`: the caps, their month's spend and the price of the
+turn's unrecorded tokens), and at the first check of a run also the probe and who spends.
+Who spends is kept for the run on the trigger the runner loaded (a resumed turn loads it
+anew); the spend and the budgets are never cached, so every check sees every finished turn
+and every budget saved or deleted before it."""
 
 from django.core.exceptions import PermissionDenied
 from django.utils import timezone
 
 from budgets.models import Budget
-from budgets.selectors import budget_check
+from budgets.selectors import budget_check_unrecorded, budgets_exist
 from chats.agent.registry import TurnContext, TurnSpend
-from usage.prices import cost_nanos
-from usage.services import attribution_of_trigger
+from usage.services import SCHEDULE_NAMESPACE, attribution_of_trigger
+
+# The attribute of the turn's loaded trigger Message that keeps its attributed person id.
+_ATTRIBUTED = "_budgets_attributed_person_id"
 
 
 def budget_save(*, budget: Budget, by) -> Budget:
@@ -27,14 +36,35 @@ def budget_save(*, budget: Budget, by) -> Budget:
 
 def budget_turn_gate(context: TurnContext, pending: TurnSpend) -> str | None:
     """The answer that ends the turn when a cap is used up, else None."""
-    now = timezone.now()
-    person_id = attribution_of_trigger(context.trigger.pk).person_id
-    tokens = pending.prompt_tokens + pending.completion_tokens
-    nanos = 0
-    if tokens:
-        nanos = cost_nanos(pending.model, now.date(), pending.prompt_tokens,
-                           pending.completion_tokens)  # fmt: skip
-    refusal = budget_check(
-        person_id, context.chat.pk, now=now, pending_tokens=tokens, pending_cost_nanos=nanos
+    kept = context.trigger.__dict__
+    if _ATTRIBUTED in kept:
+        person_id = kept[_ATTRIBUTED]
+    elif not budgets_exist():
+        return None  # asked again at the next check: a budget set meanwhile is seen there
+    else:
+        # One run's trigger (so who spends) does not change between its iterations.
+        person_id = kept[_ATTRIBUTED] = _attributed_person_id(context)
+    refusal = budget_check_unrecorded(
+        person_id,
+        context.chat.pk,
+        now=timezone.now(),
+        model=pending.model,
+        prompt_tokens=pending.prompt_tokens,
+        completion_tokens=pending.completion_tokens,
     )
     return refusal.message if refusal else None
+
+
+def _attributed_person_id(context: TurnContext) -> int | None:
+    """Who the turn's spend is attributed to: `usage.services.attribution_of_trigger`. Its
+    rule gives a trigger whose actor is linked to a person, and is not a schedule's, to that
+    person: then the actor the runner loaded with the trigger answers without a query."""
+    actor = context.actor
+    if (
+        actor is not None
+        and actor.pk == context.trigger.actor_id
+        and actor.person_id is not None
+        and actor.namespace != SCHEDULE_NAMESPACE
+    ):
+        return actor.person_id
+    return attribution_of_trigger(context.trigger.pk).person_id
