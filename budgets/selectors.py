@@ -91,7 +91,7 @@ class CapSpend:
 
 def applicable_budgets(person_id: int | None, chat_id: int | None) -> list[Budget]:
     """The budgets that cap this work, person first, then chat, then hub; a person's own
-    budget replaces the default."""
+    budget replaces the default. (The ORM's reading; the check's statement reads the same.)"""
     where = Q(scope=Scope.HUB)
     if chat_id is not None:
         where |= Q(scope=Scope.CHAT, chat_id=chat_id)

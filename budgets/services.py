@@ -18,7 +18,7 @@ from django.utils import timezone
 from budgets.models import Budget
 from budgets.selectors import budget_check_unrecorded, budgets_exist
 from chats.agent.registry import TurnContext, TurnSpend
-from usage.services import SCHEDULE_NAMESPACE, attribution_of_trigger
+from usage.services import OWNER_NAMESPACE, SCHEDULE_NAMESPACE, attribution_of_trigger
 
 # The attribute of the turn's loaded trigger Message that keeps its attributed person id.
 _ATTRIBUTED = "_budgets_attributed_person_id"
@@ -57,14 +57,16 @@ def budget_turn_gate(context: TurnContext, pending: TurnSpend) -> str | None:
 
 def _attributed_person_id(context: TurnContext) -> int | None:
     """Who the turn's spend is attributed to: `usage.services.attribution_of_trigger`. Its
-    rule gives a trigger whose actor is linked to a person, and is not a schedule's, to that
-    person: then the actor the runner loaded with the trigger answers without a query."""
+    rule reads the trigger's actor; only a schedule's actor (its schedule's owner) and an
+    unlinked actor of an API token owner (`owner:<id>`) need more than the actor. For any
+    other the actor the runner loaded with the trigger answers without a query: its linked
+    person, or nobody."""
     actor = context.actor
     if (
         actor is not None
         and actor.pk == context.trigger.actor_id
-        and actor.person_id is not None
         and actor.namespace != SCHEDULE_NAMESPACE
+        and (actor.person_id is not None or not actor.namespace.startswith(OWNER_NAMESPACE))
     ):
         return actor.person_id
     return attribution_of_trigger(context.trigger.pk).person_id

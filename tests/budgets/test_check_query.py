@@ -259,7 +259,7 @@ def test_the_gate_reads_who_spends_once_per_run_and_only_probes_without_budgets(
         assert budget_turn_gate(context, pending) is None
     # A new run (another worker, a resumed turn) loads the trigger anew and reads it again.
     again = runner_context(turn)
-    again.trigger.actor.person_id = None  # as if unlinked: the rule's query answers then
+    again.actor.namespace = "schedule"  # as if a schedule's actor: the rule's query answers
     with django_assert_num_queries(3):  # the probe, who spends, the statement
         assert budget_turn_gate(again, pending) is None
 
@@ -271,6 +271,7 @@ def test_the_gate_attributes_spend_as_usage_does(owner, member, team_chat):
     turns = [
         say("a", channel="web", chat_id="team-room", user=str(owner.pk), person=owner),
         say("b", channel="telegram", chat_id="-100", user="tg-42"),  # unlinked
+        say("b2", channel="web", chat_id="team-room", user="ghost"),  # unlinked, web
         say("c", user="crm-7", actor_namespace=api_actor_namespace(owner)),  # API v1
         say("d", user="crm-8", actor_namespace="owner:abc"),  # forged: nobody
         say("e", channel="web", chat_id="team-room", user=str(schedule.pk),
@@ -278,7 +279,7 @@ def test_the_gate_attributes_spend_as_usage_does(owner, member, team_chat):
     ]  # fmt: skip
     found = [_attributed_person_id(runner_context(turn)) for turn in turns]
     assert found == [attribution_of_trigger(turn.trigger_id).person_id for turn in turns]
-    assert found == [owner.pk, None, owner.pk, None, member.pk]
+    assert found == [owner.pk, None, None, owner.pk, None, member.pk]
 
 
 def test_a_check_in_the_real_month_counts_todays_turns(ada, owner):
