@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/budget_bench.py [--people 200] [--chats 1000] [--days 365]
         [--rows-per-day 2000] [--runs 200] [--repeats 5] [--explain]
-        [--database-url postgres://…]   (default: $DATABASE_URL, else SQLite)
+        [--database-url postgres://…]   (without: SQLite)
 
 On a throw-away database (a temporary SQLite file, or `hermes_budget_<pid>` created on the
 PostgreSQL server and dropped at the end): `--people` people, `--chats` web rooms and
@@ -16,15 +16,16 @@ Measured, each `--runs` times per round, `--repeats` rounds taking the cases in 
 three `usage.selectors.spend` aggregates alone; the check and the turn gate as they were
 before the one statement ("before": the budgets through the ORM, one `spend` per cap, and
 for the gate the trigger's attribution and the price, read at every check); `budget_check`;
-the turn gate at the first check of a run (who spends taken from the loaded trigger, or
-read by a query as for a schedule's or an API integration user's trigger) and at later
-checks; then, with every budget deleted, the check and the gate again. Prints the median of
-the rounds' p50s, the p95 of all runs and the queries per call, as Markdown, and the
-machine (with its load: the machine may be shared). `--explain`: the statement's plan.
+the turn gate at the first check of a run (who spends taken from the loaded trigger; also
+with the probe of the budgets table first, as when the process's last read found no
+budget; and with who spends read by a query, as for a schedule's or an API integration
+user's trigger) and at later checks; then, with every budget deleted, the check and the
+gate again. Prints the median of the rounds' p50s, the p95 of all runs and the queries per
+call, as Markdown, and the machine (with its load: the machine may be shared).
+`--explain`: the statement's plan.
 """
 
 import argparse
-import os
 import random
 import sys
 from datetime import UTC, datetime, timedelta
@@ -164,7 +165,7 @@ def main() -> None:
     parser.add_argument("--rows-per-day", type=int, default=2000)
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL"))
+    parser.add_argument("--database-url", default=None)
     parser.add_argument("--explain", action="store_true", help="print the check's query plan")
     args = parser.parse_args()
     with common.temporary_database(args.database_url, label="budget") as url:
@@ -219,6 +220,12 @@ def main() -> None:
             trigger.__dict__.pop("_budgets_attributed_person_id", None)  # a new run
             assert budget_turn_gate(context, pending) is None
 
+        def gate_first_probing():
+            from budgets.selectors import _remember
+
+            _remember(False)  # as if this process's last read had found no budget
+            gate_first()
+
         def gate_first_by_query():
             by_query.__dict__.pop("_budgets_attributed_person_id", None)
             assert budget_turn_gate(context_by_query, pending) is None
@@ -243,6 +250,7 @@ def main() -> None:
             ("before: turn gate", before_gate),
             ("budget_check (3 caps)", check),
             ("turn gate, first check of a run", gate_first),
+            ("turn gate, first check, probing first", gate_first_probing),
             ("turn gate, first check, attribution by query", gate_first_by_query),
             ("turn gate, later checks of the run", gate_later),
         ]  # fmt: skip

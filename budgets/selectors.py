@@ -155,7 +155,23 @@ def budgets_exist() -> bool:
     table = connection.ops.quote_name(Budget._meta.db_table)
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT 1 FROM {table} LIMIT 1")
-        return cursor.fetchone() is not None
+        found = cursor.fetchone() is not None
+    _remember(found)
+    return found
+
+
+def budgets_found_last() -> bool:
+    """Whether this process's last read of budgets (a check or `budgets_exist`) found any.
+    A hint for what to read first, never an answer: it may be stale the moment it is read."""
+    return _found_last
+
+
+_found_last = False
+
+
+def _remember(found: bool) -> None:
+    global _found_last
+    _found_last = found
 
 
 # --- the statement ---------------------------------------------------------------------------
@@ -175,6 +191,7 @@ def _read(
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
+    _remember(bool(rows))
     cost_field = Budget._meta.get_field("monthly_cost")
     caps = [
         CapSpend(

@@ -7,7 +7,8 @@ loop, for whoever the turn's spend is attributed to (usage's rule).
 
 What one check costs: with no budget at all, one probe of the budgets table. Otherwise one
 statement (`budget_check_unrecorded`: the caps, their month's spend and the price of the
-turn's unrecorded tokens), and at the first check of a run also the probe and who spends.
+turn's unrecorded tokens), and at the first check of a run also who spends (from the loaded
+trigger, or one query) and the probe, unless the process's last read found budgets.
 Who spends is kept for the run on the trigger the runner loaded (a resumed turn loads it
 anew); the spend and the budgets are never cached, so every check sees every finished turn
 and every budget saved or deleted before it."""
@@ -16,7 +17,7 @@ from django.core.exceptions import PermissionDenied
 from django.utils import timezone
 
 from budgets.models import Budget
-from budgets.selectors import budget_check_unrecorded, budgets_exist
+from budgets.selectors import budget_check_unrecorded, budgets_exist, budgets_found_last
 from chats.agent.registry import TurnContext, TurnSpend
 from usage.services import OWNER_NAMESPACE, SCHEDULE_NAMESPACE, attribution_of_trigger
 
@@ -39,9 +40,12 @@ def budget_turn_gate(context: TurnContext, pending: TurnSpend) -> str | None:
     kept = context.trigger.__dict__
     if _ATTRIBUTED in kept:
         person_id = kept[_ATTRIBUTED]
-    elif not budgets_exist():
-        return None  # asked again at the next check: a budget set meanwhile is seen there
     else:
+        # The probe spares reading who spends (and the statement) when no budget exists.
+        # Skipped while this process's last read found budgets: that changes only what is
+        # read, never the answer (the statement reads the budgets that apply anyway).
+        if not budgets_found_last() and not budgets_exist():
+            return None  # asked again at the next check: a budget set meanwhile is seen there
         # One run's trigger (so who spends) does not change between its iterations.
         person_id = kept[_ATTRIBUTED] = _attributed_person_id(context)
     refusal = budget_check_unrecorded(

@@ -16,6 +16,7 @@ from budgets.selectors import (
     applicable_budgets,
     budget_check,
     budget_check_unrecorded,
+    budgets_exist,
     caps_with_spend,
     month_bounds,
 )
@@ -248,20 +249,28 @@ def test_the_gate_reads_who_spends_once_per_run_and_only_probes_without_budgets(
     ada, owner, team_chat, django_assert_num_queries
 ):
     turn = say("hi", channel="web", chat_id="team-room", user=str(owner.pk), person=owner)
-    context = runner_context(turn)
     pending = TurnSpend(model="m", prompt_tokens=10, completion_tokens=5)
+    budgets_exist()  # this process's last read: no budget
+    context = runner_context(turn)
     with django_assert_num_queries(1):  # no budget: the probe only
         assert budget_turn_gate(context, pending) is None
-    cap(ada, scope=Scope.HUB, monthly_tokens=10**9)
+    hub = cap(ada, scope=Scope.HUB, monthly_tokens=10**9)
     with django_assert_num_queries(2):  # first check of the run: the probe, the statement
         assert budget_turn_gate(context, pending) is None
     with django_assert_num_queries(1):  # later checks: the statement
         assert budget_turn_gate(context, pending) is None
-    # A new run (another worker, a resumed turn) loads the trigger anew and reads it again.
+    # A new run (another worker, a resumed turn) loads the trigger anew and reads it again;
+    # the last read found budgets, so it goes straight to who spends and the statement.
     again = runner_context(turn)
     again.actor.namespace = "schedule"  # as if a schedule's actor: the rule's query answers
-    with django_assert_num_queries(3):  # the probe, who spends, the statement
+    with django_assert_num_queries(2):  # who spends, the statement
         assert budget_turn_gate(again, pending) is None
+    hub.delete()  # no budget any more: that run's next check finds none, the next run probes
+    with django_assert_num_queries(1):
+        assert budget_turn_gate(again, pending) is None
+    third = runner_context(turn)
+    with django_assert_num_queries(1):  # the probe
+        assert budget_turn_gate(third, pending) is None
 
 
 def test_the_gate_attributes_spend_as_usage_does(owner, member, team_chat):
