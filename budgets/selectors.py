@@ -1,14 +1,14 @@
 """The budget check: is a monthly cap that applies to this work used up?
 
 `budget_check` reads, in **one SQL statement**, the budgets that apply (the person's own or
-the default, the chat's, the hub's), who set them, and for each what its scope spent in the
-calendar month (UTC) from usage's daily sums (the person's and the chat's month from
-UsageDay, the hub's from UsageHubDay; each an indexed scalar subquery, evaluated only when
-a budget of that scope applies). Nothing is cached: the daily sums are exact at every
-commit, so each check sees every finished turn, and one statement reads one consistent
-state. With no budget at all the statement finds no row and sums nothing.
+the default, the chat's, the hub's) and, beside each, what its scope spent in the calendar
+month (UTC) from usage's daily sums: per scope that applies, one indexed aggregate (the
+person's and the chat's month over UsageDay, the hub's over UsageHubDay) joined to that
+scope's budgets, the scopes put together by UNION ALL. Nothing is cached: the daily sums are
+exact at every commit, so each check sees every finished turn and every budget saved or
+deleted before it, and one statement reads one consistent state.
 `budget_check_unrecorded` is the same check for a running turn whose unrecorded tokens are
-priced at today's price, read in the same statement.
+priced at the day's price, read in the same statement.
 
 What counts:
 - a **tokens** cap counts every prompt and completion token, priced or not;
@@ -246,9 +246,9 @@ def check_query(
 
 @lru_cache(maxsize=32)
 def _statement(vendor: str, with_person: bool, with_chat: bool, with_price: bool) -> str:
-    """The SQL of one check, built once per shape and database (the values are bound): per
-    scope that applies, its budgets beside one aggregate of its month (UNION ALL), and the
-    price of the turn's model beside every row."""
+    """The SQL of one check, built once per shape and database (`vendor` keys the cache;
+    the values are bound): per scope that applies, its budgets beside one aggregate of its
+    month (UNION ALL), and the price of the turn's model beside every row."""
     q = connection.ops.quote_name
     budget = Budget._meta
 
