@@ -1,17 +1,28 @@
 """Benchmark: the budget check's cost per turn.
 
     .venv/bin/python bench/budget_bench.py [--people 200] [--chats 1000] [--days 365]
-        [--rows-per-day 2000] [--runs 500] [--database-url postgres://…]
+        [--rows-per-day 2000] [--runs 200] [--repeats 5] [--explain]
+        [--database-url postgres://…]   (without: SQLite)
 
-On a throw-away database: `--people` people, `--chats` web rooms and `--days` days of
-daily usage sums (`--rows-per-day` rows a day, each a person, a chat and one of two models;
-the sums the usage ledger keeps, inserted directly, and the hub's sums per day, model and
-kind derived from them). Budgets: the per-person default, an
-override for the measured person, a cap for the measured chat and one for the hub, so the
-check reads all three (the worst case: one query for the budgets, three aggregates). Then
-`budget_check` for that person in that chat, and the whole turn gate (the trigger's
-attribution included) for a turn there, and each of the three aggregates alone, each
-`--runs` times; p50 and p95 in ms. Prints Markdown tables and the machine.
+On a throw-away database (a temporary SQLite file, or `hermes_budget_<pid>` created on the
+PostgreSQL server and dropped at the end): `--people` people, `--chats` web rooms and
+`--days` days of daily usage sums (`--rows-per-day` rows a day, each a person, a chat and
+one of two models; the sums the usage ledger keeps, inserted directly, and the hub's sums
+per day, model and kind derived from them), and a price for the turn's model. Budgets: the
+per-person default, a money override for the measured person, a cap for the measured chat
+and one for the hub, so the check reads all three scopes (the worst case).
+
+Measured, each `--runs` times per round, `--repeats` rounds taking the cases in turn: the
+three `usage.selectors.spend` aggregates alone; the check and the turn gate as they were
+before the one statement ("before": the budgets through the ORM, one `spend` per cap, and
+for the gate the trigger's attribution and the price, read at every check); `budget_check`;
+the turn gate at the first check of a run (who spends taken from the loaded trigger; also
+with the probe of the budgets table first, as when the process's last read found no
+budget; and with who spends read by a query, as for a schedule's or an API integration
+user's trigger) and at later checks; then, with every budget deleted, the check and the
+gate again. Prints the median of the rounds' p50s, the p95 of all runs and the queries per
+call, as Markdown, and the machine (with its load: the machine may be shared).
+`--explain`: the statement's plan.
 """
 
 import argparse
@@ -79,14 +90,83 @@ def seed(people: int, chats: int, days: int, per_day: int) -> dict:
     return {"staff": person_ids[0], "person": person_ids[1], "chat": chat_ids[1]}
 
 
+def former_check(person_id, chat_id, *, now, pending_tokens=0, pending_cost_nanos=0):
+    """The check as it was before the one statement (for the before/after ratio in the same
+    run): the budgets through the ORM, then `usage.selectors.spend` once per cap."""
+    from budgets.models import Scope
+    from budgets.selectors import CapSpend, _first_used_up, applicable_budgets, month_bounds
+    from usage.selectors import spend
+
+    budgets = applicable_budgets(person_id, chat_id)
+    if not budgets:
+        return None
+    start, end = month_bounds(now)
+    caps = []
+    for budget in budgets:
+        if budget.scope == Scope.PERSON:
+            spent = spend(start=start, end=end, person_id=person_id)
+        elif budget.scope == Scope.CHAT:
+            spent = spend(start=start, end=end, chat_id=chat_id)
+        else:
+            spent = spend(start=start, end=end)
+        caps.append(
+            CapSpend(budget.pk, budget.scope, budget.person_id, budget.monthly_tokens,
+                     budget.monthly_cost, budget.set_by_id,
+                     spent.tokens, spent.cost_nanos)
+        )  # fmt: skip
+    return _first_used_up(caps, pending_tokens, pending_cost_nanos or 0, end)
+
+
+def former_gate(context, pending):
+    """The turn gate as it was: the trigger's attribution and the price read every time."""
+    from django.utils import timezone
+
+    from usage.prices import cost_nanos
+    from usage.services import attribution_of_trigger
+
+    now = timezone.now()
+    person_id = attribution_of_trigger(context.trigger.pk).person_id
+    tokens = pending.prompt_tokens + pending.completion_tokens
+    nanos = cost_nanos(pending.model, now.date(), pending.prompt_tokens,
+                       pending.completion_tokens) if tokens else 0  # fmt: skip
+    refusal = former_check(person_id, context.chat.pk, now=now, pending_tokens=tokens,
+                           pending_cost_nanos=nanos)  # fmt: skip
+    return refusal.message if refusal else None
+
+
+def measure(cases, *, runs: int, repeats: int) -> list[list]:
+    """Each case `runs` times per round, `repeats` rounds taking the cases in turn (so a
+    change of the machine's load touches every case alike): the median of the rounds'
+    p50s, the p95 of every run, and the queries one call makes."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    p50s = {name: [] for name, _ in cases}
+    every = {name: [] for name, _ in cases}
+    for _ in range(repeats):
+        for name, function in cases:
+            times = common.timings_ms(function, runs=runs, warmup=5)
+            p50s[name].append(common.median(times))
+            every[name] += times
+    rows = []
+    for name, function in cases:
+        with CaptureQueriesContext(connection) as queries:
+            function()
+        rows.append([name, len(queries), f"{common.median(p50s[name]):.3f}",
+                     f"{common.percentile(every[name], 95):.3f}"])  # fmt: skip
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--people", type=int, default=200)
     parser.add_argument("--chats", type=int, default=1000)
     parser.add_argument("--days", type=int, default=365)
     parser.add_argument("--rows-per-day", type=int, default=2000)
-    parser.add_argument("--runs", type=int, default=500)
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--database-url", default=None)
+    parser.add_argument("--explain", action="store_true", help="print the check's query plan")
     args = parser.parse_args()
     with common.temporary_database(args.database_url, label="budget") as url:
         common.setup_django(url)
@@ -100,59 +180,111 @@ def main() -> None:
         from budgets.selectors import budget_check
         from budgets.services import budget_turn_gate
         from chats.agent.registry import TurnContext, TurnSpend
+        from chats.models import Message
         from chats.services import message_ingest
-        from usage.models import UsageDay
+        from usage.models import ModelPrice, UsageDay
 
         ids = seed(args.people, args.chats, args.days, args.rows_per_day)
         User = get_user_model()
         staff, person = User.objects.get(pk=ids["staff"]), User.objects.get(pk=ids["person"])
         huge = 10**15  # never reached: every cap is read and compared
-        Budget.objects.bulk_create(
-            [
-                Budget(scope=Scope.PERSON, monthly_tokens=huge, set_by=staff),
-                Budget(scope=Scope.PERSON, person=person, monthly_cost=Decimal(10**9),
-                       set_by=staff),
-                Budget(scope=Scope.CHAT, chat_id=ids["chat"], monthly_tokens=huge, set_by=staff),
-                Budget(scope=Scope.HUB, monthly_tokens=huge, set_by=staff),
-            ]
-        )  # fmt: skip
-        trigger = message_ingest(
+        budgets = [
+            Budget(scope=Scope.PERSON, monthly_tokens=huge, set_by=staff),
+            Budget(scope=Scope.PERSON, person=person, monthly_cost=Decimal(10**9), set_by=staff),
+            Budget(scope=Scope.CHAT, chat_id=ids["chat"], monthly_tokens=huge, set_by=staff),
+            Budget(scope=Scope.HUB, monthly_tokens=huge, set_by=staff),
+        ]
+        Budget.objects.bulk_create(budgets)
+        ModelPrice.objects.create(model="big-model", input_per_million=Decimal("2.5"),
+                                  output_per_million=Decimal("10"))  # fmt: skip
+        message_ingest(
             channel="web", chat_id="r1", user_id=str(person.pk), user_name="p1", text="hi",
             person=person,
-        ).message  # fmt: skip
-        context = TurnContext(chat=trigger.chat, trigger=trigger, person=person)
+        )  # fmt: skip
+        # As the turn runner loads it: the trigger with its actor and the actor's person.
+        trigger = Message.objects.select_related("actor__person", "chat").get(text="hi")
+        context = TurnContext(chat=trigger.chat, trigger=trigger, actor=trigger.actor,
+                              person=person)  # fmt: skip
+        # A trigger whose attribution takes a query (a schedule's, an API integration user's).
+        by_query = Message.objects.select_related("chat").get(pk=trigger.pk)
+        context_by_query = TurnContext(chat=by_query.chat, trigger=by_query)
         pending = TurnSpend(model="big-model", prompt_tokens=1200, completion_tokens=300)
 
         def check():
             assert budget_check(person.pk, ids["chat"], now=timezone.now()) is None
 
-        def gate():
+        def gate_later():
             assert budget_turn_gate(context, pending) is None
+
+        def gate_first():
+            trigger.__dict__.pop("_budgets_attributed_person_id", None)  # a new run
+            assert budget_turn_gate(context, pending) is None
+
+        def gate_first_probing():
+            from budgets.selectors import _remember
+
+            _remember(False)  # as if this process's last read had found no budget
+            gate_first()
+
+        def gate_first_by_query():
+            by_query.__dict__.pop("_budgets_attributed_person_id", None)
+            assert budget_turn_gate(context_by_query, pending) is None
+
+        def before_check():
+            assert former_check(person.pk, ids["chat"], now=timezone.now()) is None
+
+        def before_gate():
+            assert former_gate(context, pending) is None
 
         from budgets.selectors import month_bounds
         from usage.selectors import spend
 
         start, end = month_bounds(timezone.now())
-        cases = (
+        cases = [
             ("spend(): the person's month", lambda: spend(start=start, end=end,
                                                           person_id=person.pk)),
             ("spend(): the chat's month", lambda: spend(start=start, end=end,
                                                         chat_id=ids["chat"])),
             ("spend(): the hub's month", lambda: spend(start=start, end=end)),
+            ("before: budget_check (3 caps)", before_check),
+            ("before: turn gate", before_gate),
             ("budget_check (3 caps)", check),
-            ("turn gate", gate),
-        )  # fmt: skip
-        rows = []
-        for name, function in cases:
-            times = common.timings_ms(function, runs=args.runs, warmup=5)
-            rows.append(
-                [name, f"{common.median(times):.3f}", f"{common.percentile(times, 95):.3f}"]
-            )
+            ("turn gate, first check of a run", gate_first),
+            ("turn gate, first check, probing first", gate_first_probing),
+            ("turn gate, first check, attribution by query", gate_first_by_query),
+            ("turn gate, later checks of the run", gate_later),
+        ]  # fmt: skip
+        rows = measure(cases, runs=args.runs, repeats=args.repeats)
+        if args.explain:
+            explain(person.pk, ids["chat"], start, end, pending.model, timezone.now().date())
+        Budget.objects.all().delete()
+        cases = [
+            ("no budget at all: budget_check", check),
+            ("no budget at all: turn gate", gate_first),
+            ("no budget at all, before: turn gate", before_gate),
+        ]
+        rows += measure(cases, runs=args.runs, repeats=args.repeats)
         print(f"database: {common.database_description()}")
-        print(f"daily rows: {UsageDay.objects.count():,} over {args.days} days\n")
-        print(common.markdown_table(["what", "p50 ms", "p95 ms"], rows))
+        print(f"daily rows: {UsageDay.objects.count():,} over {args.days} days; "
+              f"{args.repeats} rounds of {args.runs} runs\n")  # fmt: skip
+        print(common.markdown_table(["what", "queries", "p50 ms", "p95 ms"], rows))
         print()
         print(common.markdown_table(["", ""], list(common.machine_info().items())))
+
+
+def explain(person_id: int, chat_id: int, start, end, model: str, day) -> None:
+    """Print the plan of the turn gate's statement (every scope, the model's price)."""
+    from django.db import connection
+
+    from budgets.selectors import check_query
+
+    sql, params = check_query(person_id, chat_id, start, end, model, day)
+    prefix = "EXPLAIN QUERY PLAN " if connection.vendor == "sqlite" else "EXPLAIN ANALYZE "
+    with connection.cursor() as cursor:
+        cursor.execute(prefix + sql, params)
+        for row in cursor.fetchall():
+            print(" | ".join(str(value) for value in row))
+    print()
 
 
 if __name__ == "__main__":

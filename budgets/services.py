@@ -5,19 +5,35 @@ gate (registered with the engine in `BudgetsConfig.ready`; chats never imports t
 asks `budget_check` before a turn calls the model and between the iterations of its tool
 loop, for whoever the turn's spend is attributed to (usage's rule). The review gate
 (registered with `learning.gates`; learning never imports this app) asks it before a
-background review calls the model, for whoever the review's spend is attributed to."""
+background review calls the model, for whoever the review's spend is attributed to.
+
+What one check costs: with no budget at all, one probe of the budgets table. Otherwise one
+statement (`budget_check_unrecorded`: the caps, their month's spend and the price of the
+turn's unrecorded tokens), and at the first check of a run also who spends (from the loaded
+trigger, or one query) and the probe, unless the process's last read found budgets.
+Who spends is kept for the run on the trigger the runner loaded (a resumed turn loads it
+anew); the spend and the budgets are never cached, so every check sees every finished turn
+and every budget saved or deleted before it."""
 
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
 from budgets.models import Budget, Scope
-from budgets.selectors import Refusal, budget_check
+from budgets.selectors import (
+    Refusal,
+    budget_check,
+    budget_check_unrecorded,
+    budgets_exist,
+    budgets_found_last,
+)
 from budgets.warnings import budget_warnings_reset
 from chats.agent.registry import TurnContext, TurnSpend
 from learning.gates import ReviewStart
-from usage.prices import cost_nanos
-from usage.services import attribution_of_trigger
+from usage.services import OWNER_NAMESPACE, SCHEDULE_NAMESPACE, attribution_of_trigger
+
+# The attribute of the turn's loaded trigger Message that keeps its attributed person id.
+_ATTRIBUTED = "_budgets_attributed_person_id"
 
 
 def budget_save(*, budget: Budget, by) -> Budget:
@@ -41,15 +57,24 @@ def budget_save(*, budget: Budget, by) -> Budget:
 
 def budget_turn_gate(context: TurnContext, pending: TurnSpend) -> str | None:
     """The answer that ends the turn when a cap is used up, else None."""
-    now = timezone.now()
-    person_id = attribution_of_trigger(context.trigger.pk).person_id
-    tokens = pending.prompt_tokens + pending.completion_tokens
-    nanos = 0
-    if tokens:
-        nanos = cost_nanos(pending.model, now.date(), pending.prompt_tokens,
-                           pending.completion_tokens)  # fmt: skip
-    refusal = budget_check(
-        person_id, context.chat.pk, now=now, pending_tokens=tokens, pending_cost_nanos=nanos
+    kept = context.trigger.__dict__
+    if _ATTRIBUTED in kept:
+        person_id = kept[_ATTRIBUTED]
+    else:
+        # The probe spares reading who spends (and the statement) when no budget exists.
+        # Skipped while this process's last read found budgets: that changes only what is
+        # read, never the answer (the statement reads the budgets that apply anyway).
+        if not budgets_found_last() and not budgets_exist():
+            return None  # asked again at the next check: a budget set meanwhile is seen there
+        # One run's trigger (so who spends) does not change between its iterations.
+        person_id = kept[_ATTRIBUTED] = _attributed_person_id(context)
+    refusal = budget_check_unrecorded(
+        person_id,
+        context.chat.pk,
+        now=timezone.now(),
+        model=pending.model,
+        prompt_tokens=pending.prompt_tokens,
+        completion_tokens=pending.completion_tokens,
     )
     return refusal.message if refusal else None
 
@@ -74,3 +99,20 @@ def review_reason(refusal: Refusal) -> str:
     else:
         what = f"the hub's monthly budget of {refusal.cap}{set_by} is used up"
     return f"{what}; it resets on {resets}. The next review that runs reads these turns too."
+
+
+def _attributed_person_id(context: TurnContext) -> int | None:
+    """Who the turn's spend is attributed to: `usage.services.attribution_of_trigger`. Its
+    rule reads the trigger's actor; only a schedule's actor (its schedule's owner) and an
+    unlinked actor of an API token owner (`owner:<id>`) need more than the actor. For any
+    other the actor the runner loaded with the trigger answers without a query: its linked
+    person, or nobody."""
+    actor = context.actor
+    if (
+        actor is not None
+        and actor.pk == context.trigger.actor_id
+        and actor.namespace != SCHEDULE_NAMESPACE
+        and (actor.person_id is not None or not actor.namespace.startswith(OWNER_NAMESPACE))
+    ):
+        return actor.person_id
+    return attribution_of_trigger(context.trigger.pk).person_id
