@@ -14,6 +14,9 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from channels.sessions import CookieMiddleware, SessionMiddleware  # noqa: E402
 
 from chats.routing import websocket_urlpatterns  # noqa: E402
+from operations.tracing import tracing_configure  # noqa: E402
+
+tracing_configure(process="web")  # a no-op unless TRACES_ENABLED (docs/OPERATIONS.md#traces)
 
 application = ProtocolTypeRouter(
     {
