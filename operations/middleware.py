@@ -9,6 +9,7 @@ an absolute URL from the Host header, so they are safe to answer here."""
 from collections.abc import Callable
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from django.core.exceptions import MiddlewareNotUsed
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotFound
 from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind, StatusCode
@@ -48,12 +49,17 @@ class RequestTracingMiddleware:
     hold a token such as a password-reset link's) and the response status. Never the query
     string, headers, cookies or body. A `traceparent` header the client sent is honoured
     (W3C trace context; OTEL_PROPAGATORS). Probes are answered before it: not traced.
-    A streamed response's span ends when streaming starts."""
+    A streamed response's span ends when streaming starts. Not used at all while no tracer
+    provider is installed (traces off)."""
 
     sync_capable = True
     async_capable = True
 
     def __init__(self, get_response):
+        if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+            # Traces are off (no provider was installed before the middleware chain was
+            # built): leave the chain, costing nothing per request.
+            raise MiddlewareNotUsed("traces are off")
         self.get_response = get_response
         self.is_async = iscoroutinefunction(get_response)
         if self.is_async:

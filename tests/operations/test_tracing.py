@@ -278,7 +278,15 @@ django.setup()
 import hermes_site.asgi  # what daphne loads
 from opentelemetry import trace
 provider = trace.get_tracer_provider()
-print(type(provider).__module__, type(provider).__name__, "opentelemetry.sdk.trace" in sys.modules)
+from django.core.exceptions import MiddlewareNotUsed
+from operations.middleware import RequestTracingMiddleware
+try:
+    RequestTracingMiddleware(lambda request: None)
+    chain = "traced"
+except MiddlewareNotUsed:
+    chain = "untraced"
+sdk = "opentelemetry.sdk.trace" in sys.modules
+print(type(provider).__module__, type(provider).__name__, sdk, chain)
 if hasattr(provider, "resource"):
     attributes = provider.resource.attributes
     print(attributes["service.name"], attributes["hermes.process"])
@@ -301,7 +309,8 @@ def probe(**env) -> list[str]:
 
 def test_traces_are_off_by_default_the_tracing_sdk_is_not_even_imported():
     # (redis-py imports the SDK's metrics package when it is installed; not its tracing.)
-    assert probe() == ["opentelemetry.trace", "ProxyTracerProvider", "False"]
+    # ... and the request middleware leaves the chain.
+    assert probe() == ["opentelemetry.trace", "ProxyTracerProvider", "False", "untraced"]
 
 
 def test_traces_enabled_installs_the_sdk_provider_in_the_web_process():
@@ -309,12 +318,22 @@ def test_traces_enabled_installs_the_sdk_provider_in_the_web_process():
         "opentelemetry.sdk.trace",
         "TracerProvider",
         "True",
+        "traced",
         "hermes-hub",
         "web",
     ]
-    assert probe(TRACES_ENABLED="1", OTEL_SERVICE_NAME="hub-eu", OTEL_TRACES_EXPORTER="none")[
-        3
-    ] == ("hub-eu")
+    named = probe(TRACES_ENABLED="1", OTEL_SERVICE_NAME="hub-eu", OTEL_TRACES_EXPORTER="none")
+    assert named[4] == "hub-eu"
+
+
+def test_an_exporter_protocol_that_is_not_installed_refuses_to_start():
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "TRACES_"))}
+    env = {**clean, "SECRET_KEY": "t", "TRACES_ENABLED": "1", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE], cwd=BASE_DIR, env=env, capture_output=True, text=True
+    )
+    assert result.returncode != 0
+    assert "only http/protobuf is supported, got 'grpc'" in result.stderr
 
 
 @pytest.mark.django_db(transaction=True)
