@@ -20,6 +20,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
+from chats.agent.registry import Tool, register_tool_provider, registry
 from chats.agent.turns import message_received
 from chats.models import ChatMember, Turn
 from chats.services import chat_get_or_create, chat_member_ensure, message_ingest
@@ -212,6 +213,36 @@ def test_a_turn_makes_a_span_with_model_and_tool_calls_as_children_and_no_text(s
         assert not [text for text in texts_of(span) if MARKER in text], span.name
 
 
+class _ServedTools:
+    """A tool as a tool server's provider registers it: named after its server."""
+
+    def tools(self):
+        def lookup(context, arguments):
+            return {"found": arguments["key"]}
+
+        schema = {"type": "object", "properties": {"key": {"type": "string"}}}
+        return [Tool("files__lookup", "Look a key up.", schema, lookup, server="files")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_tool_servers_tool_is_traced_with_its_server(spans, fake_llm):
+    provider = _ServedTools()
+    register_tool_provider(provider)
+    try:
+        fake_llm.script(
+            fake_openai.tool_calls([("c1", "files__lookup", {"key": MARKER})]),
+            fake_openai.text("done"),
+        )
+        run(ask("look it up"))
+    finally:
+        registry.tool_providers.remove(provider)
+    (span,) = named(spans.get_finished_spans(), "execute_tool")
+    assert span.attributes["hermes.tool.server"] == "files"
+    assert span.attributes["gen_ai.tool.name"] == "files__lookup"
+    assert span.attributes["hermes.tool.outcome"] == "ok"
+    assert MARKER not in " ".join(texts_of(span))
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_failed_model_call_is_an_error_span_of_its_kind_and_fails_the_turn_span(
     spans, fake_llm, settings
@@ -234,6 +265,32 @@ def test_a_failed_model_call_is_an_error_span_of_its_kind_and_fails_the_turn_spa
     assert turn_span.attributes["error.type"] == "server"
     for span in finished:
         assert not [text for text in texts_of(span) if MARKER in text], span.name
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_background_review_is_a_span_with_its_model_calls(spans, fake_llm, settings, monkeypatch):
+    from learning import tasks
+    from learning.models import Review
+    from tests.learning.helpers import chat_turn
+
+    settings.LEARNING_MEMORY_REVIEW_INTERVAL = 1
+    queued = []
+    monkeypatch.setattr(tasks.run_review, "delay", queued.append)
+    chat_turn(fake_llm, f"I prefer {MARKER} for deploys")
+    fake_llm.script(fake_openai.text("Nothing to save."))
+    spans.clear()
+    tasks.run_review(queued[-1])
+    review = Review.objects.get(pk=queued[-1])
+    finished = spans.get_finished_spans()
+    (span,) = named(finished, "review")
+    assert span.attributes["hermes.review.id"] == review.pk
+    assert span.attributes["hermes.review.outcome"] == "done"
+    (model,) = named(finished, "chat ")
+    assert model.parent.span_id == span.context.span_id
+    assert model.attributes["hermes.model.purpose"] == "review"
+    assert model.attributes["gen_ai.usage.input_tokens"] == review.prompt_tokens
+    for each in finished:
+        assert not [text for text in texts_of(each) if MARKER in text], each.name
 
 
 @pytest.mark.django_db(transaction=True)
