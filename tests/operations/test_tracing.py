@@ -143,6 +143,32 @@ def test_a_request_continues_the_trace_its_client_sent(spans):
     assert format(span.parent.span_id, "016x") == "00f067aa0ba902b7"
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_websocket_connect_is_a_span_with_its_outcome_never_the_chat_key(
+    spans, member, outsider, team_chat
+):
+    from tests.chats.test_consumers import close_code, session_headers, socket
+
+    members, outsiders = session_headers(member), session_headers(outsider)
+
+    async def body():
+        accepted = socket(team_chat.chat_key, members, after=0)
+        connected, _ = await accepted.connect(timeout=3)
+        await accepted.disconnect()
+        refused = await close_code(socket(team_chat.chat_key, outsiders))
+        return connected, refused
+
+    assert async_to_sync(body)() == (True, 4404)
+    sockets = named(spans.get_finished_spans(), "WS ")
+    assert [span.attributes["hermes.websocket.outcome"] for span in sockets] == [
+        "accepted",
+        "not_found",
+    ]
+    for span in sockets:
+        assert span.name == "WS /ws/chats/<path:chat_key>/" and span.kind == SpanKind.SERVER
+        assert "team-room" not in " ".join(texts_of(span))  # the chat key's id
+
+
 # --- the turn ---------------------------------------------------------------------------
 
 
