@@ -25,6 +25,7 @@ RUNS = [
     ["keepalive_bench.py", "--calls", "50", "--runs", "5"],
     ["tools_bench.py", "--runs", "200"],
     ["schedules_bench.py", "--schedules", "1000", "--runs", "3"],
+    ["trace_overhead.py", "--runs", "7"],
 ]
 POSTGRES_RUNS = [
     ["ingest_bench.py", "--messages", "5000", "--runs", "5"],

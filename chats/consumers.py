@@ -22,12 +22,18 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from django.contrib.auth import get_user
 from django.http import HttpRequest
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind
 
 from chats.agent.events import chat_group_name, events_since, last_seq, person_group_name
 from chats.selectors import chat_for_person, chat_still_readable
 from chats.signals import socket_closed, socket_opened
 
 logger = logging.getLogger(__name__)
+
+# The chat socket's route pattern (chats.routing), as its trace span names it.
+WS_ROUTE = "/ws/chats/<path:chat_key>/"
+tracer = trace.get_tracer("hermes.web")
 
 # Application close codes (4000-4999), so a page can tell "log in again" from "gone".
 CLOSE_BAD_REQUEST = 4400
@@ -95,20 +101,34 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     counted: bool = False  # socket_opened was sent: socket_closed is owed
 
     async def connect(self):
+        # The connect's trace span (a no-op unless traces are on): the route pattern and
+        # how it ended, never the chat key, the query string or the cookie.
+        with tracer.start_as_current_span(
+            f"WS {WS_ROUTE}",
+            kind=SpanKind.SERVER,
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
+            outcome = await self._connect()
+            if span.is_recording():
+                span.set_attributes({"http.route": WS_ROUTE, "hermes.websocket.outcome": outcome})
+
+    async def _connect(self) -> str:
+        """Accept a member's socket and catch it up; "accepted" or the close code's name."""
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self._refuse(CLOSE_UNAUTHENTICATED)
-            return
+            return "unauthenticated"
         self.allowance = FrameAllowance(settings.WS_FRAME_BURST, settings.WS_FRAMES_PER_SECOND)
         chat_key = self.scope["url_route"]["kwargs"]["chat_key"]
         chat = await database_sync_to_async(chat_for_person)(user, chat_key)
         if chat is None:  # outsiders and unknown keys look the same: existence never leaks
             await self._refuse(CLOSE_NOT_FOUND)
-            return
+            return "not_found"
         after, valid = _after_from_query(self.scope.get("query_string", b""))
         if not valid:
             await self._refuse(CLOSE_BAD_REQUEST, reason="after must be an integer >= 0")
-            return
+            return "bad_request"
 
         self.chat_id = chat.pk
         self.group = chat_group_name(chat.pk)
@@ -130,6 +150,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         self.counted = True
         socket_opened.send_robust(sender=ChatConsumer)
         await self._catch_up(before=None)
+        return "accepted"
 
     async def _refuse(self, code: int, reason: str = ""):
         # Accept, then close with an application code: a refused handshake reaches the

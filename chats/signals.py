@@ -55,3 +55,8 @@ reply_delivered = Signal()
 # `receipt` (what was sent before it gave up, as for `reply_delivered`). Inside the
 # transaction that records the failure, like `reply_delivered`.
 reply_delivery_failed = Signal()
+
+# Sent once by an entry point that runs turns in its own process (the terminal's
+# `manage.py chat`), before its first turn: `kind` ("cli"). The operations app configures
+# the process's traces on it, as it does for web and worker processes.
+turns_in_process = Signal()

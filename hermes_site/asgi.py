@@ -2,10 +2,17 @@
 
 import os
 
+import django
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hermes_site.settings")
+django.setup(set_prefix=False)
 
+from operations.tracing import tracing_configure  # noqa: E402
+
+# A no-op unless TRACES_ENABLED (docs/OPERATIONS.md#traces). Before the middleware chain is
+# built: the request tracing middleware leaves the chain when no provider is installed.
+tracing_configure(process="web")
 django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddleware  # noqa: E402

@@ -72,6 +72,9 @@ MIDDLEWARE = [
     # First: /healthz, /readyz and /metrics answer probes by IP over plain HTTP, before the
     # HTTPS redirect and the ALLOWED_HOSTS check (docs/OPERATIONS.md).
     "operations.middleware.ProbeMiddleware",
+    # The request's trace span (a no-op unless TRACES_ENABLED): after the probes, which it
+    # would only drown in noise.
+    "operations.middleware.RequestTracingMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -477,6 +480,31 @@ os.environ["PROMETHEUS_MULTIPROC_DIR"] = PROMETHEUS_MULTIPROC_DIR
 # Each Celery worker writes its heartbeat this often; /readyz counts a worker silent for four
 # beats (at least 30 s) as gone.
 WORKER_HEARTBEAT_SECONDS = env_float("WORKER_HEARTBEAT_SECONDS", 15.0, minimum=1)
+
+# --- Traces (OpenTelemetry, docs/OPERATIONS.md#traces) -------------------------------------
+# Off by default: no tracer provider is installed and every span is a no-op. On, each
+# process (daphne, each Celery pool process, the terminal) exports its spans over OTLP/HTTP.
+# The exporter, the sampler, the batching and the resource read OpenTelemetry's standard
+# variables themselves (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_TRACES_SAMPLER, OTEL_BSP_*, ...).
+TRACES_ENABLED = env_bool("TRACES_ENABLED", False)
+# The service name spans carry (OpenTelemetry's own variable, read here for its default).
+OTEL_SERVICE_NAME = env_str("OTEL_SERVICE_NAME", "hermes-hub")
+# Where spans go: "otlp" (OTLP over HTTP with protobuf), "console" (printed on stdout, for a
+# look while setting up) or "none" (spans are made, sampled and dropped).
+OTEL_TRACES_EXPORTER = env_str("OTEL_TRACES_EXPORTER", "otlp").lower()
+if OTEL_TRACES_EXPORTER not in ("otlp", "console", "none"):
+    raise ImproperlyConfigured(
+        f"OTEL_TRACES_EXPORTER must be otlp, console or none, got {OTEL_TRACES_EXPORTER!r}"
+    )
+# Only OTLP over HTTP with protobuf is installed (opentelemetry-exporter-otlp-proto-http).
+OTEL_EXPORTER_OTLP_PROTOCOL = env_str(
+    "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", env_str("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+)
+if TRACES_ENABLED and OTEL_EXPORTER_OTLP_PROTOCOL != "http/protobuf":
+    raise ImproperlyConfigured(
+        "OTEL_EXPORTER_OTLP_PROTOCOL: only http/protobuf is supported, got "
+        f"{OTEL_EXPORTER_OTLP_PROTOCOL!r}"
+    )
 
 # --- Usage and cost (docs/USAGE.md) ------------------------------------------------------
 

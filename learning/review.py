@@ -26,8 +26,9 @@ from decimal import Decimal
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from opentelemetry.trace import StatusCode
 
-from chats.agent import events
+from chats.agent import events, tracing
 from chats.agent.convert import tool_call_step
 from chats.agent.llm import (
     ChatProvider,
@@ -234,7 +235,13 @@ class ReviewRunner:
     def _call_model(self, messages: list[dict], specs: list[dict]) -> tuple[str, list[ToolCall]]:
         text: list[str] = []
         calls: list[ToolCall] = []
-        for event in self.provider.stream(messages, tools=specs or None, max_tokens=REPLY_TOKENS):
+        events = tracing.model_stream(
+            self.provider.stream(messages, tools=specs or None, max_tokens=REPLY_TOKENS),
+            info=self.provider.info,
+            purpose="review",
+            max_tokens=REPLY_TOKENS,
+        )
+        for event in events:
             if isinstance(event, TextDelta):
                 text.append(event.text)
             elif isinstance(event, ToolCall):
@@ -346,6 +353,28 @@ def review_run(
         return Review.objects.filter(pk=review_id).first()
     if _skipped(review):
         return review
+    with tracing.tracer.start_as_current_span(
+        "review", record_exception=False, set_status_on_exception=False
+    ) as span:
+        _review_run(review, provider)
+        if span.is_recording():
+            span.set_attributes(
+                {
+                    "hermes.review.id": review.pk,
+                    "hermes.chat.id": review.chat_id,
+                    "hermes.review.focus": review.focus,
+                    "hermes.review.outcome": review.status,
+                    "hermes.review.iterations": review.iterations,
+                    "gen_ai.usage.input_tokens": review.prompt_tokens,
+                    "gen_ai.usage.output_tokens": review.completion_tokens,
+                }
+            )
+            if review.status == Review.Status.FAILED:
+                span.set_status(StatusCode.ERROR, "review failed")
+    return review
+
+
+def _review_run(review: Review, provider: ChatProvider | None) -> None:
     started = time.monotonic()
     owned = False
     try:
@@ -382,7 +411,6 @@ def review_run(
         review.save()
     if review.status == Review.Status.DONE:
         _quiet_notice(review)
-    return review
 
 
 def _skipped(review: Review) -> bool:

@@ -1,8 +1,13 @@
 """The operations app listens to the engine, the chat sockets, the Telegram bridge and the
 Celery worker; none of them imports this app. Receivers only move in-process counters
-(cheap, no database), except the worker's heartbeat."""
+(cheap, no database), except the worker's heartbeat and the set-up of traces."""
 
-from celery.signals import worker_ready, worker_shutdown
+from celery.signals import (
+    worker_process_init,
+    worker_process_shutdown,
+    worker_ready,
+    worker_shutdown,
+)
 
 from bots.signals import update_processed
 from chats.signals import (
@@ -11,8 +16,9 @@ from chats.signals import (
     socket_opened,
     tool_call_finished,
     turn_finished,
+    turns_in_process,
 )
-from operations import metrics, worker
+from operations import metrics, tracing, worker
 
 
 def on_turn_finished(sender, turn, status, **kwargs) -> None:
@@ -54,3 +60,11 @@ def connect() -> None:
     update_processed.connect(on_update_processed, dispatch_uid="operations-telegram-update")
     worker_ready.connect(worker.on_worker_ready, dispatch_uid="operations-worker-ready")
     worker_shutdown.connect(worker.on_worker_shutdown, dispatch_uid="operations-worker-shutdown")
+    # Traces (off unless TRACES_ENABLED): each process that makes spans configures its own.
+    worker_process_init.connect(
+        tracing.on_worker_process_init, dispatch_uid="operations-trace-process-init"
+    )
+    worker_process_shutdown.connect(
+        tracing.on_worker_process_shutdown, dispatch_uid="operations-trace-process-shutdown"
+    )
+    turns_in_process.connect(tracing.on_turns_in_process, dispatch_uid="operations-trace-cli")

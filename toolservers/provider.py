@@ -226,6 +226,7 @@ def _build(item: ActiveTool, name: str, description_chars: int) -> Tool:
         on_refused=_refusal_recorder(item),
         on_finished=_outcome_recorder(item),
         gate=tool_gate(item, name),
+        server=item.server.slug,
     )
 
 

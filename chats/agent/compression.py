@@ -18,6 +18,7 @@ from django.db import transaction
 from django.db.models import Count, Sum
 from django.utils import timezone
 
+from chats.agent import tracing
 from chats.agent.context import ContextBudget
 from chats.agent.convert import STORED_FIELDS, StoredMessage, transcript_line
 from chats.agent.counting import MESSAGE_OVERHEAD, count_messages_tokens, cut_text
@@ -151,7 +152,13 @@ def _summarise(provider, messages: list[dict], max_tokens: int) -> tuple[str, st
     else:
         chunks: list[str] = []
         reason = "stop"
-        for event in provider.stream(messages, tools=None, max_tokens=max_tokens):
+        events = provider.stream(messages, tools=None, max_tokens=max_tokens)
+        info = getattr(provider, "info", None)
+        if info is not None:
+            events = tracing.model_stream(
+                events, info=info, purpose="compression", max_tokens=max_tokens
+            )
+        for event in events:
             if isinstance(event, TextDelta):
                 chunks.append(event.text)
             elif isinstance(event, Usage):

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from django.conf import settings
 
-from chats.agent import events
+from chats.agent import events, tracing
 from chats.agent.compression import compress_history, needs_compression
 from chats.agent.context import ContextBudget, build_context, enforce_window
 from chats.agent.convert import tool_call_step
@@ -90,6 +90,7 @@ class TurnRunner:
         self._heartbeat = LeaseHeartbeat(turn.pk)
         self._lease_lost = False
         self._resumed = turn.iterations > 0  # it waited for a decision and goes on now
+        self._error_kind = ""  # why it failed, for its trace span (LLMError.kind or internal)
         # The counters as stored when the run began: what is above them is not recorded yet.
         self._recorded = (turn.prompt_tokens, turn.completion_tokens)
 
@@ -125,16 +126,20 @@ class TurnRunner:
     # --- the loop -------------------------------------------------------------------------
 
     def run(self) -> Turn:
-        self._heartbeat.start()
-        try:
-            return self._run()
-        finally:
-            self._heartbeat.stop()
-            if self.lease_lost:
-                # Nothing was stored or published after the loss; what the database says
-                # (interrupted by the recovery) is the outcome.
-                clear_interrupt(self.turn.pk)
-                self.turn.refresh_from_db()
+        with tracing.turn_span(turn=self.turn, chat=self.chat, resumed=self._resumed) as span:
+            self._heartbeat.start()
+            try:
+                return self._run()
+            finally:
+                self._heartbeat.stop()
+                if self.lease_lost:
+                    # Nothing was stored or published after the loss; what the database says
+                    # (interrupted by the recovery) is the outcome.
+                    clear_interrupt(self.turn.pk)
+                    self.turn.refresh_from_db()
+                tracing.turn_outcome(
+                    span, turn=self.turn, lease_lost=self.lease_lost, error_kind=self._error_kind
+                )
 
     def _run(self) -> Turn:
         info = self.provider.info
@@ -201,9 +206,11 @@ class TurnRunner:
             return self._interrupted(partial, stop.reason)
         except LLMError as exc:
             logger.warning("turn %s failed: %s", self.turn.pk, exc)
+            self._error_kind = exc.kind
             return self._failed(partial, exc.user_message)
         except Exception:
             logger.exception("turn %s crashed", self.turn.pk)
+            self._error_kind = "internal"
             return self._failed(partial, "The agent hit an internal error; it has been logged.")
 
     def _check_gates(self) -> None:
@@ -240,8 +247,13 @@ class TurnRunner:
         calls: list[ToolCall] = []
         finish = "stop"
         batcher = events.DeltaBatcher(lambda chunk: self.emit("turn.delta", text=chunk))
-        stream = self.provider.stream(
-            messages, tools=specs or None, max_tokens=max_tokens, should_stop=self.should_stop
+        stream = tracing.model_stream(
+            self.provider.stream(
+                messages, tools=specs or None, max_tokens=max_tokens, should_stop=self.should_stop
+            ),
+            info=self.provider.info,
+            purpose="turn",
+            max_tokens=max_tokens,
         )
         try:
             for event in stream:
@@ -297,7 +309,7 @@ class TurnRunner:
             if stopped is not None:
                 content, is_error, duration = "Not run: the reply was interrupted.", True, 0
             else:
-                result = self._execute(step_id, call, tool_map)
+                result = self._traced_execute(step_id, call, tool_map)
                 content, is_error, duration = result.content, result.is_error, result.duration_ms
             # Stored (only while the lease is held) before it is announced.
             turn_append(
@@ -332,6 +344,21 @@ class TurnRunner:
         if stopped is not None:
             raise _Stopped(stopped)
         return sent
+
+    def _traced_execute(self, step_id: int, call: ToolCall, tool_map) -> ToolResult:
+        """`_execute` inside the call's trace span (name, server, outcome, duration)."""
+        span = tracing.tool_span(name=call.name, call_id=call.id, tool=tool_map.get(call.name))
+        try:
+            result = self._execute(step_id, call, tool_map)
+        except _Waiting:
+            tracing.tool_span_end(span, outcome="waiting")
+            raise
+        except BaseException as exc:
+            tracing.tool_span_end(span, outcome=type(exc).__name__)
+            raise
+        outcome = "error" if result.is_error else "ok"
+        tracing.tool_span_end(span, outcome=outcome, duration_ms=result.duration_ms)
+        return result
 
     def _execute(self, step_id: int, call: ToolCall, tool_map) -> ToolResult:
         """One call: checked, asked of its gate (keyed by the step and the call's id, so a

@@ -69,6 +69,8 @@ class Tool:
     # wait for a person's decision (see `Gate`). None: every valid call runs. A gate's
     # `note` reaches `on_finished` as its keyword `note` (only when the gate gave one).
     gate: "Callable[[TurnContext, str, dict], Gate] | None" = None
+    # The tool server the tool comes from (its slug), for traces; empty: the hub's own.
+    server: str = ""
 
     def allowed_on(self, channel: str) -> bool:
         return self.channels is None or channel in self.channels

@@ -16,6 +16,7 @@ import jsonschema
 from django.conf import settings
 from django.db import close_old_connections, connections
 
+from chats.agent import tracing
 from chats.agent.registry import Gate, Tool, ToolError, TurnContext
 
 logger = logging.getLogger(__name__)
@@ -164,6 +165,16 @@ def execute_tool_call(
 ) -> ToolResult:
     """Run one tool call and describe the outcome for the model; never raises. A call whose
     gate wants a person's decision is refused here: only the turn loop can wait for one."""
+    span = tracing.tool_span(name=name, call_id=call_id, tool=tools.get(name))
+    result = _execute_tool_call(tools, name, raw_arguments, context, call_id)
+    outcome = "error" if result.is_error else "ok"
+    tracing.tool_span_end(span, outcome=outcome, duration_ms=result.duration_ms)
+    return result
+
+
+def _execute_tool_call(
+    tools: dict[str, Tool], name: str, raw_arguments: str, context: TurnContext, call_id: str
+) -> ToolResult:
     prepared = prepare_tool_call(tools, name, raw_arguments, context)
     if isinstance(prepared, ToolResult):
         return prepared

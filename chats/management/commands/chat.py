@@ -33,6 +33,7 @@ from chats.services import (
     message_ingest,
     person_actor_id,
 )
+from chats.signals import turns_in_process
 from chats.slash_commands import CommandContext, SlashCommand, slash_command, slash_commands
 
 CLAIM_WAIT_SECONDS = 0.2
@@ -80,6 +81,7 @@ class Command(BaseCommand):
         except IngestError as exc:
             raise CommandError(str(exc)) from exc
         self.provider = get_provider()
+        turns_in_process.send(sender=self.__class__, kind="cli")  # e.g. traces, when on
         notice = self.provider.info.notice
         if notice:
             self.stderr.write(notice)
