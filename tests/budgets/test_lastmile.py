@@ -2,9 +2,15 @@
 its holder, given up when the turn's spend is stored, and never blocking when Redis is down."""
 
 from datetime import date
+from types import SimpleNamespace
+
+import pytest
+from django.db import transaction
 
 from budgets import lastmile
 from budgets.lastmile import claim, claim_key, holder, in_last_mile, release
+from budgets.receivers import release_when_finished, release_when_stored
+from chats.models import Turn
 from hermes_site.redis import get_redis
 
 MONTH = date(2026, 11, 1)
@@ -63,3 +69,21 @@ def test_with_redis_down_a_claim_never_blocks(settings, monkeypatch):
     key = claim_key(7, None, MONTH)
     assert claim(key, 101) and claim(key, 102)
     release(101)  # no error either
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_turn_gives_up_its_claims_after_its_spend_commits_not_before():
+    """A turn's counters are stored when it ends or waits for a decision (`model_usage`,
+    inside that transaction): the claim goes once that commits, so the next check sees it.
+    (That the receivers are connected: test_budgets' last-mile tests.)"""
+    key = claim_key(7, None, MONTH)
+    assert claim(key, 101)
+    with transaction.atomic():
+        release_when_stored(Turn, kind="turn", turn=SimpleNamespace(pk=101))
+        assert holder(key) == 101
+    assert holder(key) is None
+    assert claim(key, 102)
+    release_when_stored(Turn, kind="compression", turn=SimpleNamespace(pk=102))
+    assert holder(key) == 102  # a compression summary is not the turn's stored spend
+    release_when_finished(Turn, turn=SimpleNamespace(pk=102), status="failed")
+    assert holder(key) is None
