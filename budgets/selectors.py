@@ -35,6 +35,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.db.models import Q
 
+from budgets.lastmile import in_last_mile
 from budgets.models import Budget, Scope
 from usage.models import NANOS, ModelPrice, UsageDay, UsageHubDay
 
@@ -142,12 +143,66 @@ def budget_check_unrecorded(
     """`budget_check` for a running turn whose tokens on `model` are not in the ledger yet:
     they count for tokens caps, and at `model`'s price on `now`'s day for money caps (none
     when unpriced: `usage.prices.cost_nanos`'s rule). One SQL statement."""
+    return turn_budget_check(
+        person_id,
+        chat_id,
+        now=now,
+        model=model,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+    ).refusal
+
+
+@dataclass(frozen=True)
+class TurnCheck:
+    """What a running turn's check found: the first used-up cap (or None), and the caps it
+    may still spend whose spend is within their last mile (`budgets.lastmile`)."""
+
+    refusal: Refusal | None
+    last_mile: list[CapSpend]
+    month: date  # the first day of the month checked
+    resets_on: date
+
+
+def turn_budget_check(
+    person_id: int | None,
+    chat_id: int | None,
+    *,
+    now: datetime,
+    model: str,
+    prompt_tokens: int,
+    completion_tokens: int,
+) -> TurnCheck:
+    """`budget_check_unrecorded`, also naming the caps in their last mile. One statement."""
     start, end = month_bounds(now)
     tokens = prompt_tokens + completion_tokens
     priced = (model, now.date()) if tokens and model else (None, None)
     caps, price = _read(person_id, chat_id, start, end, *priced)
     nanos = price.cost_nanos(prompt_tokens, completion_tokens) if price is not None else 0
-    return _first_used_up(caps, tokens, nanos, end)
+    refusal = _first_used_up(caps, tokens, nanos, end)
+    near = [] if refusal else [cap for cap in caps if _in_last_mile(cap, tokens, nanos)]
+    return TurnCheck(refusal=refusal, last_mile=near, month=start, resets_on=end)
+
+
+def cap_used_percent(cap: CapSpend, pending_tokens: int, pending_nanos: int) -> int:
+    """How much of the cap is used, in whole percent (the larger of its two limits)."""
+    used = 0
+    if cap.monthly_tokens:
+        used = (cap.spent_tokens + pending_tokens) * 100 // cap.monthly_tokens
+    if cap.monthly_cost:
+        cap_nanos = int(cap.monthly_cost * NANOS)
+        used = max(used, (cap.spent_cost_nanos + pending_nanos) * 100 // cap_nanos)
+    return used
+
+
+def _in_last_mile(cap: CapSpend, pending_tokens: int, pending_nanos: int) -> bool:
+    if cap.monthly_tokens is not None and in_last_mile(
+        cap.monthly_tokens, cap.spent_tokens + pending_tokens
+    ):
+        return True
+    return cap.monthly_cost is not None and in_last_mile(
+        int(cap.monthly_cost * NANOS), cap.spent_cost_nanos + pending_nanos
+    )
 
 
 def budgets_exist() -> bool:
@@ -299,6 +354,11 @@ def _statement(vendor: str, with_person: bool, with_chat: bool, with_price: bool
         f"WHERE {col(price, 'model')} = %s AND {col(price, 'valid_from')} <= %s "
         f"ORDER BY {col(price, 'valid_from')} DESC LIMIT 1) p ON 1 = 1"
     )
+
+
+def setter_name(user_id: int | None) -> str:
+    """The username of who set a budget (\"\" when they were deleted): one query."""
+    return _username(user_id)
 
 
 def _username(user_id: int | None) -> str:

@@ -8,24 +8,33 @@ loop, for whoever the turn's spend is attributed to (usage's rule). The review g
 background review calls the model, for whoever the review's spend is attributed to.
 
 What one check costs: with no budget at all, one probe of the budgets table. Otherwise one
-statement (`budget_check_unrecorded`: the caps, their month's spend and the price of the
+statement (`turn_budget_check`: the caps, their month's spend and the price of the
 turn's unrecorded tokens), and at the first check of a run also who spends (from the loaded
 trigger, or one query) and the probe, unless the process's last read found budgets.
 Who spends is kept for the run on the trigger the runner loaded (a resumed turn loads it
 anew); the spend and the budgets are never cached, so every check sees every finished turn
-and every budget saved or deleted before it."""
+and every budget saved or deleted before it. Within the last mile of a cap the gate also
+takes (or renews) the cap's last-mile claim: one Redis call (`budgets.lastmile`)."""
 
+from decimal import Decimal
+
+from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
+from budgets.lastmile import claim, claim_key
 from budgets.models import Budget, Scope
 from budgets.selectors import (
+    CapSpend,
     Refusal,
+    TurnCheck,
     budget_check,
-    budget_check_unrecorded,
     budgets_exist,
     budgets_found_last,
+    cap_used_percent,
+    setter_name,
+    turn_budget_check,
 )
 from budgets.warnings import budget_warnings_reset
 from chats.agent.registry import TurnContext, TurnSpend
@@ -68,7 +77,7 @@ def budget_turn_gate(context: TurnContext, pending: TurnSpend) -> str | None:
             return None  # asked again at the next check: a budget set meanwhile is seen there
         # One run's trigger (so who spends) does not change between its iterations.
         person_id = kept[_ATTRIBUTED] = _attributed_person_id(context)
-    refusal = budget_check_unrecorded(
+    check = turn_budget_check(
         person_id,
         context.chat.pk,
         now=timezone.now(),
@@ -76,7 +85,42 @@ def budget_turn_gate(context: TurnContext, pending: TurnSpend) -> str | None:
         prompt_tokens=pending.prompt_tokens,
         completion_tokens=pending.completion_tokens,
     )
-    return refusal.message if refusal else None
+    if check.refusal:
+        return check.refusal.message
+    if check.last_mile and context.turn is not None and context.turn.pk:
+        return _claim_last_mile(check, person_id, context.turn.pk)
+    return None
+
+
+def _claim_last_mile(check: TurnCheck, person_id: int | None, turn_id: int) -> str | None:
+    """Near a cap, only the turn holding its last-mile claim may call the model (see
+    `budgets.lastmile`); another gets an answer saying so (its message is kept)."""
+    for cap in check.last_mile:
+        # The default budget caps each person on their own: one claim per person.
+        subject = person_id if cap.scope == Scope.PERSON and cap.person_id is None else None
+        if not claim(claim_key(cap.budget_id, subject, check.month), turn_id):
+            return last_mile_answer(cap, check.resets_on)
+    return None
+
+
+def last_mile_answer(cap: CapSpend, resets_on) -> str:
+    """The answer of a turn that found another holding the last of a cap."""
+    whose = {Scope.PERSON: "Your", Scope.CHAT: "This chat's", Scope.HUB: "The hub's"}[cap.scope]
+    if cap.monthly_tokens is not None:
+        unit = "token" if cap.monthly_tokens == 1 else "tokens"
+        amount = f"{cap.monthly_tokens:,} {unit}"
+    else:
+        amount = f"{cap.monthly_cost.quantize(Decimal('0.01'))} {settings.USAGE_CURRENCY}"
+    setter = setter_name(cap.set_by_id)
+    set_by = f", set by {setter}," if setter else ""
+    ask = f"ask {setter} or another staff member" if setter else "ask a staff member"
+    resets = f"{resets_on.day} {resets_on:%B %Y}"
+    return (
+        f"{whose} monthly budget of {amount}{set_by} is almost used up "
+        f"({cap_used_percent(cap, 0, 0)} %), and another reply is using what is left of it. "
+        f"Send your message again once that reply is finished; the budget resets on {resets} "
+        f"(or {ask} to raise it)."
+    )
 
 
 def budget_review_gate(start: ReviewStart) -> str | None:

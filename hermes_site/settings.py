@@ -513,6 +513,12 @@ USAGE_CURRENCY = env_str("USAGE_CURRENCY", "USD").upper()
 # The longest date range one usage page (or its CSV) covers, in days.
 USAGE_MAX_RANGE_DAYS = env_int("USAGE_MAX_RANGE_DAYS", 366, minimum=1)
 
+# --- Budgets (docs/BUDGETS.md) -----------------------------------------------------------
+
+# Within the last N % of a monthly cap, the turns it caps call the model one at a time (the
+# last-mile claim), so concurrent turns overshoot it by at most one turn. 0 turns it off.
+BUDGET_LAST_MILE_PERCENT = min(env_int("BUDGET_LAST_MILE_PERCENT", 10, minimum=0), 100)
+
 # --- Telegram ---------------------------------------------------------------------------
 # The bridge (`manage.py run_telegram_bot`, started by `make run`) runs when a token is set.
 TELEGRAM_BOT_TOKEN = env_str("TELEGRAM_BOT_TOKEN")

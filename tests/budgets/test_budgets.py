@@ -11,6 +11,7 @@ import pytest
 from django.core.exceptions import PermissionDenied
 from django.utils import timezone
 
+from budgets import lastmile
 from budgets.models import Budget, Scope
 from budgets.selectors import budget_check, month_bounds
 from budgets.services import budget_save
@@ -60,6 +61,10 @@ def spent(*, person=None, chat_id=None, tokens=0, model="m", at=None):
 
 def cap(by, **fields):
     return budget_save(budget=Budget(**fields), by=by)
+
+
+def month():
+    return month_bounds(timezone.now())[0]
 
 
 def resets_on_text():
@@ -404,15 +409,10 @@ def test_staff_without_the_budget_permission_cannot_set_budgets_in_the_admin(cli
     assert response.status_code == 302 and Budget.objects.get().set_by == clerk
 
 
-def test_two_turns_started_together_at_99_percent_overshoot_by_one_model_call_each(
-    fake, ada, owner
-):
-    """Turn A and turn B both pass the start check at 99 % (neither has recorded anything).
-    While A runs its tool, B runs to its end; A's next check sees B's tokens and its own
-    and stops. Each made one model call after its last check: that is the bound."""
-    cap(ada, scope=Scope.PERSON, person=owner, monthly_tokens=1_000)
-    spent(person=owner, tokens=990)
-    turn_b = say("b", channel="web", chat_id="r2", user=str(owner.pk), person=owner)
+def two_turns_at_99_percent(fake, owner, *, b_person, b_chat="r2"):
+    """Turn A passes its start check at 99 % and calls the model (a tool call); while its tool
+    runs, turn B (by `b_person`) starts and runs to its end. Returns (A, B)."""
+    turn_b = say("b", channel="web", chat_id=b_chat, user=str(b_person.pk), person=b_person)
     outcome = {}
 
     def run_b(context, arguments):
@@ -429,15 +429,63 @@ def test_two_turns_started_together_at_99_percent_overshoot_by_one_model_call_ea
     register_tool_provider(provider)
     fake.script(
         fake_openai.tool_calls([("c1", "other", {})]),  # A's first call
-        fake_openai.text("B's answer."),  # B's only call
-        fake_openai.text("never reached"),
+        fake_openai.text("B's answer."),  # B's call, if it gets one
+        fake_openai.text("A's answer."),
     )
     try:
         turn_a = run(say("a", channel="web", chat_id="r1", user=str(owner.pk), person=owner))
     finally:
         registry.tool_providers.remove(provider)
-    assert outcome["b"].reply.text == "B's answer."  # B passed its start check at 99 %
+    return turn_a, outcome["b"]
+
+
+def test_two_turns_started_together_at_99_percent_overshoot_by_one_turn_at_most(fake, ada, owner):
+    """A holds the cap's last mile from its first check: B, started while A runs, gets an
+    answer saying so without calling the model (its message is kept), and A stops at its next
+    check. Only A's one model call went past the cap: one turn's worth."""
+    cap(ada, scope=Scope.PERSON, person=owner, monthly_tokens=1_000)
+    spent(person=owner, tokens=990)
+    turn_a, turn_b = two_turns_at_99_percent(fake, owner, b_person=owner)
+
+    assert turn_b.reply.metadata.get("refused") is True
+    assert turn_b.reply.text == (
+        "Your monthly budget of 1,000 tokens, set by ada, is almost used up (99 %), and "
+        "another reply is using what is left of it. Send your message again once that reply "
+        f"is finished; the budget resets on {resets_on_text()} (or ask ada or another staff "
+        "member to raise it)."
+    )
+    assert Message.objects.filter(role="user", text="b", chat__chat_key="web:r2").exists()
     assert turn_a.reply.metadata.get("refused") is True  # A stopped at its next check
-    assert len(fake.requests) == 2  # one model call each, none after the cap was seen
-    month = budget_check(owner.pk, None, now=timezone.now())
-    assert month is not None
+    assert turn_a.reply.text == expected_answer("Your", "1,000 tokens")
+    assert len(fake.requests) == 1  # A's first call: the only spend past the check
+    assert lastmile.holder(lastmile.claim_key(Budget.objects.get().pk, None, month())) is None
+
+
+def test_the_last_mile_is_free_again_once_the_holders_spend_is_stored(fake, ada, owner):
+    """A turn in the last mile that ends releases the claim: the next turn's check sees its
+    spend and, still under the cap, may go on."""
+    cap(ada, scope=Scope.PERSON, person=owner, monthly_tokens=100_000)
+    spent(person=owner, tokens=95_000)
+    fake.script(fake_openai.text("first"), fake_openai.text("second"))
+    first = run(say("one", channel="web", chat_id="r1", user=str(owner.pk), person=owner))
+    second = run(say("two", channel="web", chat_id="r2", user=str(owner.pk), person=owner))
+    assert [first.reply.text, second.reply.text] == ["first", "second"]
+    assert len(fake.requests) == 2
+
+
+def test_far_from_the_cap_turns_run_together(fake, ada, owner):
+    cap(ada, scope=Scope.PERSON, person=owner, monthly_tokens=1_000_000)
+    spent(person=owner, tokens=500_000)  # 50 %: not the last mile
+    turn_a, turn_b = two_turns_at_99_percent(fake, owner, b_person=owner)
+    assert turn_b.reply.text == "B's answer." and turn_a.reply.text == "A's answer."
+
+
+def test_the_default_budgets_last_mile_is_each_persons_own(fake, ada, owner, member):
+    """The default caps each person alone: one person's last mile never holds another's."""
+    cap(ada, scope=Scope.PERSON, monthly_tokens=1_000)
+    spent(person=owner, tokens=990)
+    spent(person=member, tokens=990)
+    turn_a, turn_b = two_turns_at_99_percent(fake, owner, b_person=member)
+    assert turn_b.reply.text == "B's answer."  # the member's own last mile was free
+    assert turn_a.reply.metadata.get("refused") is True  # the owner's cap is used up now
+    assert len(fake.requests) == 2
