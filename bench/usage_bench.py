@@ -1,7 +1,7 @@
 """Benchmark: the usage page over a hub with 1,000,000 turns.
 
     .venv/bin/python bench/usage_bench.py [--turns 1000000] [--people 200] [--chats 1000]
-        [--days 365] [--runs 30] [--database-url postgres://…]
+        [--days 365] [--runs 30] [--database-url postgres://…] [--keep-database URL]
 
 On a throw-away database: `--people` people, `--chats` web rooms (each owned by one
 person), and `--turns` turns spread evenly over the last `--days` days, each with its
@@ -12,9 +12,15 @@ checked against the turns and the ledger (UsageDay and UsageHubDay). Then the pa
 fetched through Django's test client (middleware, session, template, everything but the
 network) as staff, as a person and as a chat owner; p50 and p95 of `--runs` fetches each.
 Prints Markdown tables and the machine.
+
+`--keep-database URL` (a sqlite:///path or a postgres:// URL of a database of its own)
+seeds that database once and keeps it: a later run with the same URL migrates it, skips
+the seeding (the turns are there) and rebuilds the sums, so code can be re-measured at a
+million turns without twelve minutes of seeding each time.
 """
 
 import argparse
+import contextlib
 import random
 import sys
 import time
@@ -216,6 +222,25 @@ def profile(client, path: str) -> None:
         print(f"  {took:7.1f} ms  {sql}")
 
 
+@contextlib.contextmanager
+def kept_database(url: str):
+    """A database that outlives the run (created on a PostgreSQL server when missing)."""
+    if url.startswith(("postgres://", "postgresql://")):
+        from urllib.parse import urlsplit, urlunsplit
+
+        import psycopg
+
+        parts = urlsplit(url)
+        name = parts.path.lstrip("/")
+        with psycopg.connect(urlunsplit(parts._replace(path="/postgres")), autocommit=True) as c:
+            if not c.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
+                c.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield url
+    finally:
+        common.close_django_connections()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=1_000_000)
@@ -225,19 +250,33 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--database-url", default=None)
     parser.add_argument("--profile", action="store_true", help="print each page's queries")
+    parser.add_argument("--keep-database", default=None, help="seed once into this URL, reuse")
+    parser.add_argument("--seed-only", action="store_true", help="seed, then stop")
     args = parser.parse_args()
-    with common.temporary_database(args.database_url, label="usage") as url:
+    if args.keep_database:
+        database = kept_database(args.keep_database)
+    else:
+        database = common.temporary_database(args.database_url, label="usage")
+    with database as url:
         common.setup_django(url)
         common.migrate()
         from django.contrib.auth import get_user_model
         from django.test import Client
         from django.test.utils import setup_test_environment
 
+        from chats.models import Turn
         from usage.models import UsageDay, UsageHubDay, UsageRecord
 
         setup_test_environment()  # the test client's host and template signals
-        seeded = seed(args.turns, args.people, args.chats, args.days)
-        print(f"  seeded in {seeded['seed_s']:.0f} s", file=sys.stderr, flush=True)
+        if Turn.objects.count() == args.turns:
+            ids = list(get_user_model().objects.order_by("id").values_list("id", flat=True)[:2])
+            seeded = {"seed_s": float("nan"), "staff": ids[0], "person": ids[1]}
+            print("  seeded before: reused", file=sys.stderr, flush=True)
+        else:
+            seeded = seed(args.turns, args.people, args.chats, args.days)
+            print(f"  seeded in {seeded['seed_s']:.0f} s", file=sys.stderr, flush=True)
+        if args.seed_only:
+            return
         rebuild_s, day_rows = rebuild()
         print(f"  rebuilt in {rebuild_s:.0f} s", file=sys.stderr, flush=True)
         exact = check_exact()
