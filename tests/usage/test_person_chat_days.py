@@ -305,3 +305,16 @@ def test_the_pages_and_csvs_show_what_they_showed_from_the_daily_sums(
     assert usage_section(pages[0]) == usage_section(again[0])  # totals, chart, table
     assert pages[1].content.decode() == again[1].content.decode()
     assert len(pages[1].content.decode().splitlines()) > 1  # a table, not only its header
+
+
+@pytest.mark.django_db
+def test_the_table_escapes_what_people_named(make_person):
+    """The table's rows are built in Python, not by the template: names are still escaped."""
+    room = Chat.objects.create(chat_key="web:x", channel="web", external_id="x",
+                               title='<b>Room</b> & "friends"')  # fmt: skip
+    usage_record(kind=Kind.TURN, chat_id=room.pk, person_id=None, model="m", prompt_tokens=5)
+    client = Client()
+    client.force_login(make_person("stella", is_staff=True))
+    page = client.get("/usage/", {"by": "chat"}).content.decode()
+    assert "&lt;b&gt;Room&lt;/b&gt; &amp; &quot;friends&quot;" in page
+    assert "<b>Room</b>" not in page
