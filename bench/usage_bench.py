@@ -7,8 +7,9 @@ On a throw-away database: `--people` people, `--chats` web rooms (each owned by 
 person), and `--turns` turns spread evenly over the last `--days` days, each with its
 trigger message, its turn row and its usage record (three models, two priced), inserted
 with bulk inserts; a tool call record for every fifth turn. The daily sums are then built
-by `usage_rebuild` (timed: what a full rebuild costs at this size, both tables), and
-checked against the turns and the ledger (UsageDay and UsageHubDay). Then the pages are
+by `usage_rebuild` (timed: what a full rebuild costs at this size, every table), and
+checked against the turns and the ledger (UsageDay, UsageHubDay, UsagePersonDay and
+UsageChatDay: tokens, calls and cost). Then the pages are
 fetched through Django's test client (middleware, session, template, everything but the
 network) as staff, as a person and as a chat owner; p50 and p95 of `--runs` fetches each.
 Prints Markdown tables and the machine.
@@ -177,16 +178,26 @@ def rebuild() -> tuple[float, int]:
 
 
 def check_exact() -> bool:
+    """Every table of sums holds the ledger's figures: the tokens of the turns and the
+    costs of the records (the person's and chat's tables where they exist)."""
+    from django.apps import apps
     from django.db.models import Sum
 
     from chats.models import Turn
     from usage.models import UsageDay, UsageHubDay, UsageRecord
 
-    days = UsageDay.objects.aggregate(p=Sum("prompt_tokens"), c=Sum("cost_nanos"))
-    hub = UsageHubDay.objects.aggregate(p=Sum("prompt_tokens"), c=Sum("cost_nanos"))
+    tables = [UsageDay, UsageHubDay]
+    tables += [apps.get_model("usage", name) for name in ("UsagePersonDay", "UsageChatDay")
+               if name.lower() in apps.all_models["usage"]]  # fmt: skip
     turns = Turn.objects.aggregate(p=Sum("prompt_tokens"))
-    ledger = UsageRecord.objects.aggregate(c=Sum("cost_nanos"))
-    return days["p"] == hub["p"] == turns["p"] and days["c"] == hub["c"] == ledger["c"]
+    ledger = UsageRecord.objects.aggregate(c=Sum("cost_nanos"), n=Sum("calls"))
+    for table in tables:
+        sums = table.objects.aggregate(p=Sum("prompt_tokens"), c=Sum("cost_nanos"), n=Sum("calls"))
+        if (sums["p"], sums["c"], sums["n"]) != (turns["p"], ledger["c"], ledger["n"]):
+            print(f"  NOT EXACT: {table.__name__}", file=sys.stderr)
+            return False
+    print(f"  exact: {', '.join(t.__name__ for t in tables)}", file=sys.stderr)
+    return True
 
 
 def measure(client, path: str, runs: int) -> tuple[float, float, int]:
