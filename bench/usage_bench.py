@@ -211,6 +211,24 @@ def measure(client, path: str, runs: int) -> tuple[float, float, int]:
     return common.percentile(timings, 50), common.percentile(timings, 95), size
 
 
+def measure_recording(person_id: int, runs: int) -> tuple[float, float]:
+    """What recording one piece of work costs on this hub: a tool call record (no tokens,
+    so the checks against the turns still hold), each its own transaction, added to the
+    day's existing rows of every table of sums."""
+    from chats.models import ChatMember
+    from usage.models import Kind
+    from usage.services import usage_record
+
+    chat_id = ChatMember.objects.filter(person_id=person_id).values_list("chat_id", flat=True)[0]
+
+    def record():
+        usage_record(kind=Kind.TOOL, chat_id=chat_id, person_id=person_id, duration_ms=40,
+                     detail="bench")  # fmt: skip
+
+    timings = common.timings_ms(record, runs=runs, warmup=2)
+    return common.percentile(timings, 50), common.percentile(timings, 95)
+
+
 def profile(client, path: str) -> None:
     """Each query of one fetch and its time (--profile), slowest first."""
     from django.db import connection
@@ -318,6 +336,9 @@ def main() -> None:
                 profile(clients[who], path)
             p50, p95, size = measure(clients[who], path, args.runs)
             rows.append([who, what, f"{p50:.1f}", f"{p95:.1f}", f"{size / 1024:.0f}"])
+        p50, p95 = measure_recording(seeded["person"], args.runs)
+        rows.append(["(recording)", "one usage record, its own transaction", f"{p50:.1f}",
+                     f"{p95:.1f}", ""])  # fmt: skip
         print(f"database: {common.database_description()}")
         print(
             common.markdown_table(
