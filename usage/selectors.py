@@ -149,11 +149,11 @@ def _sources(viewer, where: UsageFilter, by: str | None = None) -> list[QuerySet
     Staff read the smallest table that has the columns the page needs: the hub's sums per
     (day, model, kind) without a person or chat; per (day, person) or per (day, chat)
     without a model or kind (the table by person or chat, a page narrowed to one person or
-    one chat); else UsageDay. Anyone else reads their scope, `person = me OR chat IN (my rooms)`, as
-    two disjoint reads that each follow an index: their own rows (UsagePersonDay's where
-    the page needs no chat, model or kind, else UsageDay's), and the rest of their rooms'
-    rows in UsageDay. One OR made PostgreSQL scan a large part of the index over a long
-    range."""
+    one chat); else UsageDay. Anyone else reads their scope, `person = me OR chat IN (my
+    rooms)`, as two disjoint reads that each follow an index: their own rows
+    (UsagePersonDay's where the page needs no chat, model or kind, else UsageDay's), and
+    the rest of their rooms' rows in UsageDay. As one OR, PostgreSQL scanned a large part
+    of the index over a long range."""
     whole = where.model is None and where.kind is None and by not in ("model", "kind")
     if viewer.is_staff:
         if where.person_id is None and where.chat_id is None and by != "person" and by != "chat":
