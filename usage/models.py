@@ -164,9 +164,15 @@ class UsageDay(models.Model):
         blank=True,
         on_delete=models.SET_NULL,
         related_name="+",
+        db_index=False,  # an index below leads with it
     )
     chat = models.ForeignKey(
-        "chats.Chat", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        "chats.Chat",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_index=False,
     )
     model = models.CharField(max_length=255, blank=True, default="")
     kind = models.CharField(max_length=16, choices=Kind.choices)
@@ -274,6 +280,7 @@ class UsagePersonDay(_DaySums):
         blank=True,
         on_delete=models.SET_NULL,
         related_name="+",
+        db_index=False,  # an index below leads with it
     )
     # "<day>|<person id or ''>": unique whatever the NULLs (as UsageDay.slot); a deleted
     # person's rows keep theirs, so they never collide with the day's row of no person.
@@ -296,7 +303,12 @@ class UsageChatDay(_DaySums):
     of no chat); exact at every commit (written with each record's UsageDay row)."""
 
     chat = models.ForeignKey(
-        "chats.Chat", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        "chats.Chat",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_index=False,
     )
     slot = models.CharField(max_length=40, unique=True)  # "<day>|<chat id or ''>"
 
