@@ -1,20 +1,28 @@
 """Benchmark: the usage page over a hub with 1,000,000 turns.
 
     .venv/bin/python bench/usage_bench.py [--turns 1000000] [--people 200] [--chats 1000]
-        [--days 365] [--runs 30] [--database-url postgres://…]
+        [--days 365] [--runs 30] [--database-url postgres://…] [--keep-database URL]
 
 On a throw-away database: `--people` people, `--chats` web rooms (each owned by one
 person), and `--turns` turns spread evenly over the last `--days` days, each with its
 trigger message, its turn row and its usage record (three models, two priced), inserted
 with bulk inserts; a tool call record for every fifth turn. The daily sums are then built
-by `usage_rebuild` (timed: what a full rebuild costs at this size, both tables), and
-checked against the turns and the ledger (UsageDay and UsageHubDay). Then the pages are
+by `usage_rebuild` (timed: what a full rebuild costs at this size, every table), then
+vacuumed and analysed (as autovacuum would after it, untimed), and
+checked against the turns and the ledger (UsageDay, UsageHubDay, UsagePersonDay and
+UsageChatDay: tokens, calls and cost). Then the pages are
 fetched through Django's test client (middleware, session, template, everything but the
 network) as staff, as a person and as a chat owner; p50 and p95 of `--runs` fetches each.
 Prints Markdown tables and the machine.
+
+`--keep-database URL` (a sqlite:///path or a postgres:// URL of a database of its own)
+seeds that database once and keeps it: a later run with the same URL migrates it, skips
+the seeding (the turns are there) and rebuilds the sums, so code can be re-measured at a
+million turns without twelve minutes of seeding each time.
 """
 
 import argparse
+import contextlib
 import random
 import sys
 import time
@@ -170,17 +178,37 @@ def rebuild() -> tuple[float, int]:
     return time.perf_counter() - started, rows
 
 
+def settle() -> None:
+    """What autovacuum does after a rebuild of this size, done now: the rebuilt tables'
+    statistics, and (PostgreSQL) their visibility map, without which an index-only scan
+    reads the table too and the planner misjudges how many rows a range holds."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM ANALYZE" if connection.vendor == "postgresql" else "ANALYZE")
+
+
 def check_exact() -> bool:
+    """Every table of sums holds the ledger's figures: the tokens of the turns and the
+    costs of the records (the person's and chat's tables where they exist)."""
+    from django.apps import apps
     from django.db.models import Sum
 
     from chats.models import Turn
     from usage.models import UsageDay, UsageHubDay, UsageRecord
 
-    days = UsageDay.objects.aggregate(p=Sum("prompt_tokens"), c=Sum("cost_nanos"))
-    hub = UsageHubDay.objects.aggregate(p=Sum("prompt_tokens"), c=Sum("cost_nanos"))
+    tables = [UsageDay, UsageHubDay]
+    tables += [apps.get_model("usage", name) for name in ("UsagePersonDay", "UsageChatDay")
+               if name.lower() in apps.all_models["usage"]]  # fmt: skip
     turns = Turn.objects.aggregate(p=Sum("prompt_tokens"))
-    ledger = UsageRecord.objects.aggregate(c=Sum("cost_nanos"))
-    return days["p"] == hub["p"] == turns["p"] and days["c"] == hub["c"] == ledger["c"]
+    ledger = UsageRecord.objects.aggregate(c=Sum("cost_nanos"), n=Sum("calls"))
+    for table in tables:
+        sums = table.objects.aggregate(p=Sum("prompt_tokens"), c=Sum("cost_nanos"), n=Sum("calls"))
+        if (sums["p"], sums["c"], sums["n"]) != (turns["p"], ledger["c"], ledger["n"]):
+            print(f"  NOT EXACT: {table.__name__}", file=sys.stderr)
+            return False
+    print(f"  exact: {', '.join(t.__name__ for t in tables)}", file=sys.stderr)
+    return True
 
 
 def measure(client, path: str, runs: int) -> tuple[float, float, int]:
@@ -192,6 +220,24 @@ def measure(client, path: str, runs: int) -> tuple[float, float, int]:
     size = len(fetch().content)
     timings = common.timings_ms(fetch, runs=runs, warmup=2)
     return common.percentile(timings, 50), common.percentile(timings, 95), size
+
+
+def measure_recording(person_id: int, runs: int) -> tuple[float, float]:
+    """What recording one piece of work costs on this hub: a tool call record (no tokens,
+    so the checks against the turns still hold), each its own transaction, added to the
+    day's existing rows of every table of sums."""
+    from chats.models import ChatMember
+    from usage.models import Kind
+    from usage.services import usage_record
+
+    chat_id = ChatMember.objects.filter(person_id=person_id).values_list("chat_id", flat=True)[0]
+
+    def record():
+        usage_record(kind=Kind.TOOL, chat_id=chat_id, person_id=person_id, duration_ms=40,
+                     detail="bench")  # fmt: skip
+
+    timings = common.timings_ms(record, runs=runs, warmup=2)
+    return common.percentile(timings, 50), common.percentile(timings, 95)
 
 
 def profile(client, path: str) -> None:
@@ -216,6 +262,25 @@ def profile(client, path: str) -> None:
         print(f"  {took:7.1f} ms  {sql}")
 
 
+@contextlib.contextmanager
+def kept_database(url: str):
+    """A database that outlives the run (created on a PostgreSQL server when missing)."""
+    if url.startswith(("postgres://", "postgresql://")):
+        from urllib.parse import urlsplit, urlunsplit
+
+        import psycopg
+
+        parts = urlsplit(url)
+        name = parts.path.lstrip("/")
+        with psycopg.connect(urlunsplit(parts._replace(path="/postgres")), autocommit=True) as c:
+            if not c.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
+                c.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield url
+    finally:
+        common.close_django_connections()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=1_000_000)
@@ -225,21 +290,36 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--database-url", default=None)
     parser.add_argument("--profile", action="store_true", help="print each page's queries")
+    parser.add_argument("--keep-database", default=None, help="seed once into this URL, reuse")
+    parser.add_argument("--seed-only", action="store_true", help="seed, then stop")
     args = parser.parse_args()
-    with common.temporary_database(args.database_url, label="usage") as url:
+    if args.keep_database:
+        database = kept_database(args.keep_database)
+    else:
+        database = common.temporary_database(args.database_url, label="usage")
+    with database as url:
         common.setup_django(url)
         common.migrate()
         from django.contrib.auth import get_user_model
         from django.test import Client
         from django.test.utils import setup_test_environment
 
+        from chats.models import Turn
         from usage.models import UsageDay, UsageHubDay, UsageRecord
 
         setup_test_environment()  # the test client's host and template signals
-        seeded = seed(args.turns, args.people, args.chats, args.days)
-        print(f"  seeded in {seeded['seed_s']:.0f} s", file=sys.stderr, flush=True)
+        if Turn.objects.count() == args.turns:
+            ids = list(get_user_model().objects.order_by("id").values_list("id", flat=True)[:2])
+            seeded = {"seed_s": float("nan"), "staff": ids[0], "person": ids[1]}
+            print("  seeded before: reused", file=sys.stderr, flush=True)
+        else:
+            seeded = seed(args.turns, args.people, args.chats, args.days)
+            print(f"  seeded in {seeded['seed_s']:.0f} s", file=sys.stderr, flush=True)
+        if args.seed_only:
+            return
         rebuild_s, day_rows = rebuild()
         print(f"  rebuilt in {rebuild_s:.0f} s", file=sys.stderr, flush=True)
+        settle()
         exact = check_exact()
         User = get_user_model()
         staff = User.objects.get(pk=seeded["staff"])
@@ -268,6 +348,9 @@ def main() -> None:
                 profile(clients[who], path)
             p50, p95, size = measure(clients[who], path, args.runs)
             rows.append([who, what, f"{p50:.1f}", f"{p95:.1f}", f"{size / 1024:.0f}"])
+        p50, p95 = measure_recording(seeded["person"], args.runs)
+        rows.append(["(recording)", "one usage record, its own transaction", f"{p50:.1f}",
+                     f"{p95:.1f}", ""])  # fmt: skip
         print(f"database: {common.database_description()}")
         print(
             common.markdown_table(

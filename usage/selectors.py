@@ -1,8 +1,8 @@
 """Reads of the usage app. Everything reads the daily sums, never the ledger, except the
-drill-down, which pages through the ledger's records. The sums of the whole hub per (day,
-model, kind), UsageHubDay, serve whatever needs no person or chat: a staff page not
-narrowed to a person or a chat (its table by day, model or kind, its chart and totals, its
-model list) and `spend` of the hub. Everything else reads UsageDay.
+drill-down, which pages through the ledger's records. Staff pages read the smallest table
+of sums that has the columns they need (`_sources`): the hub's per (day, model, kind)
+without a person or chat; per (day, person) or per (day, chat) without a model or kind;
+else UsageDay. `spend` of the hub reads the hub's; everything else reads UsageDay.
 
 Who may read what: staff read everything; a person reads their own spend (wherever it was
 made) and the whole spend of the chats they own; nobody else reads anything of theirs.
@@ -16,10 +16,18 @@ from datetime import date, timedelta
 from decimal import Decimal
 
 from django.contrib.auth import get_user_model
-from django.db.models import Q, QuerySet, Sum
+from django.db.models import Count, Q, QuerySet, Sum, Window
 
 from chats.models import Chat, ChatMember
-from usage.models import NANOS, Kind, UsageDay, UsageHubDay, UsageRecord
+from usage.models import (
+    NANOS,
+    Kind,
+    UsageChatDay,
+    UsageDay,
+    UsageHubDay,
+    UsagePersonDay,
+    UsageRecord,
+)
 
 GROUPINGS = ("day", "person", "chat", "model", "kind")
 TABLE_ROWS = 100  # the most rows one breakdown by person or chat (and its CSV) holds
@@ -133,22 +141,47 @@ def usage_days(viewer, where: UsageFilter) -> QuerySet[UsageDay]:
     return where.apply(UsageDay.objects.filter(usage_scope(viewer)))
 
 
-def _hub_wide(viewer, where: UsageFilter) -> bool:
-    """Whether the hub's sums answer for this viewer and filter: staff read everything, and
-    without a person or a chat in the filter the person and chat columns are not needed."""
-    return viewer.is_staff and where.person_id is None and where.chat_id is None
+def _sources(viewer, where: UsageFilter, by: str | None = None) -> list[QuerySet]:
+    """Where the sums of `where` for `viewer`, grouped `by` a column (or not at all), are
+    read: one or two querysets of daily sums whose rows never overlap and together sum to
+    exactly what `usage_days(viewer, where)` sums to.
 
-
-def usage_sums(viewer, where: UsageFilter, by: str | None = None) -> QuerySet:
-    """The rows to sum for `where` (grouped `by` a column, or not at all): the hub's sums
-    per (day, model, kind) where they answer, else the daily sums in `viewer`'s scope."""
-    if by in (None, "day", "model", "kind") and _hub_wide(viewer, where):
-        return where.apply(UsageHubDay.objects.all())
-    return usage_days(viewer, where)
+    Staff read the smallest table that has the columns the page needs: the hub's sums per
+    (day, model, kind) without a person or chat; per (day, person) or per (day, chat)
+    without a model or kind (the table by person or chat, a page narrowed to one person or
+    one chat); else UsageDay. Anyone else reads their scope, `person = me OR chat IN (my
+    rooms)`, as two disjoint reads that each follow an index: their own rows
+    (UsagePersonDay's where the page needs no chat, model or kind, else UsageDay's), and
+    the rest of their rooms' rows in UsageDay. As one OR, PostgreSQL scanned a large part
+    of the index over a long range."""
+    whole = where.model is None and where.kind is None and by not in ("model", "kind")
+    if viewer.is_staff:
+        if where.person_id is None and where.chat_id is None and by != "person" and by != "chat":
+            return [where.apply(UsageHubDay.objects.all())]
+        if whole and where.chat_id is None and by != "chat":
+            return [where.apply(UsagePersonDay.objects.all())]
+        if whole and where.person_id is None and by != "person":
+            return [where.apply(UsageChatDay.objects.all())]
+        return [where.apply(UsageDay.objects.all())]
+    own = UsageDay
+    if whole and where.chat_id is None and by != "chat":
+        own = UsagePersonDay  # their own rows need no chat, model or kind: a row a day
+    mine = where.apply(own.objects.filter(person_id=viewer.pk))
+    rooms = sorted(owned_chat_ids(viewer))
+    if not rooms:
+        return [mine]
+    others = UsageDay.objects.filter(chat_id__in=rooms).exclude(person_id=viewer.pk)
+    return [mine, where.apply(others)]
 
 
 def usage_total(viewer, where: UsageFilter) -> Spend:
-    return Spend.of(usage_sums(viewer, where).aggregate(**_sums()))
+    return _merged([Spend.of(rows.aggregate(**_sums())) for rows in _sources(viewer, where)])
+
+
+def _merged(spends: list[Spend]) -> Spend:
+    if len(spends) == 1:
+        return spends[0]
+    return Spend(**{name: sum(getattr(s, name) for s in spends) for name in SUMMED})
 
 
 @dataclass(frozen=True)
@@ -162,20 +195,19 @@ _GROUP_FIELD = {"day": "day", "person": "person_id", "chat": "chat_id", "model":
                 "kind": "kind"}  # fmt: skip
 
 
+def _largest_first(column: str) -> tuple:
+    return ("-prompt_tokens", "-completion_tokens", "-calls", column)
+
+
 def usage_table(viewer, where: UsageFilter, by: str) -> tuple[list[UsageRow], int]:
     """One breakdown of the page (by day, person, chat, model or kind), largest first (by
     day: newest first, every day), at most TABLE_ROWS rows; and how many groups in all."""
     column = _GROUP_FIELD[by]
-    grouped = usage_sums(viewer, where, by).values(column).order_by().annotate(**_sums())
-    if by == "day":
-        grouped = grouped.order_by("-day")
+    sources = _sources(viewer, where, by)
+    if len(sources) == 1:
+        groups, total = _grouped(sources[0], column, by)
     else:
-        grouped = grouped.order_by("-prompt_tokens", "-completion_tokens", "-calls", column)
-    total = grouped.count() if by in ("person", "chat") else None
-    # By day the range bounds the rows (USAGE_MAX_RANGE_DAYS); the chart needs every day.
-    groups = list(grouped if by == "day" else grouped[:TABLE_ROWS])
-    if total is None:
-        total = len(groups)
+        groups, total = _grouped_in_python(sources, column, by)
     labels = _labels(by, [group[column] for group in groups])
     rows = [
         UsageRow(
@@ -186,6 +218,40 @@ def usage_table(viewer, where: UsageFilter, by: str) -> tuple[list[UsageRow], in
         for group in groups
     ]
     return rows, total
+
+
+def _grouped(rows: QuerySet, column: str, by: str) -> tuple[list[dict], int]:
+    """The groups of one source, in SQL: by day every day (the range bounds them,
+    USAGE_MAX_RANGE_DAYS; the chart needs every one), else the TABLE_ROWS largest, with
+    the number of groups counted over the same grouping (a window: one pass, not two)."""
+    grouped = rows.values(column).order_by().annotate(**_sums())
+    if by == "day":
+        groups = list(grouped.order_by("-day"))
+        return groups, len(groups)
+    grouped = grouped.annotate(n_groups=Window(Count("*"))).order_by(*_largest_first(column))
+    groups = list(grouped[:TABLE_ROWS])
+    return groups, groups[0]["n_groups"] if groups else 0
+
+
+def _grouped_in_python(sources: list[QuerySet], column: str, by: str) -> tuple[list[dict], int]:
+    """The groups of disjoint sources (a person's scope: a few thousand rows at most),
+    each grouped in SQL, added up here, ordered as `_grouped` orders them."""
+    merged: dict = {}
+    for rows in sources:
+        for group in rows.values(column).order_by().annotate(**_sums()):
+            old = merged.get(group[column])
+            if old is not None:
+                group = {**old, **{name: (old[name] or 0) + (group[name] or 0) for name in SUMMED}}
+            merged[group[column]] = group
+    groups = list(merged.values())
+    if by == "day":
+        groups.sort(key=lambda group: group["day"], reverse=True)
+        return groups, len(groups)
+    groups.sort(
+        key=lambda g: (-(g["prompt_tokens"] or 0), -(g["completion_tokens"] or 0),
+                       -(g["calls"] or 0), g[column] is None, g[column] or 0)
+    )  # fmt: skip
+    return groups[:TABLE_ROWS], len(groups)
 
 
 def _labels(by: str, keys: list) -> dict:
@@ -245,13 +311,10 @@ def usage_records(viewer, where: UsageFilter) -> QuerySet[UsageRecord]:
 
 def usage_models(viewer, where: UsageFilter) -> list[str]:
     """The models in the sums `viewer` may read in the filter's range (its choices)."""
-    return list(
-        usage_sums(viewer, replace(where, model=None))
-        .exclude(model="")
-        .values_list("model", flat=True)
-        .order_by("model")
-        .distinct()
-    )
+    found: set[str] = set()
+    for rows in _sources(viewer, replace(where, model=None), "model"):
+        found.update(rows.exclude(model="").values_list("model", flat=True).order_by().distinct())
+    return sorted(found)
 
 
 def usage_people(viewer) -> list:

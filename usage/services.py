@@ -15,7 +15,18 @@ from django.db.models.functions import Cast, Coalesce, Concat
 from django.utils import timezone
 
 from chats.models import Message, Turn
-from usage.models import Kind, ModelPrice, UsageDay, UsageHubDay, UsageRecord, day_slot
+from usage.models import (
+    SUM_COLUMNS,
+    Kind,
+    ModelPrice,
+    UsageChatDay,
+    UsageDay,
+    UsageHubDay,
+    UsagePersonDay,
+    UsageRecord,
+    day_slot,
+    owner_slot,
+)
 from usage.prices import cost_nanos
 
 OWNER_NAMESPACE = "owner:"  # chats.api.services.api_actor_namespace
@@ -60,8 +71,8 @@ def _day_of(at: datetime) -> date:
 
 
 def _add_to_day(record: UsageRecord) -> None:
-    """Add one record to its day's sums, per (person, chat, model, kind) and for the whole
-    hub per (model, kind)."""
+    """Add one record to its day's sums: per (person, chat, model, kind), for the whole hub
+    per (model, kind), per person and per chat."""
     priced = record.cost_nanos is not None
     tokens = record.prompt_tokens + record.completion_tokens
     values = {
@@ -85,6 +96,18 @@ def _add_to_day(record: UsageRecord) -> None:
         UsageHubDay,
         {"day": record.day, "model": record.model, "kind": record.kind},
         {},
+        values,
+    )
+    _add(
+        UsagePersonDay,
+        {"slot": owner_slot(record.day, record.person_id)},
+        {"day": record.day, "person_id": record.person_id},
+        values,
+    )
+    _add(
+        UsageChatDay,
+        {"slot": owner_slot(record.day, record.chat_id)},
+        {"day": record.day, "chat_id": record.chat_id},
         values,
     )
 
@@ -209,14 +232,18 @@ def usage_record_review(*, review) -> UsageRecord:
     )
 
 
+SUM_TABLES = (UsageDay, UsageHubDay, UsagePersonDay, UsageChatDay)
+
+
 def _lock_for_rebuild() -> None:
     """Keep new records out while sums are recomputed: PostgreSQL takes table locks (the
     recorders wait, then add to the rebuilt rows); SQLite writers are serialised anyway."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute(
-                f"LOCK TABLE {UsageRecord._meta.db_table}, {UsageDay._meta.db_table}, "
-                f"{UsageHubDay._meta.db_table} IN SHARE ROW EXCLUSIVE MODE"
+                "LOCK TABLE "
+                + ", ".join(t._meta.db_table for t in (UsageRecord, *SUM_TABLES))
+                + " IN SHARE ROW EXCLUSIVE MODE"
             )
 
 
@@ -265,6 +292,25 @@ def _sum_into_hub_days(records) -> int:
     return _insert_sums(UsageHubDay, records, ("day", "model", "kind"), {})
 
 
+def _owner_slot(field: str):
+    """owner_slot() in SQL: "<day>|<id or ''>"."""
+    text = CharField()
+    return Concat(
+        Cast("day", text), Value("|"), Coalesce(Cast(field, text), Value("")), output_field=text
+    )
+
+
+def _resum_owner_days(days: list[date] | None) -> None:
+    """Recompute the sums per person and per chat of these days (None: every day) from
+    UsageDay, which is exact: one INSERT … SELECT each."""
+    source = UsageDay.objects.all() if days is None else UsageDay.objects.filter(day__in=days)
+    for table, field in ((UsagePersonDay, "person_id"), (UsageChatDay, "chat_id")):
+        stale = table.objects.all() if days is None else table.objects.filter(day__in=days)
+        stale.delete()
+        sums = {name: Sum(name) for name in SUM_COLUMNS}
+        _insert_grouped(table, source, ("day", field), {"slot": _owner_slot(field), **sums})
+
+
 def _insert_sums(table, records, keys: tuple, extra: dict) -> int:
     """INSERT INTO `table` the sums of `records` grouped by `keys` (record field names,
     which are the table's too), with `extra` columns computed per group."""
@@ -284,14 +330,18 @@ def _insert_sums(table, records, keys: tuple, extra: dict) -> int:
         ),
         "duration_ms": Sum("duration_ms", default=0),
     }
-    # Aliases must not clash with the record's own fields: n_<name>.
-    annotations = {f"n_{name}": value for name, value in {**extra, **sums}.items()}
-    groups = (
-        records.values(*keys).order_by().annotate(**annotations).values_list(*keys, *annotations)
-    )
+    return _insert_grouped(table, records, keys, {**extra, **sums})
+
+
+def _insert_grouped(table, rows, keys: tuple, columns: dict) -> int:
+    """INSERT INTO `table` one row per group of `rows` by `keys` (fields of both), its
+    other `columns` computed per group (by name: an expression)."""
+    # Aliases must not clash with the rows' own fields: n_<name>.
+    annotations = {f"n_{name}": value for name, value in columns.items()}
+    groups = rows.values(*keys).order_by().annotate(**annotations).values_list(*keys, *annotations)
     select, params = groups.query.sql_with_params()
     meta = table._meta
-    names = [key.removesuffix("_id") for key in keys] + list(extra) + list(sums)
+    names = [key.removesuffix("_id") for key in keys] + list(columns)
     columns = ", ".join(connection.ops.quote_name(meta.get_field(n).column) for n in names)
     with connection.cursor() as cursor:
         cursor.execute(
@@ -303,7 +353,8 @@ def _insert_sums(table, records, keys: tuple, extra: dict) -> int:
 @transaction.atomic
 def usage_rebuild(*, model: str | None = None, reprice: bool = True) -> int:
     """Recompute the daily sums (UsageDay and UsageHubDay) from the ledger (all of them, or
-    one model's), repricing the records at the current prices first; how many UsageDay rows
+    one model's), repricing the records at the current prices first, and the sums per
+    person and per chat of the days that model's records fall on; how many UsageDay rows
     now hold them."""
     _lock_for_rebuild()
     records = UsageRecord.objects.all()
@@ -315,10 +366,18 @@ def usage_rebuild(*, model: str | None = None, reprice: bool = True) -> int:
         models = [model] if model is not None else _priced_or_recorded_models()
         for name in models:
             _reprice(UsageRecord.objects.all(), name)
+    # The sums per person and per chat mix every model: the days the model's sums or
+    # records fall on are summed again, whole (None: every day).
+    touched = None
+    if model is not None:
+        touched = set(days.order_by().values_list("day", flat=True).distinct())
+        touched |= set(records.order_by().values_list("day", flat=True).distinct())
+        touched = sorted(touched)
     days.delete()
     hub_days.delete()
     rows = _sum_into_days(records)
     _sum_into_hub_days(records)
+    _resum_owner_days(touched)
     return rows
 
 

@@ -7,7 +7,7 @@ from usage.services import usage_rebuild
 
 
 class Command(BaseCommand):
-    help = "Recompute the daily usage sums (UsageDay) from the usage ledger, repricing it."
+    help = "Recompute every table of daily usage sums from the usage ledger, repricing it."
 
     def add_arguments(self, parser):
         parser.add_argument("--model", help="only this model's records and sums")
