@@ -9,11 +9,15 @@ Everything the syntax does not claim (`%`, `_`, `(`, `NEAR(`, backslashes) is li
 Indexes (migration 0002): on SQLite an FTS5 trigram table over chats_message.text, on
 PostgreSQL a pg_trgm GIN index. Trigrams need terms of at least three characters; shorter
 terms filter the trigram candidates, and a query without a 3-character term walks the
-readable history newest first until it has enough hits (see bench/search_bench.py).
+readable history newest first until it has enough hits (see bench/search_bench.py). On
+PostgreSQL, whether to walk or to take the index's candidates is decided per query from
+the index's own count (`chats.search_postgresql`), not from the planner's estimates.
 
 Cheap misses: before building the scoped query, one tiny query asks the index whether the
 required words exist anywhere at all; a word that exists nowhere answers at once. It reads
-the live index, so a message stored a moment ago is never a miss.
+the live index, so a message stored a moment ago is never a miss. (On PostgreSQL the
+candidate count is that query; 2-character words ask the pair indexes of migrations 0010
+and 0012.)
 """
 
 import itertools

@@ -10,15 +10,17 @@ estimates for `ILIKE '%word%'` come from ~100 sampled texts and swing by 100× f
 - Index: the trigram index lists every candidate in the whole table; each is fetched
   and rechecked, then sorted. Cheap when candidates are few, whatever their age.
 
-So the choice is made here, from facts rather than estimates. A probe first asks the
-trigram index for up to `PROBE` candidates, anywhere in the table. Fewer than that is all
-of them: the probe has already seen every match (a rare word, a phrase, or nothing: that is
-how a miss is answered), and only their scope is left to check. Otherwise the probe tells
-how common the words are: the bitmap returns candidates in table order, which is about id
-order, so the id of its last candidate says how much of the history `PROBE` candidates
-take. From that, the walk's length for `limit` hits and the index's number of candidates
-are both known, and the cheaper runs. The walk goes in steps of growing size, and between
-steps what it has seen can still switch it to the index for the older rest.
+So the choice is made here, from a count rather than an estimate. One statement, EXPLAIN
+ANALYZE of a one-row lookup of the query (`_count_candidates`), answers three things at
+once: whether anything matches at all (its row: that is how a miss is answered); if the
+planner took the trigram index, how many candidates the index holds (the bitmap index scan
+collects them all before the first is fetched, and reports how many); if it read the table
+instead (it does so for words it thinks common), how many rows it read before the first
+match, which says how common they are. From that, the walk's length for `limit` hits and
+the index's number of candidates are both known, and the cheaper plan runs, with the
+planner told which. The walk goes in steps of growing size, and between steps what it has
+seen can still switch it to the index for the older rest (a phrase or a NOT whose words are
+common apart but rarely together).
 
 Queries whose every clause has a word under three characters have no trigram to look up:
 they walk (a miss among them was answered before, by `chats.search._surely_missing`).
@@ -32,9 +34,11 @@ from django.db import connection
 
 from chats.search_query import SearchQuery, Term
 
+COUNT_MATCHES = 1
 MESSAGES_TTL = 60.0
 WALK_SAMPLE = 500
 WALK_GROWTH = 4
+WALK_FIRST_STEP_MAX = 2000  # then the walk's own count can still switch to the index
 # A candidate from the index costs more than a walked message: its own heap page, a
 # recheck of the whole text, and the sort of all candidates at the end.
 INDEX_ROW_COST = 2.0
@@ -54,16 +58,21 @@ def postgresql_hit_ids(parsed: SearchQuery, scope: Scope, limit: int) -> list[in
     indexed = [clause for clause in parsed.clauses if clause_is_indexable(clause)]
     sample = WALK_SAMPLE
     if indexed:
-        any_match, candidates, messages = _count_candidates(parsed, indexed)
+        any_match, candidates, matches = _count_candidates(parsed)
         if not any_match:
             return []
-        # A walk that finds hits as often as the index finds candidates (at best: some
-        # candidates are not matches) against fetching and sorting every candidate.
-        walk_cost = limit * messages / candidates
-        if INDEX_ROW_COST * candidates < walk_cost:
+        if candidates is None and len(indexed) == len(parsed.clauses) and not parsed.excluded:
+            candidates = matches  # every candidate is tested by the index alone
+        # A walk that finds hits as often as there are matches (for the index's count: at
+        # best, some candidates are not matches) against fetching every candidate.
+        walk_cost = limit * _messages() / matches
+        if candidates is not None and INDEX_ROW_COST * candidates < walk_cost:
             where = scope()
             return _from_index(parsed, where, None, limit) if where else []
-        sample = max(sample, int(walk_cost * 1.5))
+        # Else walk, as far as that predicts. (When the planner read the table for its
+        # first match and the query has more than the index can test, how many candidates
+        # the index would fetch is not known; if the hits turn out rare, the walk switches.)
+        sample = min(max(sample, int(walk_cost * 1.5)), WALK_FIRST_STEP_MAX)
     where = scope()
     if where is None:
         return []
@@ -141,36 +150,34 @@ def _walk(parsed, where, *, below, sample, limit) -> list[tuple]:
         return cursor.fetchall()
 
 
-def _count_candidates(parsed, indexed) -> tuple[bool, int, int]:
-    """(whether any message matches, about how many candidates the trigram index holds for
-    the indexable clauses, about how many messages there are), in one statement.
+def _count_candidates(parsed: SearchQuery) -> tuple[bool, int | None, int]:
+    """(whether any message matches, how many candidates the trigram index holds for the
+    query's indexable clauses or None, about how many messages match), in one statement.
 
-    It is EXPLAIN ANALYZE of a one-row lookup, planned freely. For words the planner
-    thinks rare, a bitmap index scan collects every candidate before the first is
-    fetched, and reports how many: the exact count for the cost of the index lookup. For
-    words it thinks common, it reads the table until the first match, and how many rows
-    that took says how common they are. Either way the statement's own row is the
-    existence check (the first candidate that really matches)."""
-    index_sql, index_params = _clauses_sql(indexed, alias="m", indexed=True)
+    It is EXPLAIN ANALYZE of a lookup of the first COUNT_MATCHES matches, planned freely.
+    For words the planner thinks rare, a bitmap index scan collects every candidate before
+    the first is fetched, and reports how many: the exact count for the cost of the index
+    lookup. For words it thinks common, it reads the table until it has its matches, and
+    how many rows that took says how common they are. Either way the statement's own rows
+    are the existence check."""
     match_sql, match_params = _match_sql(parsed, alias="m", indexed=True)
     sql = (
         "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF, FORMAT JSON)"
-        f" SELECT 1 FROM chats_message m WHERE {index_sql} AND {match_sql} LIMIT 1"
+        f" SELECT 1 FROM chats_message m WHERE {match_sql} LIMIT {COUNT_MATCHES}"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*index_params, *match_params])
+        cursor.execute(sql, match_params)
         plan = cursor.fetchone()[0]
     if isinstance(plan, str):
         plan = json.loads(plan)
     top = plan[0]["Plan"]
-    if not top["Actual Rows"]:
-        return False, 0, 0
-    messages = _messages()
+    found = top["Actual Rows"]
+    if not found:
+        return False, None, 0
     candidates = _bitmap_rows(top)
-    if candidates is None:  # read in order: one match in this many rows
-        read = 1 + _rows_removed(top)
-        candidates = messages // read
-    return True, max(candidates, 1), max(messages, candidates, 1)
+    if candidates is not None:
+        return True, max(candidates, 1), max(candidates, 1)
+    return True, None, max(found * _messages() // (found + _rows_removed(top)), 1)
 
 
 def _bitmap_rows(node: dict) -> int | None:
