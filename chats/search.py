@@ -31,7 +31,7 @@ from django.db.models import Q
 from django.db.models.expressions import RawSQL
 
 from chats.models import Actor, Chat, Message
-from chats.search_postgresql import clause_is_indexable, postgresql_hit_ids
+from chats.search_postgresql import clause_is_indexable, postgresql_hits
 from chats.search_query import MAX_TERMS, SearchQuery, SearchQueryError, Term, parse_search_query
 from chats.selectors import chats_readable_by
 
@@ -135,21 +135,24 @@ def _search(parsed: SearchQuery, base_scope, limit: int) -> list:
             )
         return " AND ".join([base[0], *filters_sql]), [*base[1], *filters_params]
 
+    def load(ids) -> list[Message]:
+        """The messages of `ids` (a list, or SQL that yields them) with chat and author."""
+        if isinstance(ids, list) and not ids:
+            return []
+        found = Message.objects.filter(id__in=ids).select_related("actor", "chat")
+        return list(found.order_by("-id"))
+
     if connection.vendor == "sqlite":
         where = scope()
         if where is None:
             return []
-        ids = RawSQL(*_sqlite_hit_ids(parsed, *where, limit))
+        messages = load(RawSQL(*_sqlite_hit_ids(parsed, *where, limit)))
     elif connection.vendor == "postgresql":
-        ids = postgresql_hit_ids(parsed, scope, limit)
-        if not ids:
-            return []
+        messages = postgresql_hits(parsed, scope, limit, load)
     else:
         raise NotImplementedError(
             f"message search supports SQLite and PostgreSQL, not {connection.vendor}"
         )
-
-    messages = Message.objects.filter(id__in=ids).select_related("actor", "chat").order_by("-id")
     terms = parsed.highlight_terms
     return [_hit(message, terms) for message in messages]
 

@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable
 
 from django.db import connection
+from django.db.models.expressions import RawSQL
 
 from chats.search_query import SearchQuery, Term
 
@@ -38,12 +39,13 @@ COUNT_MATCHES = 1
 MESSAGES_TTL = 60.0
 WALK_SAMPLE = 500
 WALK_GROWTH = 4
-WALK_FIRST_STEP_MAX = 2000  # then the walk's own count can still switch to the index
+WALK_FIRST_STEP_MAX = 5000  # then the walk's own count can still switch to the index
 # A candidate from the index costs more than a walked message: its own heap page, a
 # recheck of the whole text, and the sort of all candidates at the end.
 INDEX_ROW_COST = 2.0
 
 Scope = Callable[[], tuple[str, list] | None]
+Load = Callable[[list[int] | RawSQL], list]
 
 
 def clause_is_indexable(clause: list[Term]) -> bool:
@@ -52,9 +54,9 @@ def clause_is_indexable(clause: list[Term]) -> bool:
     return all(len(term.text) >= 3 for term in clause)
 
 
-def postgresql_hit_ids(parsed: SearchQuery, scope: Scope, limit: int) -> list[int]:
-    """Ids of the newest `limit` messages matching `parsed` within `scope()` (a condition
-    on `m`, or None for nothing), newest first."""
+def postgresql_hits(parsed: SearchQuery, scope: Scope, limit: int, load: Load) -> list:
+    """The newest `limit` messages matching `parsed` within `scope()` (a condition on `m`,
+    or None for nothing), newest first, as `load` returns them for their ids."""
     indexed = [clause for clause in parsed.clauses if clause_is_indexable(clause)]
     sample = WALK_SAMPLE
     if indexed:
@@ -68,23 +70,46 @@ def postgresql_hit_ids(parsed: SearchQuery, scope: Scope, limit: int) -> list[in
         walk_cost = limit * _messages() / matches
         if candidates is not None and INDEX_ROW_COST * candidates < walk_cost:
             where = scope()
-            return _from_index(parsed, where, None, limit) if where else []
+            return load(_from_index(parsed, where, None, limit)) if where else []
         # Else walk, as far as that predicts. (When the planner read the table for its
         # first match and the query has more than the index can test, how many candidates
         # the index would fetch is not known; if the hits turn out rare, the walk switches.)
-        sample = min(max(sample, int(walk_cost * 1.5)), WALK_FIRST_STEP_MAX)
+        sample = min(max(sample, int(walk_cost * 3)), WALK_FIRST_STEP_MAX)
     where = scope()
     if where is None:
         return []
-    return _walk_newest_first(parsed, where, limit, sample, indexable=bool(indexed))
+    # Most walks end within their first step: that step runs inside the statement that
+    # loads the messages (one round trip less). Fewer hits than the limit there means the
+    # scope ran out, or the step was too short: then the walk proper, step by step.
+    messages = load(RawSQL(*_first_step(parsed, where, sample, limit)))
+    if len(messages) >= limit:
+        return messages
+    below = _oldest_of_step(where, sample)
+    if below is None:
+        return messages  # the scope has no more than that
+    more = _walk_newest_first(
+        parsed,
+        where,
+        limit - len(messages),
+        sample * WALK_GROWTH,
+        indexable=bool(indexed),
+        below=below,
+        walked=sample,
+        found=len(messages),  # (at least)
+        hits_before=len(messages),
+    )
+    return messages + load(more) if more else messages
 
 
-def _walk_newest_first(parsed, where, limit, sample, *, indexable) -> list[int]:
-    """The walk, `sample` messages in scope at a time (growing); between steps what it has
-    seen predicts whether the index would now be cheaper for the older rest."""
+def _walk_newest_first(
+    parsed, where, limit, sample, *, indexable, below=None, walked=0, found=0, hits_before=0
+) -> list[int]:
+    """The walk, `sample` messages in scope at a time (growing), from the newest or from
+    `below` (after `walked` messages, `found` of them matching the positive clauses and
+    `hits_before` the query);
+    between steps what it has seen predicts whether the index would now be cheaper for
+    the older rest."""
     hits: list[int] = []
-    walked = found = 0
-    below = None
     while True:
         rows = _walk(parsed, where, below=below, sample=sample, limit=limit - len(hits))
         hits += [row[0] for row in rows if row[1]]
@@ -92,12 +117,45 @@ def _walk_newest_first(parsed, where, limit, sample, *, indexable) -> list[int]:
             return hits[:limit]  # the limit reached, or nothing older left to walk
         below, walked, found = rows[-1][0], walked + sample, found + rows[-1][3]
         missing = limit - len(hits)
-        walk_cost = missing * walked / (len(hits) + 0.5)
+        walk_cost = missing * walked / (hits_before + len(hits) + 0.5)
         # Ids are handed out in order: `below` is about the number of older messages.
         index_cost = INDEX_ROW_COST * (found + 0.5) / walked * below
         if indexable and index_cost < walk_cost:
             return hits + _from_index(parsed, where, below, missing)
         sample *= WALK_GROWTH
+
+
+def _first_step(parsed, where, sample, limit) -> tuple[str, list]:
+    """SQL for the ids of the hits among the newest `sample` messages in scope (up to
+    `limit`), as a walk step tests them (`_walk`)."""
+    scope_sql, scope_params = where
+    match_sql, match_params = _match_sql(parsed, alias="w", folded=True)
+    sql = (
+        f"SELECT w.id FROM (SELECT m.id, m.text, {_folded(parsed)} AS folded"
+        f" FROM chats_message m WHERE {scope_sql} ORDER BY m.id DESC LIMIT %s) w"
+        f" WHERE {match_sql} ORDER BY w.id DESC LIMIT %s"
+    )
+    return sql, [*scope_params, sample, *match_params, limit]
+
+
+def _oldest_of_step(where, sample) -> int | None:
+    """The oldest of the newest `sample` messages in scope; None if there are fewer."""
+    scope_sql, scope_params = where
+    sql = (
+        f"SELECT min(id), count(*) FROM (SELECT m.id FROM chats_message m WHERE {scope_sql}"
+        " ORDER BY m.id DESC LIMIT %s) step"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*scope_params, sample])
+        oldest, count = cursor.fetchone()
+    return oldest if count == sample else None
+
+
+def _folded(parsed: SearchQuery) -> str:
+    """lower(text) once per walked message, if any term has letter case."""
+    terms = [*(term for clause in parsed.clauses for term in clause), *parsed.excluded]
+    has_case = any(term.text.lower() != term.text.upper() for term in terms)
+    return "lower(m.text)" if has_case else "NULL::text"
 
 
 def _walk(parsed, where, *, below, sample, limit) -> list[tuple]:
@@ -116,9 +174,7 @@ def _walk(parsed, where, *, below, sample, limit) -> list[tuple]:
     else:
         found_sql, found_params = "hit", []
     older_sql, older_params = ("AND m.id < %s", [below]) if below is not None else ("", [])
-    terms = [*(term for clause in parsed.clauses for term in clause), *parsed.excluded]
-    has_case = any(term.text.lower() != term.text.upper() for term in terms)
-    folded = "lower(m.text)" if has_case else "NULL::text"
+    folded = _folded(parsed)
     sql = f"""
         SELECT id, hit, n, found FROM (
             SELECT id, hit, row_number() OVER seen AS n,

@@ -107,9 +107,7 @@ def test_the_walk_switches_to_the_index_for_the_older_rest(history, owner, monke
     monkeypatch.setattr(search_postgresql, "WALK_SAMPLE", 2)
     monkeypatch.setattr(search_postgresql, "INDEX_ROW_COST", 1e-6)  # switch at once
     # The candidate count would choose the index at the start: make it say "common".
-    monkeypatch.setattr(
-        search_postgresql, "_count_candidates", lambda parsed: (True, 10**9, 10**9)
-    )
+    monkeypatch.setattr(search_postgresql, "_count_candidates", lambda parsed: (True, 10**9, 10**9))
     with CaptureQueriesContext(connection) as queries:
         hits = message_search(person=owner, query="zeppelin OR quasar", limit=20)
     statements = [query["sql"] for query in queries.captured_queries]
