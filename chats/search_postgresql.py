@@ -39,7 +39,10 @@ COUNT_MATCHES = 1
 MESSAGES_TTL = 60.0
 WALK_SAMPLE = 500
 WALK_GROWTH = 4
-WALK_FIRST_STEP_MAX = 5000  # then the walk's own count can still switch to the index
+# The longest step. Its LIMIT must stay well under the planner's guess of the scope's
+# size, or it sorts the whole scope instead of walking (a bitmap scan of the readable chats
+# and a sort of tens of thousands of rows); between steps the walk can switch to the index.
+WALK_STEP_MAX = 5000
 # A candidate from the index costs more than a walked message: its own heap page, a
 # recheck of the whole text, and the sort of all candidates at the end.
 INDEX_ROW_COST = 2.0
@@ -74,7 +77,9 @@ def postgresql_hits(parsed: SearchQuery, scope: Scope, limit: int, load: Load) -
         # Else walk, as far as that predicts. (When the planner read the table for its
         # first match and the query has more than the index can test, how many candidates
         # the index would fetch is not known; if the hits turn out rare, the walk switches.)
-        sample = min(max(sample, int(walk_cost * 3)), WALK_FIRST_STEP_MAX)
+        sample = min(max(sample, int(walk_cost * 3)), WALK_STEP_MAX)
+    else:
+        sample = WALK_STEP_MAX  # no count to go by; the LIMIT stops it early anyway
     where = scope()
     if where is None:
         return []
@@ -91,7 +96,7 @@ def postgresql_hits(parsed: SearchQuery, scope: Scope, limit: int, load: Load) -
         parsed,
         where,
         limit - len(messages),
-        sample * WALK_GROWTH,
+        min(sample * WALK_GROWTH, WALK_STEP_MAX),
         indexable=bool(indexed),
         below=below,
         walked=sample,
@@ -122,14 +127,14 @@ def _walk_newest_first(
         index_cost = INDEX_ROW_COST * (found + 0.5) / walked * below
         if indexable and index_cost < walk_cost:
             return hits + _from_index(parsed, where, below, missing)
-        sample *= WALK_GROWTH
+        sample = min(sample * WALK_GROWTH, WALK_STEP_MAX)
 
 
 def _first_step(parsed, where, sample, limit) -> tuple[str, list]:
     """SQL for the ids of the hits among the newest `sample` messages in scope (up to
     `limit`), as a walk step tests them (`_walk`)."""
     scope_sql, scope_params = where
-    match_sql, match_params = _match_sql(parsed, alias="w", folded=True)
+    match_sql, match_params = _match_sql(parsed, alias="w", folded=_folds(parsed))
     sql = (
         f"SELECT w.id FROM (SELECT m.id, m.text, {_folded(parsed)} AS folded"
         f" FROM chats_message m WHERE {scope_sql} ORDER BY m.id DESC LIMIT %s) w"
@@ -151,11 +156,20 @@ def _oldest_of_step(where, sample) -> int | None:
     return oldest if count == sample else None
 
 
-def _folded(parsed: SearchQuery) -> str:
-    """lower(text) once per walked message, if any term has letter case."""
+def _folds(parsed: SearchQuery) -> bool:
+    """Whether a walk lower-cases each text once, up front: when two terms or more have
+    letter case (ILIKE would lower it for each). With one, its ILIKE comes after the
+    caseless tests and lowers only the texts that passed them."""
     terms = [*(term for clause in parsed.clauses for term in clause), *parsed.excluded]
-    has_case = any(term.text.lower() != term.text.upper() for term in terms)
-    return "lower(m.text)" if has_case else "NULL::text"
+    return sum(_has_case(term) for term in terms) >= 2
+
+
+def _folded(parsed: SearchQuery) -> str:
+    return "lower(m.text)" if _folds(parsed) else "NULL::text"
+
+
+def _has_case(term: Term) -> bool:
+    return term.text.lower() != term.text.upper()
 
 
 def _walk(parsed, where, *, below, sample, limit) -> list[tuple]:
@@ -168,9 +182,10 @@ def _walk(parsed, where, *, below, sample, limit) -> list[tuple]:
     plan is always the walk down the primary key (or (chat_id, id) for one chat). Each
     text is lower-cased once (ILIKE would do it again for every term)."""
     scope_sql, scope_params = where
-    match_sql, match_params = _match_sql(parsed, alias="w", folded=True)
+    folds = _folds(parsed)
+    match_sql, match_params = _match_sql(parsed, alias="w", folded=folds)
     if parsed.excluded:
-        found_sql, found_params = _clauses_sql(parsed.clauses, alias="tested", folded=True)
+        found_sql, found_params = _clauses_sql(parsed.clauses, alias="tested", folded=folds)
     else:
         found_sql, found_params = "hit", []
     older_sql, older_params = ("AND m.id < %s", [below]) if below is not None else ("", [])
@@ -333,7 +348,7 @@ def _term_sql(term: Term, *, alias: str, indexed: bool, folded: bool) -> tuple[s
     `indexed`: written so that the trigram index can serve terms of 3+ characters and no
     shorter one (it would read all of itself for them). `folded`: `alias`.folded holds
     lower(text), so case-insensitive tests are plain LIKEs on it."""
-    has_case = term.text.lower() != term.text.upper()
+    has_case = _has_case(term)
     pattern = [_like_contains(term.text)]
     if folded and has_case:
         sql, params = f"{alias}.folded LIKE lower(%s)", pattern
@@ -357,7 +372,9 @@ def _clauses_sql(
     clauses: list[list[Term]], *, alias: str, indexed: bool = False, folded: bool = False
 ) -> tuple[str, list]:
     pieces, params = [], []
-    for clause in clauses:
+    # Clauses without letter case first: their LIKE is cheap, and AND stops at the first
+    # that fails.
+    for clause in sorted(clauses, key=lambda clause: any(map(_has_case, clause))):
         alternatives = []
         for term in clause:
             piece, piece_params = _term_sql(term, alias=alias, indexed=indexed, folded=folded)
