@@ -68,8 +68,8 @@ def postgresql_hits(parsed: SearchQuery, scope: Scope, limit: int, load: Load) -
             return []
         if candidates is None and len(indexed) == len(parsed.clauses) and not parsed.excluded:
             candidates = matches  # every candidate is tested by the index alone
-        # A walk that finds hits as often as there are matches (for the index's count: at
-        # best, some candidates are not matches) against fetching every candidate.
+        # A walk that finds hits as often as there are matches, against fetching every
+        # candidate.
         walk_cost = limit * _messages() / matches
         if candidates is not None and INDEX_ROW_COST * candidates < walk_cost:
             where = scope()
@@ -224,6 +224,8 @@ def _walk(parsed, where, *, below, sample, limit) -> list[tuple]:
 def _count_candidates(parsed: SearchQuery) -> tuple[bool, int | None, int]:
     """(whether any message matches, how many candidates the trigram index holds for the
     query's indexable clauses or None, about how many messages match), in one statement.
+    The number of matches is a rough guess from the first one (how many rows it took),
+    enough to size the walk.
 
     It is EXPLAIN ANALYZE of a lookup of the first COUNT_MATCHES matches, planned freely.
     For words the planner thinks rare, a bitmap index scan collects every candidate before
@@ -246,9 +248,12 @@ def _count_candidates(parsed: SearchQuery) -> tuple[bool, int | None, int]:
     if not found:
         return False, None, 0
     candidates = _bitmap_rows(top)
+    # The rows read for the first match: from the table, or among the index's candidates
+    # (then a phrase, a NOT or a short word that most candidates fail thins them out).
+    share = found / (found + _rows_removed(top))
     if candidates is not None:
-        return True, max(candidates, 1), max(candidates, 1)
-    return True, None, max(found * _messages() // (found + _rows_removed(top)), 1)
+        return True, max(candidates, 1), max(int(candidates * share), 1)
+    return True, None, max(int(_messages() * share), 1)
 
 
 def _bitmap_rows(node: dict) -> int | None:
@@ -270,9 +275,10 @@ def _bitmap_rows(node: dict) -> int | None:
 
 
 def _rows_removed(node: dict) -> int:
-    return node.get("Rows Removed by Filter", 0) + sum(
-        _rows_removed(child) for child in node.get("Plans", [])
-    )
+    """Rows a plan read and dropped: failed filters, and index candidates that were not
+    matches after all."""
+    own = node.get("Rows Removed by Filter", 0) + node.get("Rows Removed by Index Recheck", 0)
+    return own + sum(_rows_removed(child) for child in node.get("Plans", []))
 
 
 _messages_seen: tuple[float, int] = (float("-inf"), 0)
