@@ -18,9 +18,10 @@ collects them all before the first is fetched, and reports how many); if it read
 instead (it does so for words it thinks common), how many rows it read before the first
 match, which says how common they are. From that, the walk's length for `limit` hits and
 the index's number of candidates are both known, and the cheaper plan runs, with the
-planner told which. The walk goes in steps of growing size, and between steps what it has
-seen can still switch it to the index for the older rest (a phrase or a NOT whose words are
-common apart but rarely together).
+planner told which. The walk's first step runs inside the statement that loads the
+messages; further steps grow (to WALK_STEP_MAX), and between them what the walk has seen
+can still switch it to the index for the older rest (a NOT, or a short word next to a
+long one, whose rarity the count could not see).
 
 Queries whose every clause has a word under three characters have no trigram to look up:
 they walk (a miss among them was answered before, by `chats.search._surely_missing`).
@@ -109,11 +110,10 @@ def postgresql_hits(parsed: SearchQuery, scope: Scope, limit: int, load: Load) -
 def _walk_newest_first(
     parsed, where, limit, sample, *, indexable, below=None, walked=0, found=0, hits_before=0
 ) -> list[int]:
-    """The walk, `sample` messages in scope at a time (growing), from the newest or from
-    `below` (after `walked` messages, `found` of them matching the positive clauses and
-    `hits_before` the query);
-    between steps what it has seen predicts whether the index would now be cheaper for
-    the older rest."""
+    """Ids of the next `limit` hits, walking `sample` messages in scope at a time (growing
+    to WALK_STEP_MAX), from the newest or from `below`: after `walked` messages, `found`
+    of them matching the positive clauses and `hits_before` the whole query. Between steps
+    what it has seen predicts whether the index would now be cheaper for the older rest."""
     hits: list[int] = []
     while True:
         rows = _walk(parsed, where, below=below, sample=sample, limit=limit - len(hits))
