@@ -47,7 +47,7 @@ QUERIES = [
     ("very common term", "the", True),
     ("English + Chinese", "deploy 部署", False),
     ("rare Chinese, 2 characters (scan)", "麒麟", False),
-    ("no match, 2 characters (full scan)", "qz", False),
+    ("no match, 2 ASCII characters", "qz", False),
     # The search syntax (chats.search_query).
     ("phrase, English", '"database migration"', True),
     ("phrase, Chinese", '"数据库迁移"', True),

@@ -9,11 +9,15 @@ Everything the syntax does not claim (`%`, `_`, `(`, `NEAR(`, backslashes) is li
 Indexes (migration 0002): on SQLite an FTS5 trigram table over chats_message.text, on
 PostgreSQL a pg_trgm GIN index. Trigrams need terms of at least three characters; shorter
 terms filter the trigram candidates, and a query without a 3-character term walks the
-readable history newest first until it has enough hits (see bench/search_bench.py).
+readable history newest first until it has enough hits (see bench/search_bench.py). On
+PostgreSQL, whether to walk or to take the index's candidates is decided per query from
+the index's own count (`chats.search_postgresql`), not from the planner's estimates.
 
 Cheap misses: before building the scoped query, one tiny query asks the index whether the
 required words exist anywhere at all; a word that exists nowhere answers at once. It reads
-the live index, so a message stored a moment ago is never a miss.
+the live index, so a message stored a moment ago is never a miss. (On PostgreSQL the
+candidate count is that query; 2-character words ask the pair indexes of migrations 0010
+and 0012.)
 """
 
 import itertools
@@ -27,6 +31,7 @@ from django.db.models import Q
 from django.db.models.expressions import RawSQL
 
 from chats.models import Actor, Chat, Message
+from chats.search_postgresql import clause_is_indexable, postgresql_hits
 from chats.search_query import MAX_TERMS, SearchQuery, SearchQueryError, Term, parse_search_query
 from chats.selectors import chats_readable_by
 
@@ -83,17 +88,24 @@ def message_search(
     limit = min(limit, MAX_RESULTS)
     if parsed.is_empty or limit <= 0 or _surely_missing(parsed):
         return []
-    readable = chats_readable_by(person).order_by().values("id")
-    try:
-        readable_sql, readable_params = readable.query.sql_with_params()
-    except EmptyResultSet:
-        return []
-    scope_sql = f"m.chat_id IN ({readable_sql})"
-    scope_params = list(readable_params)
-    if chat is not None:
-        scope_sql += " AND m.chat_id = %s"
-        scope_params.append(chat.pk)
-    return _search(parsed, scope_sql, scope_params, limit)
+
+    def scope() -> tuple[str, list] | None:
+        readable = chats_readable_by(person).order_by().values("id")
+        try:
+            readable_sql, readable_params = readable.query.sql_with_params()
+        except EmptyResultSet:
+            return None
+        # On PostgreSQL the readable chats become one array, computed once: a walk down
+        # the history then skips other chats' messages before testing their text.
+        in_readable = "= ANY(ARRAY({}))" if connection.vendor == "postgresql" else "IN ({})"
+        scope_sql = "m.chat_id " + in_readable.format(readable_sql)
+        scope_params = list(readable_params)
+        if chat is not None:
+            scope_sql += " AND m.chat_id = %s"
+            scope_params.append(chat.pk)
+        return scope_sql, scope_params
+
+    return _search(parsed, scope, limit)
 
 
 def chat_message_search(*, chat: Chat, query: str, limit: int = 20) -> list[SearchHit]:
@@ -103,27 +115,44 @@ def chat_message_search(*, chat: Chat, query: str, limit: int = 20) -> list[Sear
     limit = min(limit, MAX_RESULTS)
     if parsed.is_empty or limit <= 0 or _surely_missing(parsed):
         return []
-    return _search(parsed, "m.chat_id = %s", [chat.pk], limit)
+    return _search(parsed, lambda: ("m.chat_id = %s", [chat.pk]), limit)
 
 
-def _search(parsed: SearchQuery, scope_sql: str, scope_params: list, limit: int) -> list:
-    filters_sql, filters_params = _filters_sql(parsed)
-    scope_sql = " AND ".join([scope_sql, *filters_sql])
-    scope_params = [*scope_params, *filters_params]
+def _search(parsed: SearchQuery, base_scope, limit: int) -> list:
+    """`base_scope()`: the SQL condition on `m` for the chats searched (None: no chat),
+    built only when needed: on PostgreSQL a miss is known before."""
+
+    def scope() -> tuple[str, list] | None:
+        base = base_scope()
+        if base is None:
+            return None
+        filters_sql, filters_params = _filters_sql(parsed)
+        if connection.vendor == "postgresql":  # (SQLite's queries test roles themselves)
+            roles_sql, roles_params = _roles_sql()
+            filters_sql, filters_params = (
+                [*filters_sql, roles_sql],
+                [*filters_params, *roles_params],
+            )
+        return " AND ".join([base[0], *filters_sql]), [*base[1], *filters_params]
+
+    def load(ids) -> list[Message]:
+        """The messages of `ids` (a list, or SQL that yields them) with chat and author."""
+        if isinstance(ids, list) and not ids:
+            return []
+        found = Message.objects.filter(id__in=ids).select_related("actor", "chat")
+        return list(found.order_by("-id"))
+
     if connection.vendor == "sqlite":
-        ids_sql, ids_params = _sqlite_hit_ids(parsed, scope_sql, scope_params, limit)
+        where = scope()
+        if where is None:
+            return []
+        messages = load(RawSQL(*_sqlite_hit_ids(parsed, *where, limit)))
     elif connection.vendor == "postgresql":
-        ids_sql, ids_params = _postgresql_hit_ids(parsed, scope_sql, scope_params, limit)
+        messages = postgresql_hits(parsed, scope, limit, load)
     else:
         raise NotImplementedError(
             f"message search supports SQLite and PostgreSQL, not {connection.vendor}"
         )
-
-    messages = (
-        Message.objects.filter(id__in=RawSQL(ids_sql, ids_params))
-        .select_related("actor", "chat")
-        .order_by("-id")
-    )
     terms = parsed.highlight_terms
     return [_hit(message, terms) for message in messages]
 
@@ -135,15 +164,20 @@ def _surely_missing(parsed: SearchQuery) -> bool:
     """Whether a required clause matches no message at all, asked of the indexes alone.
 
     Clauses of 3+ character words ask the trigram index; a 2-character Chinese word asks
-    the index of migration 0010. Both look at the whole table (any chat, any role): a
+    the index of migration 0010, a pair of ASCII letters or digits on PostgreSQL the pair
+    table of migration 0012. They look at the whole table (any chat, any role): a
     superset of what the scoped query could find, so "missing" here is always right, and
     they read the indexes as they are now. Other clauses are left to the real query."""
     long_clauses = [c for c in parsed.clauses if all(len(t.text) >= TRIGRAM for t in c)]
     pair_clauses = [
         c
         for c in parsed.clauses
-        if c not in long_clauses and all(len(t.text) >= TRIGRAM or _is_cjk_pair(t) for t in c)
+        if c not in long_clauses and all(len(t.text) >= TRIGRAM or _is_known_pair(t) for t in c)
     ]
+    if connection.vendor == "postgresql" and any(map(clause_is_indexable, parsed.clauses)):
+        # The trigram probe (chats.search_postgresql) answers for these, in the same
+        # lookup that finds the hits.
+        long_clauses = []
     if not (long_clauses or pair_clauses) or connection.vendor not in ("sqlite", "postgresql"):
         return False
     checks, params = [], []
@@ -165,14 +199,21 @@ def _surely_missing(parsed: SearchQuery) -> bool:
         return not cursor.fetchone()[0]
 
 
-def _is_cjk_pair(term: Term) -> bool:
-    """A 2-character term the pair indexes can answer: Chinese on both databases, and
-    ASCII on SQLite too (its trigram index holds every pair followed by something)."""
+def _is_known_pair(term: Term) -> bool:
+    """A 2-character term the pair indexes can answer: Chinese on both databases; ASCII
+    on SQLite (its trigram index holds every pair followed by something), ASCII letters
+    and digits on PostgreSQL (migration 0012)."""
     if len(term.text) != 2:
         return False
     if all(ord(ch) >= CJK_FIRST for ch in term.text):
         return True
-    return connection.vendor == "sqlite" and term.text.isascii()
+    if connection.vendor == "sqlite":
+        return term.text.isascii()
+    return _is_ascii_word_pair(term.text)
+
+
+def _is_ascii_word_pair(text: str) -> bool:
+    return text.isascii() and text.isalnum()
 
 
 def _exists_long(clauses: list[list[Term]]) -> tuple[str, list]:
@@ -203,6 +244,8 @@ def _exists_pair(pair: str) -> tuple[str, list]:
             + ")))",
             [folded, folded + "\U0010ffff", *spellings],
         )
+    if _is_ascii_word_pair(pair):
+        return "EXISTS (SELECT 1 FROM chats_search_pair WHERE pair = %s)", [pair.lower()]
     return (
         "EXISTS (SELECT 1 FROM chats_message WHERE chats_cjk_bigrams(text) @> ARRAY[%s]::text[])",
         [pair],
@@ -365,43 +408,6 @@ def _sqlite_hit_ids(
 def _like_contains(term: str) -> str:
     escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"%{escaped}%"
-
-
-def _postgresql_regex(text: str) -> str:
-    """`text` as a literal inside a PostgreSQL regular expression (ARE)."""
-    return "".join("\\" + ch if ch.isascii() and not ch.isalnum() else ch for ch in text)
-
-
-def _postgresql_term_sql(term: Term) -> tuple[str, list]:
-    # Both operators can use the gin_trgm_ops index on text; LIKE is much cheaper per
-    # row for text without letter case (Chinese), where it means the same thing.
-    operator = "ILIKE" if term.text.lower() != term.text.upper() else "LIKE"
-    if term.prefix:
-        return (
-            f"(m.text {operator} %s AND m.text ~* %s)",
-            [_like_contains(term.text), r"(^|\W)" + _postgresql_regex(term.text)],
-        )
-    return f"m.text {operator} %s", [_like_contains(term.text)]
-
-
-def _postgresql_hit_ids(
-    parsed: SearchQuery, scope_sql: str, scope_params: list, limit: int
-) -> tuple[str, list]:
-    roles_sql, roles_params = _roles_sql()
-    filters, filter_params = [roles_sql], list(roles_params)
-    for clause in parsed.clauses:
-        piece, piece_params = _any_of(clause, _postgresql_term_sql)
-        filters.append(piece)
-        filter_params += piece_params
-    for term in parsed.excluded:
-        piece, piece_params = _postgresql_term_sql(term)
-        filters.append(f"NOT {piece}")
-        filter_params += piece_params
-    sql = (
-        f"SELECT m.id FROM chats_message m WHERE {scope_sql} AND {' AND '.join(filters)}"
-        " ORDER BY m.id DESC LIMIT %s"
-    )
-    return sql, [*scope_params, *filter_params, limit]
 
 
 # --- Snippets ---------------------------------------------------------------------------
