@@ -208,6 +208,20 @@ def main() -> None:
         # A trigger whose attribution takes a query (a schedule's, an API integration user's).
         by_query = Message.objects.select_related("chat").get(pk=trigger.pk)
         context_by_query = TurnContext(chat=by_query.chat, trigger=by_query)
+        # A scheduled run's trigger, as the runner loads it: the schedule's actor (in memory
+        # here) and the schedule in the metadata; who spends is its owner (one query).
+        from copy import copy
+
+        from schedules.models import Schedule
+
+        schedule = Schedule.objects.create(owner=person, chat=trigger.chat, prompt="report",
+                                           kind=Schedule.Kind.ONCE)  # fmt: skip
+        scheduled = copy(trigger)
+        scheduled.actor = copy(trigger.actor)
+        scheduled.actor.namespace = "schedule"
+        scheduled.metadata = {"schedule": schedule.pk}
+        context_scheduled = TurnContext(chat=trigger.chat, trigger=scheduled,
+                                        actor=scheduled.actor)  # fmt: skip
         pending = TurnSpend(model="big-model", prompt_tokens=1200, completion_tokens=300)
 
         def check():
@@ -229,6 +243,10 @@ def main() -> None:
         def gate_first_by_query():
             by_query.__dict__.pop("_budgets_attributed_person_id", None)
             assert budget_turn_gate(context_by_query, pending) is None
+
+        def gate_first_scheduled():
+            scheduled.__dict__.pop("_budgets_attributed_person_id", None)
+            assert budget_turn_gate(context_scheduled, pending) is None
 
         def before_check():
             assert former_check(person.pk, ids["chat"], now=timezone.now()) is None
@@ -252,6 +270,7 @@ def main() -> None:
             ("turn gate, first check of a run", gate_first),
             ("turn gate, first check, probing first", gate_first_probing),
             ("turn gate, first check, attribution by query", gate_first_by_query),
+            ("turn gate, first check of a scheduled run", gate_first_scheduled),
             ("turn gate, later checks of the run", gate_later),
         ]  # fmt: skip
         rows = measure(cases, runs=args.runs, repeats=args.repeats)

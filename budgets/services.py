@@ -39,7 +39,12 @@ from budgets.selectors import (
 from budgets.warnings import budget_warnings_reset
 from chats.agent.registry import TurnContext, TurnSpend
 from learning.gates import ReviewStart
-from usage.services import OWNER_NAMESPACE, SCHEDULE_NAMESPACE, attribution_of_trigger
+from usage.services import (
+    SCHEDULE_NAMESPACE,
+    actor_spender,
+    attribution_of_trigger,
+    schedule_owner,
+)
 
 # The attribute of the turn's loaded trigger Message that keeps its attributed person id.
 _ATTRIBUTED = "_budgets_attributed_person_id"
@@ -146,17 +151,14 @@ def review_reason(refusal: Refusal) -> str:
 
 
 def _attributed_person_id(context: TurnContext) -> int | None:
-    """Who the turn's spend is attributed to: `usage.services.attribution_of_trigger`. Its
-    rule reads the trigger's actor; only a schedule's actor (its schedule's owner) and an
-    unlinked actor of an API token owner (`owner:<id>`) need more than the actor. For any
-    other the actor the runner loaded with the trigger answers without a query: its linked
-    person, or nobody."""
-    actor = context.actor
-    if (
-        actor is not None
-        and actor.pk == context.trigger.actor_id
-        and actor.namespace != SCHEDULE_NAMESPACE
-        and (actor.person_id is not None or not actor.namespace.startswith(OWNER_NAMESPACE))
-    ):
-        return actor.person_id
-    return attribution_of_trigger(context.trigger.pk).person_id
+    """Who the turn's spend is attributed to: `usage.services.attribution_of_trigger`, from
+    the trigger and the actor the runner loaded: a schedule's actor costs one query (its
+    schedule's owner); any other none (`usage.services.actor_spender`: its linked person,
+    the owner of the integration token it speaks through, or nobody)."""
+    actor, trigger = context.actor, context.trigger
+    if actor is None or actor.pk != trigger.actor_id:
+        return attribution_of_trigger(trigger.pk).person_id
+    metadata = trigger.metadata if isinstance(trigger.metadata, dict) else {}
+    if actor.namespace == SCHEDULE_NAMESPACE and metadata.get("schedule"):
+        return schedule_owner(metadata["schedule"])
+    return actor_spender(actor.person_id, actor.namespace)

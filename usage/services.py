@@ -52,18 +52,26 @@ def attribution_of_trigger(trigger_id: int | None) -> Attribution:
         return Attribution(None, Kind.TURN)
     metadata = row["metadata"] if isinstance(row["metadata"], dict) else {}
     if row["actor__namespace"] == SCHEDULE_NAMESPACE and metadata.get("schedule"):
-        from schedules.models import Schedule
+        return Attribution(schedule_owner(metadata["schedule"]), Kind.SCHEDULED)
+    return Attribution(actor_spender(row["actor__person_id"], row["actor__namespace"]), Kind.TURN)
 
-        owner = (
-            Schedule.objects.filter(pk=metadata["schedule"]).values_list("owner_id", flat=True)
-        ).first()
-        return Attribution(owner, Kind.SCHEDULED)
-    if row["actor__person_id"] is not None:
-        return Attribution(row["actor__person_id"], Kind.TURN)
-    namespace = row["actor__namespace"] or ""
+
+def schedule_owner(schedule_id) -> int | None:
+    """Who spends for a schedule's run: its owner (None when the schedule is gone)."""
+    from schedules.models import Schedule
+
+    return Schedule.objects.filter(pk=schedule_id).values_list("owner_id", flat=True).first()
+
+
+def actor_spender(person_id: int | None, namespace: str | None) -> int | None:
+    """Who spends for an actor other than a schedule's: its linked person, else the owner of
+    the integration token it speaks through (`owner:<id>`), else nobody."""
+    if person_id is not None:
+        return person_id
+    namespace = namespace or ""
     if namespace.startswith(OWNER_NAMESPACE) and namespace[len(OWNER_NAMESPACE) :].isdigit():
-        return Attribution(int(namespace[len(OWNER_NAMESPACE) :]), Kind.TURN)
-    return Attribution(None, Kind.TURN)
+        return int(namespace[len(OWNER_NAMESPACE) :])
+    return None
 
 
 def _day_of(at: datetime) -> date:

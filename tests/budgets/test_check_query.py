@@ -262,8 +262,9 @@ def test_the_gate_reads_who_spends_once_per_run_and_only_probes_without_budgets(
     # A new run (another worker, a resumed turn) loads the trigger anew and reads it again;
     # the last read found budgets, so it goes straight to who spends and the statement.
     again = runner_context(turn)
-    again.actor.namespace = "schedule"  # as if a schedule's actor: the rule's query answers
-    with django_assert_num_queries(2):  # who spends, the statement
+    again.actor.namespace = "schedule"  # as if a schedule's actor: its owner takes a query
+    again.trigger.metadata = {"schedule": 10**9}
+    with django_assert_num_queries(2):  # who spends (the schedule's owner), the statement
         assert budget_turn_gate(again, pending) is None
     hub.delete()  # no budget any more: that run's next check finds none, the next run probes
     with django_assert_num_queries(1):
@@ -273,7 +274,9 @@ def test_the_gate_reads_who_spends_once_per_run_and_only_probes_without_budgets(
         assert budget_turn_gate(third, pending) is None
 
 
-def test_the_gate_attributes_spend_as_usage_does(owner, member, team_chat):
+def test_the_gate_attributes_spend_as_usage_does(
+    owner, member, team_chat, django_assert_num_queries
+):
     schedule = Schedule.objects.create(
         owner=member, chat=team_chat, prompt="report", kind=Schedule.Kind.ONCE
     )
@@ -289,6 +292,11 @@ def test_the_gate_attributes_spend_as_usage_does(owner, member, team_chat):
     found = [_attributed_person_id(runner_context(turn)) for turn in turns]
     assert found == [attribution_of_trigger(turn.trigger_id).person_id for turn in turns]
     assert found == [owner.pk, None, None, owner.pk, None, member.pk]
+    contexts = [runner_context(turn) for turn in turns]
+    with django_assert_num_queries(0):  # from the loaded actor
+        assert [_attributed_person_id(context) for context in contexts[:5]] == found[:5]
+    with django_assert_num_queries(1):  # a schedule's: its owner
+        assert _attributed_person_id(contexts[5]) == member.pk
 
 
 def test_a_check_in_the_real_month_counts_todays_turns(ada, owner):
