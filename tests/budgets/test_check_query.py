@@ -31,7 +31,7 @@ from usage.prices import cost_nanos
 from usage.selectors import spend
 from usage.services import attribution_of_trigger, usage_record
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.storage]  # raw SQL: both databases
 
 NOVEMBER = datetime(2026, 11, 15, 12, tzinfo=UTC)
 

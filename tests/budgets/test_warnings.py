@@ -26,7 +26,7 @@ from tests.usage.helpers import price, say
 from usage.models import Kind
 from usage.services import usage_record
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.storage]
 
 NOVEMBER = "2026-11-20 12:00:00"
 DECEMBER = "2026-12-02 09:00:00"
