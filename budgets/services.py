@@ -73,7 +73,7 @@ def budget_turn_gate(context: TurnContext, pending: TurnSpend) -> str | None:
     """The answer that ends the turn when a cap is used up, else None."""
     kept = context.trigger.__dict__
     if _ATTRIBUTED in kept:
-        person_id = kept[_ATTRIBUTED]
+        spender = kept[_ATTRIBUTED]
     else:
         # The probe spares reading who spends (and the statement) when no budget exists.
         # Skipped while this process's last read found budgets: that changes only what is
@@ -81,7 +81,8 @@ def budget_turn_gate(context: TurnContext, pending: TurnSpend) -> str | None:
         if not budgets_found_last() and not budgets_exist():
             return None  # asked again at the next check: a budget set meanwhile is seen there
         # One run's trigger (so who spends) does not change between its iterations.
-        person_id = kept[_ATTRIBUTED] = _attributed_person_id(context)
+        spender = kept[_ATTRIBUTED] = _spender(context)
+    person_id, schedule_id = spender
     check = turn_budget_check(
         person_id,
         context.chat.pk,
@@ -89,20 +90,26 @@ def budget_turn_gate(context: TurnContext, pending: TurnSpend) -> str | None:
         model=pending.model,
         prompt_tokens=pending.prompt_tokens,
         completion_tokens=pending.completion_tokens,
+        schedule_id=schedule_id,
     )
     if check.refusal:
         return check.refusal.message
     if check.last_mile and context.turn is not None and context.turn.pk:
-        return _claim_last_mile(check, person_id, context.turn.pk)
+        return _claim_last_mile(check, spender, context.turn.pk)
     return None
 
 
-def _claim_last_mile(check: TurnCheck, person_id: int | None, turn_id: int) -> str | None:
+def _claim_last_mile(check: TurnCheck, spender: tuple, turn_id: int) -> str | None:
     """Near a cap, only the turn holding its last-mile claim may call the model (see
     `budgets.lastmile`); another gets an answer saying so (its message is kept)."""
+    person_id, schedule_id = spender
     for cap in check.last_mile:
-        # The default budget caps each person on their own: one claim per person.
-        subject = person_id if cap.scope == Scope.PERSON and cap.person_id is None else None
+        subject = None
+        if cap.scope == Scope.PERSON and cap.person_id is None:
+            # The default budget caps each person on their own: one claim per person.
+            if person_id is None and schedule_id is not None:
+                person_id = schedule_owner(schedule_id)  # only here: near a cap
+            subject = person_id
         if not claim(claim_key(cap.budget_id, subject, check.month), turn_id):
             return last_mile_answer(cap, check.resets_on)
     return None
@@ -150,15 +157,23 @@ def review_reason(refusal: Refusal) -> str:
     return f"{what}; it resets on {resets}. The next review that runs reads these turns too."
 
 
-def _attributed_person_id(context: TurnContext) -> int | None:
-    """Who the turn's spend is attributed to: `usage.services.attribution_of_trigger`, from
-    the trigger and the actor the runner loaded: a schedule's actor costs one query (its
-    schedule's owner); any other none (`usage.services.actor_spender`: its linked person,
-    the owner of the integration token it speaks through, or nobody)."""
+def _spender(context: TurnContext) -> tuple[int | None, int | None]:
+    """Who the turn's spend is attributed to (`usage.services.attribution_of_trigger`), as
+    (person id, None), or (None, schedule id) for a scheduled run, whose spender is its
+    schedule's owner (read by the check's own statement). From the trigger and the actor
+    the runner loaded, without a query (`usage.services.actor_spender`: the actor's linked
+    person, the owner of the integration token an unlinked API user speaks through, or
+    nobody); a trigger loaded without its actor asks usage's rule."""
     actor, trigger = context.actor, context.trigger
     if actor is None or actor.pk != trigger.actor_id:
-        return attribution_of_trigger(trigger.pk).person_id
+        return attribution_of_trigger(trigger.pk).person_id, None
     metadata = trigger.metadata if isinstance(trigger.metadata, dict) else {}
     if actor.namespace == SCHEDULE_NAMESPACE and metadata.get("schedule"):
-        return schedule_owner(metadata["schedule"])
-    return actor_spender(actor.person_id, actor.namespace)
+        return None, int(metadata["schedule"])
+    return actor_spender(actor.person_id, actor.namespace), None
+
+
+def _attributed_person_id(context: TurnContext) -> int | None:
+    """Who the turn's spend is attributed to, as a person id (a schedule's owner read)."""
+    person_id, schedule_id = _spender(context)
+    return schedule_owner(schedule_id) if schedule_id is not None else person_id

@@ -19,6 +19,7 @@ from budgets.selectors import (
     budgets_exist,
     caps_with_spend,
     month_bounds,
+    turn_budget_check,
 )
 from budgets.services import _attributed_person_id, budget_save, budget_turn_gate
 from chats.agent.registry import TurnContext, TurnSpend
@@ -262,9 +263,9 @@ def test_the_gate_reads_who_spends_once_per_run_and_only_probes_without_budgets(
     # A new run (another worker, a resumed turn) loads the trigger anew and reads it again;
     # the last read found budgets, so it goes straight to who spends and the statement.
     again = runner_context(turn)
-    again.actor.namespace = "schedule"  # as if a schedule's actor: its owner takes a query
-    again.trigger.metadata = {"schedule": 10**9}
-    with django_assert_num_queries(2):  # who spends (the schedule's owner), the statement
+    again.actor.namespace = "schedule"  # as if a schedule's actor: the statement reads
+    again.trigger.metadata = {"schedule": 10**9}  # its owner (none: this one is gone)
+    with django_assert_num_queries(1):  # the statement alone
         assert budget_turn_gate(again, pending) is None
     hub.delete()  # no budget any more: that run's next check finds none, the next run probes
     with django_assert_num_queries(1):
@@ -303,3 +304,31 @@ def test_a_check_in_the_real_month_counts_todays_turns(ada, owner):
     cap(ada, scope=Scope.PERSON, person=owner, monthly_tokens=10)
     record(owner, None, model="m", prompt=10, when=timezone.now())
     assert budget_check(owner.pk, None, now=timezone.now()).limit == "tokens"
+
+
+def test_a_scheduled_runs_owner_is_read_in_the_statement_as_usage_reads_it(
+    ada, owner, member, team_chat, django_assert_num_queries
+):
+    """The gate passes a scheduled run's schedule, not its owner: the statement's subquery
+    finds the same caps and spend as a check for the owner, and none of a person's caps
+    when the schedule has no owner any more (usage attributes its spend to nobody)."""
+    schedule = Schedule.objects.create(
+        owner=member, chat=team_chat, prompt="report", kind=Schedule.Kind.ONCE
+    )
+    cap(ada, scope=Scope.PERSON, monthly_tokens=100)  # the default
+    cap(ada, scope=Scope.CHAT, chat=team_chat, monthly_tokens=10**6)
+    record(member, team_chat, model="m", prompt=60, when=timezone.now())
+    now = timezone.now()
+
+    def check(**who):
+        return turn_budget_check(chat_id=team_chat.pk, now=now, model="m", prompt_tokens=50,
+                                 completion_tokens=0, **who)  # fmt: skip
+
+    by_owner = check(person_id=member.pk)
+    with django_assert_num_queries(2):  # the statement, and the setter of the used-up cap
+        by_schedule = check(person_id=None, schedule_id=schedule.pk)
+    assert by_schedule.refusal is not None and by_schedule.refusal.scope == Scope.PERSON
+    assert by_schedule == by_owner
+    assert check(person_id=owner.pk).refusal is None  # another person's month
+    gone = check(person_id=None, schedule_id=10**9)
+    assert gone.refusal is None and gone == check(person_id=None)
