@@ -34,7 +34,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 
 from budgets.models import Budget, BudgetWarning, Level, Scope
-from budgets.selectors import applicable_budgets, month_bounds
+from budgets.selectors import CapSpend, applicable_budgets, caps_with_spend, month_bounds
 from chats.deliveries import person_tell
 from chats.models import ChatMember
 from usage.models import NANOS
@@ -96,6 +96,17 @@ def _percent(spent: int, cap: int) -> int:
     return spent * 100 // cap
 
 
+def _maybe_reached(cap: CapSpend) -> bool:
+    """Whether the cap's spend (as the check reads it) is at 80 % or more of a limit."""
+    if cap.monthly_tokens is not None and (
+        _percent(cap.spent_tokens, cap.monthly_tokens) >= Level.NEARLY
+    ):
+        return True
+    return cap.monthly_cost is not None and (
+        _percent(cap.spent_cost_nanos, int(cap.monthly_cost * NANOS)) >= Level.NEARLY
+    )
+
+
 def _levels(usage: Usage) -> list[int]:
     return [level for level in (Level.NEARLY, Level.USED_UP) if usage.percent >= level]
 
@@ -106,10 +117,13 @@ def budget_warnings_after_spend(
     """Warn of every level newly reached by the budgets that apply to this work (attributed to
     `person_id` in `chat_id`) in `now`'s month; the warnings made here (none when another
     transaction made them first). Call it outside the transaction that recorded the spend."""
-    budgets = applicable_budgets(person_id, chat_id)
-    if not budgets:
-        return []
     start, end = month_bounds(now)
+    # One statement first (the check's): most records leave every cap under 80 %, and then
+    # nothing more is read. The ORM's reading below names what the warning says.
+    if not any(_maybe_reached(cap) for cap in caps_with_spend(person_id, chat_id, start=start,
+                                                                end=end)):  # fmt: skip
+        return []
+    budgets = applicable_budgets(person_id, chat_id)
     reached: list[tuple[Budget, int | None, Usage, int]] = []
     for budget in budgets:
         if budget.scope == Scope.PERSON:

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 import pytest
 from django.db import connection
 from django.urls import reverse
+from django.utils import timezone
 from freezegun import freeze_time
 
 from budgets import warnings
@@ -90,12 +91,14 @@ def test_80_percent_warns_the_person_once_a_month_and_again_the_next_month(ada, 
     assert BudgetWarning.objects.filter(person=owner, level=Level.NEARLY).count() == 2
 
 
-def test_no_warning_under_80_percent(ada, owner, bob):
+def test_no_warning_under_80_percent(ada, owner, bob, django_assert_num_queries):
     cap(ada, scope=Scope.PERSON, person=owner, monthly_tokens=1_000)
     cap(ada, scope=Scope.HUB, monthly_tokens=1_000)
     spend(person=owner, tokens=799)
     assert not PersonNotice.objects.exists()
     assert not BudgetWarning.objects.exists()
+    with django_assert_num_queries(1):  # under 80 %: the check's one statement, nothing more
+        warnings.budget_warnings_after_spend(person_id=owner.pk, chat_id=None, now=timezone.now())
 
 
 def test_the_person_sees_the_warning_on_their_dashboard(ada, owner):
