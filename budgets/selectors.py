@@ -380,11 +380,7 @@ def _statement(
 
 
 def setter_name(user_id: int | None) -> str:
-    """The username of who set a budget (\"\" when they were deleted): one query."""
-    return _username(user_id)
-
-
-def _username(user_id: int | None) -> str:
+    """The username of who set a budget ("" when they were deleted): one query."""
     if user_id is None:
         return ""
     user = get_user_model()
@@ -405,6 +401,14 @@ def _decimal(value, field) -> Decimal | None:
     return Decimal(value).quantize(Decimal(1).scaleb(-field.decimal_places), context=field.context)
 
 
+def cap_text(cap: CapSpend, limit: str) -> str:
+    """A cap as people read it: "200,000 tokens", "50.00 USD"."""
+    if limit == "tokens":
+        unit = "token" if cap.monthly_tokens == 1 else "tokens"
+        return f"{cap.monthly_tokens:,} {unit}"
+    return f"{cap.monthly_cost.quantize(Decimal('0.01'))} {settings.USAGE_CURRENCY}"
+
+
 def _first_used_up(caps: list[CapSpend], pending_tokens: int, pending_nanos: int, end: date):
     for cap in caps:
         refusal = _used_up(cap, pending_tokens, pending_nanos, end)
@@ -416,13 +420,11 @@ def _first_used_up(caps: list[CapSpend], pending_tokens: int, pending_nanos: int
 def _used_up(cap: CapSpend, pending_tokens: int, pending_nanos: int, end: date):
     limit = text = ""
     if cap.monthly_tokens is not None and cap.spent_tokens + pending_tokens >= cap.monthly_tokens:
-        unit = "token" if cap.monthly_tokens == 1 else "tokens"
-        limit, text = "tokens", f"{cap.monthly_tokens:,} {unit}"
+        limit, text = "tokens", cap_text(cap, "tokens")
     elif cap.monthly_cost is not None:
         cap_nanos = int(cap.monthly_cost * NANOS)
         if cap.spent_cost_nanos + pending_nanos >= cap_nanos:
-            amount = cap.monthly_cost.quantize(Decimal("0.01"))
-            limit, text = "money", f"{amount} {settings.USAGE_CURRENCY}"
+            limit, text = "money", cap_text(cap, "money")
     if not limit:
         return None
     return Refusal(
@@ -430,6 +432,6 @@ def _used_up(cap: CapSpend, pending_tokens: int, pending_nanos: int, end: date):
         scope=cap.scope,
         limit=limit,
         cap=text,
-        set_by=_username(cap.set_by_id),  # read only for a refusal
+        set_by=setter_name(cap.set_by_id),  # read only for a refusal
         resets_on=end,
     )

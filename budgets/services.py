@@ -16,9 +16,6 @@ anew); the spend and the budgets are never cached, so every check sees every fin
 and every budget saved or deleted before it. Within the last mile of a cap the gate also
 takes (or renews) the cap's last-mile claim: one Redis call (`budgets.lastmile`)."""
 
-from decimal import Decimal
-
-from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
@@ -32,6 +29,7 @@ from budgets.selectors import (
     budget_check,
     budgets_exist,
     budgets_found_last,
+    cap_text,
     cap_used_percent,
     setter_name,
     turn_budget_check,
@@ -118,11 +116,7 @@ def _claim_last_mile(check: TurnCheck, spender: tuple, turn_id: int) -> str | No
 def last_mile_answer(cap: CapSpend, resets_on) -> str:
     """The answer of a turn that found another holding the last of a cap."""
     whose = {Scope.PERSON: "Your", Scope.CHAT: "This chat's", Scope.HUB: "The hub's"}[cap.scope]
-    if cap.monthly_tokens is not None:
-        unit = "token" if cap.monthly_tokens == 1 else "tokens"
-        amount = f"{cap.monthly_tokens:,} {unit}"
-    else:
-        amount = f"{cap.monthly_cost.quantize(Decimal('0.01'))} {settings.USAGE_CURRENCY}"
+    amount = cap_text(cap, "tokens" if cap.monthly_tokens is not None else "money")
     setter = setter_name(cap.set_by_id)
     set_by = f", set by {setter}," if setter else ""
     ask = f"ask {setter} or another staff member" if setter else "ask a staff member"
