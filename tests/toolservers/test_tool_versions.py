@@ -154,3 +154,25 @@ def test_explicit_policies_of_people_are_unchanged(room, staff):
     enable(room, notes, tool="write", policy="deny")
     server_tools_record(server=notes, announced=[{**write, "annotations": {"readOnlyHint": True}}])
     assert policies(room) == {"write": "deny"}
+
+
+def test_the_tools_page_shows_a_changed_tool_and_staff_accept_the_version_shown(
+    client, room, staff, member
+):
+    read = {"name": "read", "description": "Read a note.", "annotations": {}}
+    notes = add_server("notes", url="http://127.0.0.1:9/mcp")
+    server_tools_record(server=notes, announced=[read])
+    enable(room, notes)
+    server_tools_record(server=notes, announced=[{**read, "annotations": {"readOnlyHint": True}}])
+    tool = ServerTool.objects.get(server=notes, name="read")
+    url = "/tools/notes/tools/read/accept"
+    client.force_login(member)
+    assert client.post(url, {"schema_hash": tool.schema_hash}).status_code == 404
+    client.force_login(staff)
+    page = client.get("/tools/").content.decode()
+    assert "changed: annotations: asks until accepted" in page and "Accept as it is" in page
+    client.post(url, {"schema_hash": "an-older-version"})
+    assert policies(room) == {"read": "ask"}  # changed since it was shown: nothing accepted
+    client.post(url, {"schema_hash": tool.schema_hash})
+    assert policies(room) == {"read": "allow"}
+    assert "asks until accepted" not in client.get("/tools/").content.decode()
