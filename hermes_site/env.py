@@ -8,15 +8,20 @@ import os
 
 from django.core.exceptions import ImproperlyConfigured
 
+# Every name read through these helpers: the hub's own configuration, which is never handed
+# to a tool server by reference (toolservers.references).
+READ: set[str] = set()
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
 
 def env_str(name: str, default: str = "") -> str:
+    READ.add(name)
     return os.environ.get(name, default).strip()
 
 
 def env_bool(name: str, default: bool = False) -> bool:
+    READ.add(name)
     raw = os.environ.get(name)
     if raw is None:
         return default
@@ -29,6 +34,7 @@ def env_bool(name: str, default: bool = False) -> bool:
 
 
 def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
+    READ.add(name)
     raw = os.environ.get(name)
     if raw is None or not raw.strip():
         return default
@@ -42,6 +48,7 @@ def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
 
 
 def env_float(name: str, default: float, *, minimum: float | None = None) -> float:
+    READ.add(name)
     raw = os.environ.get(name)
     if raw is None or not raw.strip():
         return default

@@ -392,6 +392,10 @@ TOOLSERVERS_APPROVAL_TIMEOUT_SECONDS = env_float(
 TOOLSERVERS_APPROVAL_SWEEP_SECONDS = env_float(
     "TOOLSERVERS_APPROVAL_SWEEP_SECONDS", 15.0, minimum=1
 )
+# The hub's environment variables a tool server may be given by reference (`@NAME` in its
+# headers or environment), for everyone who configures one: names, or prefixes ending in
+# `*`. Empty: none. The hub's own configuration is refused whatever this says.
+TOOLSERVERS_ENV_REFERENCES = env_list("TOOLSERVERS_ENV_REFERENCES", "HUB_TOOL_*")
 # Token budget of the skills index in the system prompt; past it, the index says how many
 # more skills there are and how to list them.
 SKILLS_INDEX_TOKENS = env_int("SKILLS_INDEX_TOKENS", 1200, minimum=100)

@@ -9,6 +9,7 @@ pasted): its line reads `NAME=<kept>`, which keeps it as it is; delete the line 
 import shlex
 
 from django import forms
+from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from toolservers.models import Policy, ToolServer, Transport
@@ -25,8 +26,9 @@ def values_text(values: dict) -> str:
     return "\n".join(lines)
 
 
-def parse_values(label: str, text: str, stored: dict) -> dict:
-    """The form's lines back into stored values; `<kept>` keeps the stored literal."""
+def parse_values(label: str, text: str, stored: dict, *, moved: bool = False) -> dict:
+    """The form's lines back into stored values; `<kept>` keeps the stored literal, unless
+    the server `moved` (a new URL or command line): a kept value never follows it."""
     values: dict = {}
     for number, line in enumerate(text.splitlines(), start=1):
         line = line.strip()
@@ -39,6 +41,11 @@ def parse_values(label: str, text: str, stored: dict) -> dict:
         if name in values:
             raise ValidationError(f"{label} line {number}: {name} is given twice")
         if value == KEPT:
+            if moved:
+                raise ValidationError(
+                    f"{label} line {number}: a kept value is not sent to a new address or "
+                    f"command; type {name}'s value again or delete the line"
+                )
             if not isinstance((stored or {}).get(name), str):
                 raise ValidationError(f"{label} line {number}: {name} has no stored value to keep")
             values[name] = stored[name]
@@ -81,6 +88,10 @@ class ServerEditForm(forms.Form):
     env = forms.CharField(
         required=False, widget=forms.Textarea(attrs={"rows": 3}), label="Environment"
     )
+    confirm_references = forms.BooleanField(
+        required=False,
+        label="The URL or command line changed: send the references above (@NAME) to it",
+    )
 
     def __init__(self, *args, server: ToolServer, **kwargs):
         self.server = server
@@ -91,6 +102,17 @@ class ServerEditForm(forms.Form):
         else:
             for name in ("command_line", "cwd", "env"):
                 del self.fields[name]
+
+    def clean_url(self) -> str:
+        url = self.cleaned_data.get("url", "")
+        if url and not url.startswith(("http://", "https://")):
+            raise ValidationError("an HTTP server needs an http:// or https:// URL")
+        return url
+
+    @property
+    def allowed_references(self) -> list[str]:
+        """The names and prefixes the operator allows references to (shown on the page)."""
+        return list(settings.TOOLSERVERS_ENV_REFERENCES)
 
     @classmethod
     def for_server(cls, server: ToolServer) -> "ServerEditForm":
@@ -129,17 +151,23 @@ class ServerEditForm(forms.Form):
                 raise ValidationError(f"the command line cannot be read: {exc}") from None
             if not words:
                 raise ValidationError("a stdio server needs a command")
+            cwd = data["cwd"].strip()
+            server = self.server
+            moved = (words[0], words[1:], cwd) != (server.command, server.args or [], server.cwd)
             changes.update(
                 command=words[0],
                 args=words[1:],
-                cwd=data["cwd"].strip(),
-                env=parse_values("env", data["env"], self.server.env),
+                cwd=cwd,
+                env=parse_values("env", data["env"], server.env, moved=moved and bool(server.pk)),
             )
         else:
+            moved = bool(self.server.pk) and data["url"] != self.server.url
             changes.update(
                 url=data["url"],
-                headers=parse_values("header", data["headers"], self.server.headers),
+                headers=parse_values("header", data["headers"], self.server.headers, moved=moved),
             )
+        if "confirm_references" in self.fields:
+            changes["references_confirmed"] = data["confirm_references"]
         return changes
 
 
@@ -154,6 +182,7 @@ class ServerAddForm(ServerEditForm):
 
     def __init__(self, *args, transport: str, **kwargs):
         super().__init__(*args, server=ToolServer(transport=transport), **kwargs)
+        del self.fields["confirm_references"]  # a new server has nothing to move
         self.order_fields(self.field_order)
 
     def clean_slug(self) -> str:

@@ -42,6 +42,9 @@ class ToolServer(models.Model):
     # The policy of a call when the chat sets none (empty: from the tool's annotations).
     default_policy = models.CharField(max_length=8, choices=Policy.choices, blank=True, default="")
     last_error = models.TextField(blank=True, default="")
+    # The first listing of the server's tools: the versions adopted with the server (their
+    # annotations count); a tool that is new or changed after it waits for staff to accept it.
+    tools_listed_at = models.DateTimeField(null=True, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -73,12 +76,16 @@ class ServerTool(models.Model):
     present = models.BooleanField(default=True)  # False: the server no longer announces it
     flagged = models.BooleanField(default=False)  # the scanner found something: stays off
     scan_summary = models.TextField(blank=True, default="")
-    # Staff read the findings and let this version of the tool through anyway; a changed
-    # description or schema is scanned again and needs a new acceptance.
-    flag_accepted_by = models.ForeignKey(
+    # The version (schema hash: description, input schema, annotations) staff accepted: the
+    # server's first listing, or staff's acceptance later (by: who; empty: the first
+    # listing). Only an accepted version's annotations give a policy, and only an accepted
+    # version of a flagged tool is used. A change is scanned again and waits for acceptance.
+    accepted_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    flag_accepted_hash = models.CharField(max_length=64, blank=True, default="")
+    accepted_hash = models.CharField(max_length=64, blank=True, default="")
+    # What differs from the last version seen while it waits ("new tool", "changed: …").
+    change_note = models.CharField(max_length=200, blank=True, default="")
 
     class Meta:
         ordering = ["server__slug", "name"]
@@ -90,14 +97,25 @@ class ServerTool(models.Model):
         return f"{self.server.slug}/{self.name}"
 
     @property
+    def accepted(self) -> bool:
+        """Is the version announced now the one staff accepted (or the first listing)?"""
+        return bool(self.accepted_hash) and self.accepted_hash == self.schema_hash
+
+    @property
     def usable(self) -> bool:
         """Announced, and either clean or accepted by staff as it is now."""
-        accepted = self.flag_accepted_hash and self.flag_accepted_hash == self.schema_hash
-        return self.present and (not self.flagged or bool(accepted))
+        return self.present and (not self.flagged or self.accepted)
 
     @property
     def default_policy(self) -> str:
-        """Read-only tools are allowed; anything else (destructive or unknown) asks."""
+        """From the annotations of an accepted version: read-only tools are allowed, anything
+        else (destructive or unknown) asks. A version nobody accepted asks, whatever the
+        server says of it: a server never lifts its own tools' approval."""
+        return self.annotations_policy if self.accepted else Policy.ASK
+
+    @property
+    def annotations_policy(self) -> str:
+        """What the annotations alone would give (shown to staff before they accept)."""
         return Policy.ALLOW if (self.annotations or {}).get("readOnlyHint") else Policy.ASK
 
 

@@ -30,6 +30,8 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import CONNECTION_CLOSED
 
+from toolservers.references import reference_refusal
+
 logger = logging.getLogger(__name__)
 
 # What a stdio child inherits from the hub besides its configured variables. The SDK adds
@@ -81,6 +83,8 @@ def _resolve(slug: str, values: dict | None) -> tuple[tuple[str, str], ...]:
     for name, value in sorted((values or {}).items()):
         if isinstance(value, dict):
             ref = value.get("env", "")
+            if refusal := reference_refusal(str(ref)):  # the operator's list, read now
+                raise ToolServerError(f"the tool server {slug} is misconfigured: {refusal}")
             if ref not in os.environ:
                 raise ToolServerError(
                     f"the tool server {slug} is misconfigured: the hub's environment "

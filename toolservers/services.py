@@ -7,7 +7,6 @@ at the shell (manage.py), who may do everything, as for import_skills.
 
 import hashlib
 import json
-import re
 from collections.abc import Iterable
 
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -25,15 +24,15 @@ from toolservers.models import (
     ToolServer,
     Transport,
 )
+from toolservers.notices import staff_tell_tools_changed
 from toolservers.policy import may_decide, may_manage_servers
+from toolservers.references import ENV_NAME, reference_refusal
 
 VIA_COMMAND = "command"
 VIA_DASHBOARD = "dashboard"
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# The hub's own secrets: a server may never be handed them, not even by reference.
-FORBIDDEN_REFERENCES = frozenset(
-    {"SECRET_KEY", "DATABASE_URL", "REDIS_URL", "LLM_API_KEY", "TELEGRAM_BOT_TOKEN"}
-)
+# What a server connects to: moving it clears its kept values and its references must be
+# confirmed again (they would go to another address or program).
+TARGET_FIELDS = {Transport.HTTP: ("url",), Transport.STDIO: ("command", "args", "cwd")}
 EXCERPT_CHARS = 2000
 
 
@@ -44,7 +43,8 @@ def _audit(*, action: str, by, via: str, server_slug: str = "", chat=None, **det
 
 
 def _check_values(label: str, values: dict | None, *, names_are_env: bool) -> dict:
-    """Literal strings or {"env": NAME} references; the hub's own secrets are refused."""
+    """Literal strings or {"env": NAME} references to names the operator allows
+    (`toolservers.references`); the hub's own configuration is refused."""
     values = dict(values or {})
     for name, value in values.items():
         if names_are_env and not ENV_NAME.match(str(name)):
@@ -53,8 +53,8 @@ def _check_values(label: str, values: dict | None, *, names_are_env: bool) -> di
             ref = value.get("env")
             if set(value) != {"env"} or not isinstance(ref, str) or not ENV_NAME.match(ref):
                 raise ValidationError(f'{label} {name}: a reference is {{"env": "NAME"}}')
-            if ref in FORBIDDEN_REFERENCES:
-                raise ValidationError(f"{label} {name}: the hub's {ref} is never given to a server")
+            if refusal := reference_refusal(ref):
+                raise ValidationError(f"{label} {name}: {refusal}")
         elif not isinstance(value, str):
             raise ValidationError(f"{label} {name}: a value is a string or an env reference")
     return values
@@ -167,10 +167,22 @@ EDITABLE = (
 )
 
 
-def server_update(*, by, server: ToolServer, via: str = VIA_DASHBOARD, **changes) -> ToolServer:
+def server_update(
+    *,
+    by,
+    server: ToolServer,
+    via: str = VIA_DASHBOARD,
+    references_confirmed: bool = False,
+    **changes,
+) -> ToolServer:
     """Change a server's settings (staff; a stdio server: superusers only), validated as when
     it was added; the audit row names the fields changed (env and header values never, only
-    their names). Unknown fields are a ValidationError; nothing is saved on any error."""
+    their names). Unknown fields are a ValidationError; nothing is saved on any error.
+
+    Moving a server (a new URL; for stdio a new command, arguments or directory) drops the
+    literal header (env) values kept from before (values given in `changes` are taken as
+    typed again), and its references must be confirmed for the new target
+    (`references_confirmed`), else a ValidationError naming them."""
     if via != VIA_COMMAND and not may_manage_servers(by, transport=server.transport):
         raise PermissionDenied("you may not change this tool server")
     unknown = set(changes) - set(EDITABLE)
@@ -194,6 +206,7 @@ def server_update(*, by, server: ToolServer, via: str = VIA_DASHBOARD, **changes
         timeout=values["call_timeout_seconds"],
     )
     _check_policy(values["default_policy"])
+    moved = _moved_detail(server, values, changes, references_confirmed)
     changed = [name for name in EDITABLE if values[name] != getattr(server, name)]
     if not changed:
         return server
@@ -203,10 +216,33 @@ def server_update(*, by, server: ToolServer, via: str = VIA_DASHBOARD, **changes
     detail = {name: values[name] for name in changed if name not in ("env", "headers")}
     for secret_bearing in {"env", "headers"} & set(changed):
         detail[secret_bearing] = sorted(values[secret_bearing])  # names only
+    detail.update(moved)
     with transaction.atomic():
         server.save(update_fields=[*changed, "updated_at"])
         _audit(action="server.edit", by=by, via=via, server_slug=server.slug, **detail)
     return server
+
+
+def _moved_detail(server: ToolServer, values: dict, changes: dict, confirmed: bool) -> dict:
+    """If the edit moves `server` to another target: drop kept literals from `values` (in
+    place) and require the references to be confirmed; the audit's detail of it."""
+    targets = TARGET_FIELDS.get(server.transport, ())
+    if all(values[name] == getattr(server, name) for name in targets):
+        return {}
+    field = "headers" if server.transport == Transport.HTTP else "env"
+    stored = getattr(server, field) or {}
+    cleared = []
+    if field not in changes:
+        cleared = sorted(name for name, value in stored.items() if not isinstance(value, dict))
+        values[field] = {k: v for k, v in values[field].items() if k not in cleared}
+    references = sorted({v["env"] for v in values[field].values() if isinstance(v, dict)})
+    if references and not confirmed:
+        where = "URL" if server.transport == Transport.HTTP else "command line"
+        raise ValidationError(
+            f"the {where} changed: confirm that the hub's {', '.join(references)} may be "
+            f"sent to the new one (its kept values are not: type them again)"
+        )
+    return {"cleared": cleared, "references_confirmed": references}
 
 
 def toolset_set(
@@ -249,24 +285,35 @@ def toolset_set(
     return row
 
 
-def server_tool_accept_flag(*, by, tool: ServerTool, via: str = VIA_DASHBOARD) -> ServerTool:
-    """Let a flagged tool through, knowingly, as it is now (staff who may manage its server;
-    a later change of its description or schema needs a new acceptance)."""
+def server_tool_accept(
+    *, by, tool: ServerTool, shown_hash: str, via: str = VIA_DASHBOARD
+) -> ServerTool:
+    """Accept the version of `tool` that was shown (`shown_hash`), knowingly: a flagged tool
+    is let through, and its annotations give its policy again. Staff who may manage its
+    server only; a ValidationError, and nothing accepted, if the tool changed since it was
+    shown. A later change needs a new acceptance."""
     if via != VIA_COMMAND and not may_manage_servers(by, transport=tool.server.transport):
-        raise PermissionDenied("only staff who manage this server accept a flagged tool")
+        raise PermissionDenied("only staff who manage this server accept a tool's new version")
     with transaction.atomic():
+        current = ServerTool.objects.select_for_update().get(pk=tool.pk)
+        if not shown_hash or current.schema_hash != shown_hash:
+            raise ValidationError(
+                f"{tool.server.slug}/{tool.name} changed since it was shown: read it again"
+            )
         ServerTool.objects.filter(pk=tool.pk).update(
-            flag_accepted_by=by, flag_accepted_hash=tool.schema_hash
+            accepted_by=by, accepted_hash=current.schema_hash, change_note=""
         )
         _audit(
-            action="tool.flag_accepted",
+            action="tool.flag_accepted" if current.flagged else "tool.accepted",
             by=by,
             via=via,
             server_slug=tool.server.slug,
             tool=tool.name,
-            summary=tool.scan_summary,
+            summary=current.scan_summary,
+            annotations=current.annotations,
+            policy=current.annotations_policy,
         )
-    tool.flag_accepted_by, tool.flag_accepted_hash = by, tool.schema_hash
+    tool.accepted_by, tool.accepted_hash, tool.change_note = by, current.schema_hash, ""
     return tool
 
 
@@ -275,13 +322,32 @@ def schema_hash(description: str, input_schema: dict, annotations: dict) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+def _what_changed(tool: ServerTool, description: str, schema: dict, annotations: dict) -> list:
+    parts = [
+        ("description", tool.description, description),
+        ("input schema", tool.input_schema, schema),
+        ("annotations", tool.annotations, annotations),
+    ]
+    return [label for label, before, after in parts if before != after]
+
+
 def server_tools_record(*, server: ToolServer, announced: list[dict]) -> list[ServerTool]:
     """Store what the server announced (name, description, input_schema, annotations),
     scanning each new or changed description; a flagged tool stays off. Tools no longer
-    announced are kept, marked absent."""
+    announced are kept, marked absent.
+
+    The server's first listing is the version adopted with it (unflagged tools accepted as
+    they are). After it, a new tool or a changed description, schema or annotations is not
+    accepted: its annotations give no policy (calls ask, `ServerTool.default_policy`) until
+    staff accept it (`server_tool_accept`); each such change leaves a `ToolAudit` row
+    ("tool.new", "tool.changed"), and the staff who manage the server are told once per
+    listing of the tools that stopped being accepted (`toolservers.notices`)."""
     now = timezone.now()
     kept: list[ServerTool] = []
+    waiting: list[tuple[str, str]] = []  # (tool name, what changed) newly waiting for staff
     with transaction.atomic():
+        locked = ToolServer.objects.select_for_update().get(pk=server.pk)
+        first_listing = locked.tools_listed_at is None
         existing = {t.name: t for t in ServerTool.objects.select_for_update().filter(server=server)}
         for item in announced:
             name = item["name"]
@@ -293,8 +359,12 @@ def server_tools_record(*, server: ToolServer, announced: list[dict]) -> list[Se
             if tool is None or tool.schema_hash != digest:
                 # Scanned as a skill is: it becomes prompt text. The schema's own texts count.
                 scan = scan_text(f"{name}\n{description}\n{json.dumps(schema)}", kind="skill")
+                was_waiting = tool is not None and not tool.accepted
                 if tool is None:
                     tool = ServerTool(server=server, name=name, first_seen=now)
+                    changed = ["new tool"]
+                else:
+                    changed = _what_changed(tool, description, schema, annotations)
                 tool.description, tool.input_schema = description, schema
                 tool.annotations, tool.schema_hash = annotations, digest
                 tool.flagged = not scan.allowed
@@ -308,6 +378,25 @@ def server_tools_record(*, server: ToolServer, announced: list[dict]) -> list[Se
                         tool=name,
                         summary=tool.scan_summary,
                     )
+                if first_listing:
+                    tool.accepted_hash = "" if tool.flagged else digest
+                elif tool.accepted:  # back to the version staff accepted
+                    tool.change_note = ""
+                else:
+                    note = _note(changed, tool.change_note if was_waiting else "")
+                    tool.change_note = note
+                    _audit(
+                        action="tool.new" if changed == ["new tool"] else "tool.changed",
+                        by=None,
+                        via="runtime",
+                        server_slug=server.slug,
+                        tool=name,
+                        changed=changed,
+                        annotations=annotations,
+                        policy=tool.default_policy,
+                    )
+                    if not was_waiting:
+                        waiting.append((name, note))
             tool.last_seen, tool.present = now, True
             tool.save()
             kept.append(tool)
@@ -315,8 +404,30 @@ def server_tools_record(*, server: ToolServer, announced: list[dict]) -> list[Se
             if gone.present:
                 gone.present = False
                 gone.save(update_fields=["present"])
-        ToolServer.objects.filter(pk=server.pk).update(last_error="")
+        updates = {"last_error": ""}
+        if first_listing:
+            updates["tools_listed_at"] = now
+            _audit(
+                action="server.first_listing",
+                by=None,
+                via="runtime",
+                server_slug=server.slug,
+                tools={tool.name: tool.default_policy for tool in kept},
+            )
+        ToolServer.objects.filter(pk=server.pk).update(**updates)
+        if waiting:
+            staff_tell_tools_changed(server=server, changes=waiting)
     return kept
+
+
+def _note(changed: list[str], earlier: str) -> str:
+    """What a waiting tool's page line says: "new tool" or "changed: <parts>" (merged with
+    what changed before, while it still waits)."""
+    if changed == ["new tool"] or earlier == "new tool":
+        return "new tool"
+    parts = [p for p in earlier.removeprefix("changed: ").split(", ") if p] if earlier else []
+    parts += [part for part in changed if part not in parts]
+    return ("changed: " + ", ".join(parts))[:200] if parts else "changed"
 
 
 def server_error_record(*, server: ToolServer, error: str) -> None:

@@ -3,7 +3,7 @@
 `/tools/` is for staff only (anyone else signed in gets a 404, so the page's existence says
 nothing); staff who may manage a server (a stdio server: superusers) turn it on or off, make
 it a team default, add one (`/tools/add/<transport>`), edit its settings
-(`/tools/<slug>/edit`) and accept a flagged tool.
+(`/tools/<slug>/edit`) and accept a flagged, new or changed tool.
 `/chats/<key>/tools` is for the chat's readers (anyone else gets the 404 of a missing chat);
 its deciders (`toolservers.policy.may_decide`) turn servers and tools on or off and set
 their policy; in a shared chat it lists who decides (and why), and staff name admins there.
@@ -34,7 +34,7 @@ from toolservers.services import (
     server_add,
     server_set_default,
     server_set_enabled,
-    server_tool_accept_flag,
+    server_tool_accept,
     server_update,
     toolset_set,
 )
@@ -137,7 +137,12 @@ def server_edit(request: HttpRequest, slug: str) -> HttpResponse:
         status = 400
     else:
         form, status = ServerEditForm.for_server(server), 200
-    context = {"server": server, "form": form, "kept": KEPT}
+    context = {
+        "server": server,
+        "form": form,
+        "kept": KEPT,
+        "allowed_references": form.allowed_references,
+    }
     return render(request, "toolservers/server_edit.html", context, status=status)
 
 
@@ -178,23 +183,31 @@ def server_add_page(request: HttpRequest, transport: str) -> HttpResponse:
     else:
         initial = {"enabled": True, "call_timeout_seconds": 30.0}
         form, status = ServerAddForm(initial=initial, transport=transport), 200
-    context = {"form": form, "kept": KEPT, "transport": Transport(transport)}
+    context = {
+        "form": form,
+        "kept": KEPT,
+        "transport": Transport(transport),
+        "allowed_references": form.allowed_references,
+    }
     return render(request, "toolservers/server_add.html", context, status=status)
 
 
 @login_required
 @require_POST
 def tool_accept(request: HttpRequest, slug: str, name: str) -> HttpResponse:
-    """Accept a flagged tool as it was shown: if its description or schema changed since
-    (another hash), nothing is accepted and the page says so."""
+    """Accept a flagged, new or changed tool as it was shown: if it changed since (another
+    hash), nothing is accepted and the page says so."""
     _staff_or_404(request)
     tool = get_object_or_404(
         ServerTool.objects.select_related("server"), server__slug=slug, name=name
     )
-    if request.POST.get("schema_hash") != tool.schema_hash:
+    try:
+        server_tool_accept(  # 403 if not allowed
+            by=request.user, tool=tool, shown_hash=request.POST.get("schema_hash", "")
+        )
+    except ValidationError:
         messages.warning(request, f"{slug}/{name} changed since the page was shown: read it again.")
         return redirect("tools_page")
-    server_tool_accept_flag(by=request.user, tool=tool)  # 403 if not allowed
     messages.success(request, f"Accepted {slug}/{name} as it is now.")
     return redirect("tools_page")
 

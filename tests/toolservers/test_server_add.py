@@ -27,7 +27,7 @@ def _form(**overrides) -> dict:
         "tool_allow": "",
         "tool_deny": "",
         "url": "http://127.0.0.1:9/mcp",
-        "headers": "Authorization=@NOTES_TOKEN",
+        "headers": "Authorization=@HUB_TOOL_NOTES_TOKEN",
     }
     data.update(overrides)
     return data
@@ -41,7 +41,7 @@ def test_staff_add_an_http_server_with_a_referenced_secret(client, staff):
     response = client.post("/tools/add/http", _form(on_by_default="on", default_policy="ask"))
     assert response.status_code == 302
     server = ToolServer.objects.get(slug="notes")
-    assert server.headers == {"Authorization": {"env": "NOTES_TOKEN"}}
+    assert server.headers == {"Authorization": {"env": "HUB_TOOL_NOTES_TOKEN"}}
     assert (server.on_by_default, server.default_policy, server.created_by) == (True, "ask", staff)
     actions = set(ToolAudit.objects.filter(server_slug="notes").values_list("action", flat=True))
     assert "server.add" in actions

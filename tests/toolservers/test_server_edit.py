@@ -31,7 +31,7 @@ def notes():
     server = add_server(
         "notes",
         url="http://127.0.0.1:9/mcp",
-        headers={"X-Team": "pasted-secret-value", "Authorization": {"env": "NOTES_TOKEN"}},
+        headers={"X-Team": "pasted-secret-value", "Authorization": {"env": "HUB_TOOL_NOTES_TOKEN"}},
     )
     server_tools_record(server=server, announced=[READ, WRITE])
     return server
@@ -42,7 +42,7 @@ def local():
     return add_server(
         "local",
         stdio=["python", "-m", "some_server"],
-        env={"API_KEY": "literal-key-123", "TOKEN": {"env": "LOCAL_TOKEN"}},
+        env={"API_KEY": "literal-key-123", "TOKEN": {"env": "HUB_TOOL_LOCAL_TOKEN"}},
     )
 
 
@@ -54,7 +54,7 @@ def _form(**overrides) -> dict:
         "tool_allow": "",
         "tool_deny": "",
         "url": "http://127.0.0.1:9/mcp",
-        "headers": "X-Team=<kept>\nAuthorization=@NOTES_TOKEN",
+        "headers": "X-Team=<kept>\nAuthorization=@HUB_TOOL_NOTES_TOKEN",
     }
     data.update(overrides)
     return {key: value for key, value in data.items() if value is not None}
@@ -63,7 +63,7 @@ def _form(**overrides) -> dict:
 def test_staff_edit_an_http_server_and_every_change_is_audited(client, staff, notes):
     client.force_login(staff)
     page = client.get("/tools/notes/edit").content.decode()
-    assert "Authorization=@NOTES_TOKEN" in page and "X-Team=&lt;kept&gt;" in page
+    assert "Authorization=@HUB_TOOL_NOTES_TOKEN" in page and "X-Team=&lt;kept&gt;" in page
     assert "pasted-secret-value" not in page  # a stored literal is never shown back
     response = client.post(
         "/tools/notes/edit",
@@ -71,17 +71,16 @@ def test_staff_edit_an_http_server_and_every_change_is_audited(client, staff, no
             call_timeout_seconds="12.5",
             tool_deny="write",
             default_policy="ask",
-            url="http://127.0.0.1:9/v2",
-            headers="X-Team=<kept>\nAuthorization=@OTHER_TOKEN",
+            headers="X-Team=<kept>\nAuthorization=@HUB_TOOL_OTHER_TOKEN",
         ),
     )
     assert response.status_code == 302
     notes.refresh_from_db()
     assert notes.call_timeout_seconds == 12.5 and notes.tool_deny == ["write"]
-    assert notes.url == "http://127.0.0.1:9/v2" and notes.default_policy == "ask"
+    assert notes.default_policy == "ask"  # a new URL: tests/toolservers/test_references.py
     assert notes.headers == {
         "X-Team": "pasted-secret-value",
-        "Authorization": {"env": "OTHER_TOKEN"},
+        "Authorization": {"env": "HUB_TOOL_OTHER_TOKEN"},
     }
     audit = ToolAudit.objects.get(action="server.edit")
     assert audit.person == staff
@@ -121,20 +120,21 @@ def test_a_superuser_edits_a_stdio_servers_command_and_environment(client, root,
     client.force_login(root)
     page = client.get("/tools/local/edit").content.decode()
     assert "literal-key-123" not in page and "API_KEY=&lt;kept&gt;" in page
-    response = client.post(
-        "/tools/local/edit",
-        {
-            "enabled": "on",
-            "call_timeout_seconds": "5",
-            "command_line": "python -m other_server --flag 'two words'",
-            "cwd": "/tmp",
-            "env": "API_KEY=<kept>\nREGION=eu",
-        },
-    )
+    form = {
+        "enabled": "on",
+        "call_timeout_seconds": "5",
+        "command_line": "python -m other_server --flag 'two words'",
+        "cwd": "/tmp",
+        "env": "API_KEY=<kept>\nREGION=eu",
+    }
+    response = client.post("/tools/local/edit", form)
+    assert response.status_code == 400  # a kept value never follows a new command line
+    assert "not sent to a new address or command" in response.content.decode()
+    response = client.post("/tools/local/edit", form | {"env": "API_KEY=typed-again\nREGION=eu"})
     assert response.status_code == 302
     local.refresh_from_db()
     assert (local.command, local.args) == ("python", ["-m", "other_server", "--flag", "two words"])
-    assert local.env == {"API_KEY": "literal-key-123", "REGION": "eu"}  # TOKEN dropped
+    assert local.env == {"API_KEY": "typed-again", "REGION": "eu"}  # TOKEN dropped
     assert local.cwd == "/tmp" and local.call_timeout_seconds == 5
 
 

@@ -129,7 +129,7 @@ def test_staff_accept_a_flagged_tool_only_as_it_was_shown(client, staff, member,
     assert not tool.usable  # it changed since it was shown: nothing accepted
     client.post(url, {"schema_hash": tool.schema_hash})
     tool.refresh_from_db()
-    assert tool.usable and tool.flag_accepted_by == staff
+    assert tool.usable and tool.accepted_by == staff
 
 
 # A chat's toolset page -------------------------------------------------------------------

@@ -18,7 +18,7 @@ from toolservers.services import (
     VIA_COMMAND,
     server_add,
     server_set_default,
-    server_tool_accept_flag,
+    server_tool_accept,
     toolset_set,
 )
 
@@ -29,7 +29,8 @@ class Command(BaseCommand):
         "and lists its tools; `list` shows every server and its tools; `enable NAME --chat "
         "CHAT_KEY [--policy allow|ask|deny] [--tool TOOL]` turns it on in one chat; `default NAME "
         "on|off [--policy allow|ask|deny]` makes it a team default (on in every chat that did "
-        "not turn it off) or not; `accept NAME TOOL` lets a flagged tool through, knowingly."
+        "not turn it off) or not; `accept NAME TOOL` accepts a flagged, new or changed tool "
+        "as it is now, knowingly."
     )
 
     def add_arguments(self, parser):
@@ -68,7 +69,9 @@ class Command(BaseCommand):
             help="what a call follows where a chat sets no policy (default: the annotations)",
         )
         accept = sub.add_parser(
-            "accept", help="let a tool the scanner flagged through, as it is now, knowingly"
+            "accept",
+            help="accept a flagged, new or changed tool as it is now, knowingly (its "
+            "annotations give its policy again)",
         )
         accept.add_argument("name")
         accept.add_argument("tool")
@@ -168,11 +171,17 @@ class Command(BaseCommand):
         found = ServerTool.objects.filter(server__slug=name, name=tool).first()
         if found is None:
             raise CommandError(f"no tool {tool!r} on a server named {name!r}")
-        if not found.flagged:
-            raise CommandError(f"{name}/{tool} is not flagged; nothing to accept")
-        self.stdout.write(f"findings: {found.scan_summary}")
-        server_tool_accept_flag(by=None, via=VIA_COMMAND, tool=found)
-        self.stdout.write(f"{name}/{tool} accepted as it is now")
+        if found.accepted:
+            raise CommandError(f"{name}/{tool} is accepted as it is; nothing to accept")
+        if found.flagged:
+            self.stdout.write(f"findings: {found.scan_summary}")
+        else:
+            self.stdout.write(f"{found.change_note or 'changed'}: {found.annotations or {}}")
+        server_tool_accept(by=None, via=VIA_COMMAND, tool=found, shown_hash=found.schema_hash)
+        self.stdout.write(
+            f"{name}/{tool} accepted as it is now (policy from its annotations: "
+            f"{found.annotations_policy})"
+        )
 
     @staticmethod
     def _tool_line(tool: ServerTool) -> str:
@@ -180,4 +189,6 @@ class Command(BaseCommand):
         if tool.flagged:
             state = "accepted by staff" if tool.usable else "stays off"
             flag = f"  FLAGGED, {state}: {tool.scan_summary}"
+        elif not tool.accepted:
+            flag = f"  NOT ACCEPTED ({tool.change_note or 'changed'}): asks until accepted"
         return f"  {tool.name}\t{tool.default_policy}{flag}"
