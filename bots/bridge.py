@@ -43,10 +43,9 @@ from bots.delivery import (
     retry_seconds,
 )
 from bots.models import OutboundMessage
+from bots.outbox import outbox_open, outbox_progress
 from bots.services import (
     bot_state_save,
-    outbox_open,
-    outbox_progress,
     polling_offset,
     polling_offset_save,
     processed_updates_prune,
