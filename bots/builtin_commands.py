@@ -102,4 +102,3 @@ def command_link(place: Place, message: TgMessage, actor: Actor | None, code: st
         return UpdateOutcome("command:link", outbound=[notice(place, message, text)])
     text = f"Linked: you are <b>{html.escape(person.get_username())}</b> on the dashboard now."
     return UpdateOutcome("command:link", outbound=[notice(place, message, text)])
-

@@ -65,6 +65,7 @@ def notice(place: Place, message: TgMessage, text: str) -> OutboundMessage:
         text=text,
     )
 
+
 def outbox_open(*, exclude: set[int] | None = None, limit: int = 50) -> list[OutboundMessage]:
     """Rows still to send (pending, or left sending by a process that stopped), oldest first."""
     rows = OutboundMessage.objects.filter(status__in=OutboundMessage.OPEN)
@@ -81,4 +82,3 @@ def outbox_progress(*, row: OutboundMessage, **fields) -> None:
         row.delivered_at = timezone.now()
         fields["delivered_at"] = row.delivered_at
     OutboundMessage.objects.filter(pk=row.pk).update(**fields, updated_at=timezone.now())
-

@@ -151,4 +151,3 @@ def telegram_link(*, actor: Actor, code: str) -> AbstractBaseUser | None:
         link.save(update_fields=["used_at", "used_by"])
         actor_link(actor=actor, person=link.person)
     return link.person
-

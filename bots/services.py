@@ -90,7 +90,9 @@ def polling_offset_save(*, bot_id: int, offset: int) -> None:
         offset=offset, updated_at=timezone.now()
     )
 
+
 # --- processing updates -----------------------------------------------------------------
+
 
 def telegram_update_process(
     update: Update | dict, *, identity: BotIdentity | None = None
