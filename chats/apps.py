@@ -16,7 +16,7 @@ class ChatsConfig(AppConfig):
         receivers.connect()
 
         from chats.agent.runner import turn_runner_install
-        from chats.tasks import CeleryTurnRunner
+        from chats.celery_runner import CeleryTurnRunner
 
         # Queued turns go to the Celery workers; turns.py itself knows nothing of Celery.
         turn_runner_install(CeleryTurnRunner())

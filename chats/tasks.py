@@ -1,9 +1,7 @@
-"""Celery tasks of the chats app: running turns, and the periodic turn sweep (beat); and
-`CeleryTurnRunner`, the turn runner (`chats.agent.runner`) `chats.apps` installs."""
+"""Celery tasks of the chats app: running turns, and the periodic turn sweep (beat)."""
 
 import gc
 import logging
-from collections.abc import Sequence
 
 from celery import shared_task
 from celery.signals import worker_process_init, worker_ready
@@ -33,22 +31,6 @@ def run_turn(self, turn_id: int) -> str:
         return "parked"  # behind a turn waiting for a decision: woken when it goes on
     turn = run_claimed_turn(claim.turn, provider=get_provider())
     return turn.status
-
-
-class CeleryTurnRunner:
-    """Hands queued turns to the Celery workers (`run_turn`)."""
-
-    def enqueue(self, turn_id: int) -> None:
-        run_turn.delay(turn_id)
-
-    def enqueue_many(self, turn_ids: Sequence[int]) -> None:
-        from hermes_site.celery import app
-
-        # One broker connection for the whole batch, its messages sent in pipelined round
-        # trips (kombu's publish batch; on a broker without one, one at a time).
-        with app.producer_or_acquire() as producer, producer.batch(max_size=500):
-            for turn_id in turn_ids:
-                run_turn.apply_async((turn_id,), producer=producer)
 
 
 @shared_task(ignore_result=True, acks_late=False)

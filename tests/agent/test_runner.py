@@ -5,9 +5,9 @@ import pytest
 
 from chats.agent.runner import NoRunner, turn_runner, turn_runner_install
 from chats.agent.turns import message_received, turns_request_quiet
+from chats.celery_runner import CeleryTurnRunner
 from chats.models import Message, Turn
 from chats.services import message_ingest
-from chats.tasks import CeleryTurnRunner
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
