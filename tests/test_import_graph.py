@@ -71,11 +71,21 @@ def _string_constants(tree: ast.Module) -> dict[str, str]:
     return constants
 
 
-def _imported_names(tree: ast.Module, module: str, is_package: bool):
+def _statements(nodes):
+    """Every statement, at any depth (function bodies, branches, handlers, match cases);
+    imports are statements, so the expressions need no visit."""
+    for node in nodes:
+        yield node
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            children = getattr(node, field, None)
+            if isinstance(children, list):
+                yield from _statements(children)
+
+
+def _imported_names(tree: ast.Module, module: str, is_package: bool, source: str):
     """(dotted name, line) of everything the module imports, wherever the import sits."""
     package = module if is_package else module.rpartition(".")[0]
-    constants = _string_constants(tree)
-    for node in ast.walk(tree):
+    for node in _statements(tree.body):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield alias.name, node.lineno
@@ -90,16 +100,21 @@ def _imported_names(tree: ast.Module, module: str, is_package: bool):
                 # ``from pkg import name`` imports the submodule pkg.name when there is one,
                 # else takes a name from pkg itself; _resolve falls back to pkg.
                 yield f"{base}.{alias.name}", node.lineno
-        elif isinstance(node, ast.Call):
-            func = node.func
-            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
-            if called != "import_module" or not node.args:
-                continue
-            name = node.args[0]
-            if isinstance(name, ast.Constant) and isinstance(name.value, str):
-                yield name.value, node.lineno
-            elif isinstance(name, ast.Name) and name.id in constants:
-                yield constants[name.id], node.lineno
+    if "import_module" not in source:
+        return
+    constants = _string_constants(tree)
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not node.args:
+            continue
+        func = node.func
+        called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+        if called != "import_module":
+            continue
+        name = node.args[0]
+        if isinstance(name, ast.Constant) and isinstance(name.value, str):
+            yield name.value, node.lineno
+        elif isinstance(name, ast.Name) and name.id in constants:
+            yield constants[name.id], node.lineno
 
 
 @cache
@@ -108,9 +123,10 @@ def import_graph() -> dict[str, dict[str, int]]:
     modules = project_modules()
     graph: dict[str, dict[str, int]] = {}
     for module, path in modules.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        source = path.read_text(encoding="utf-8")
+        tree = ast.parse(source, filename=str(path))
         edges: dict[str, int] = {}
-        for name, line in _imported_names(tree, module, path.name == "__init__.py"):
+        for name, line in _imported_names(tree, module, path.name == "__init__.py", source):
             target = _resolve(name, modules)
             if target is not None and target != module:
                 edges.setdefault(target, line)
