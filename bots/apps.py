@@ -10,6 +10,7 @@ class BotsConfig(AppConfig):
     verbose_name = "Telegram bridge"
 
     def ready(self) -> None:
+        from bots.callbacks import register_callback_handler
         from bots.channel import delivery_channel
         from bots.notices import on_notice_posted
         from chats.deliveries import register_delivery_channel
@@ -25,34 +26,42 @@ class BotsConfig(AppConfig):
         except ImportError:  # the memory app has no proposals yet: nothing to review
             logger.debug("memory.signals.proposal_created missing: no Telegram memory buttons")
         else:
-            from bots.memory_reviews import on_proposal_created
+            from bots import memory_reviews
 
             memory_proposal_created.connect(
-                on_proposal_created, dispatch_uid="bots-memory-review-buttons"
+                memory_reviews.on_proposal_created, dispatch_uid="bots-memory-review-buttons"
             )
+            register_callback_handler("mem", memory_reviews.callback_query_apply)
         try:
             from skills.signals import proposal_created as skill_proposal_created
         except ImportError:  # no skills app: nothing to review
             logger.debug("skills.signals.proposal_created missing: no Telegram skill buttons")
         else:
-            from bots.skill_reviews import on_proposal_created as on_skill_proposal_created
+            from bots import skill_reviews
 
             skill_proposal_created.connect(
-                on_skill_proposal_created, dispatch_uid="bots-skill-review-buttons"
+                skill_reviews.on_proposal_created, dispatch_uid="bots-skill-review-buttons"
             )
+            register_callback_handler("skl", skill_reviews.callback_query_apply)
         try:
             from schedules.signals import proposal_created as schedule_proposal_created
         except ImportError:  # no schedules app: nothing to approve
             logger.debug("schedules.signals.proposal_created missing: no schedule buttons")
         else:
-            from bots.schedule_reviews import on_proposal_created as on_schedule_proposed
+            from bots import schedule_reviews
 
             schedule_proposal_created.connect(
-                on_schedule_proposed, dispatch_uid="bots-schedule-review-buttons"
+                schedule_reviews.on_proposal_created, dispatch_uid="bots-schedule-review-buttons"
             )
+            register_callback_handler("sch", schedule_reviews.callback_query_apply)
         # Tool calls waiting for a decider: cards with buttons in the deciders' private chats.
-        from bots.tool_approvals import on_approval_decided, on_approval_requested
+        from bots.tool_approvals import (
+            callback_query_apply,
+            on_approval_decided,
+            on_approval_requested,
+        )
         from toolservers.approvals import approval_decided, approval_requested
 
         approval_requested.connect(on_approval_requested, dispatch_uid="bots-tool-approval-cards")
         approval_decided.connect(on_approval_decided, dispatch_uid="bots-tool-approval-outcomes")
+        register_callback_handler("tool", callback_query_apply)

@@ -43,10 +43,9 @@ from bots.delivery import (
     retry_seconds,
 )
 from bots.models import OutboundMessage
+from bots.outbox import outbox_open, outbox_progress
 from bots.services import (
     bot_state_save,
-    outbox_open,
-    outbox_progress,
     polling_offset,
     polling_offset_save,
     processed_updates_prune,
@@ -54,6 +53,7 @@ from bots.services import (
 )
 from bots.updates import ALLOWED_UPDATES, BadUpdate, BotIdentity, ordering_key
 from chats.agent.events import CHANNEL_MESSAGE_TYPE, chat_group_name
+from chats.agent.runner import turn_runner
 from chats.models import Turn
 
 logger = logging.getLogger(__name__)
@@ -161,8 +161,6 @@ def _requeue_stuck_turns() -> int:
     """At start-up, turns of open replies still queued: their Celery task may be lost (the
     bot died between the commit and the enqueue). Enqueue again at once rather than after the
     sweep's grace; a turn runs at most once, so an extra task finds it claimed or finished."""
-    from chats.tasks import run_turn
-
     turn_ids = list(
         OutboundMessage.objects.filter(
             kind=OutboundMessage.Kind.REPLY,
@@ -172,7 +170,7 @@ def _requeue_stuck_turns() -> int:
     )
     for turn_id in turn_ids:
         try:
-            run_turn.delay(turn_id)
+            turn_runner().enqueue(turn_id)
         except Exception:  # noqa: BLE001 - the next start tries again
             logger.warning("could not re-enqueue turn %s", turn_id, exc_info=True)
     return len(turn_ids)

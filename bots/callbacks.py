@@ -1,12 +1,55 @@
 """What a press of an inline button gets back: the answer to the callback (the small notice
 Telegram shows the presser) and an edit of the message the button was on. Both are outbox
 rows, sent by the bridge like every other message. And the one rule of every decision button
-(memory and skills alike): a press counts only in the presser's own private chat."""
+(memory and skills alike): a press counts only in the presser's own private chat.
+
+Button handlers register here for the prefix of their callback data (`mem:…`, `skl:…`), in
+`bots.apps.BotsConfig.ready()`, the way slash commands register with `chats.slash_commands`:
+the dispatcher asks `callback_query_dispatch` and knows no handler by name, so a new kind of
+button adds a handler module and a registration, and touches no other handler."""
+
+import re
+from collections.abc import Callable
 
 from telegram import CallbackQuery
 from telegram.constants import ChatType
 
 from bots.models import OutboundMessage
+from bots.outbox import UpdateOutcome
+from bots.updates import BotIdentity
+
+CallbackHandler = Callable[[CallbackQuery, BotIdentity], UpdateOutcome]
+PREFIX_RE = re.compile(r"^[a-z][a-z0-9_]{0,15}$")
+_handlers: dict[str, CallbackHandler] = {}
+
+
+def register_callback_handler(prefix: str, handler: CallbackHandler) -> None:
+    """Route presses whose callback data is `<prefix>:…` to `handler`, which applies the press
+    in the update's transaction and returns its outcome. One handler per prefix; registering
+    the same handler again (a second ready()) is harmless."""
+    if not PREFIX_RE.match(prefix):
+        raise ValueError(f"callback prefix {prefix!r} must match {PREFIX_RE.pattern}")
+    known = _handlers.get(prefix)
+    if known is not None and known is not handler:
+        raise ValueError(f"callback prefix {prefix!r} is taken by {known!r}")
+    _handlers[prefix] = handler
+
+
+def callback_handlers() -> dict[str, CallbackHandler]:
+    """The registered handlers by prefix (a copy)."""
+    return dict(_handlers)
+
+
+def callback_query_dispatch(query: CallbackQuery, identity: BotIdentity) -> UpdateOutcome:
+    """Apply a button press through the handler of its prefix; a press nobody handles (an old
+    button, a removed app, forged data) gets a polite answer and decides nothing."""
+    prefix, separator, _ = (query.data or "").partition(":")
+    handler = _handlers.get(prefix) if separator else None
+    if handler is None:
+        return UpdateOutcome(
+            "callback:unknown", outbound=[callback_answer(query, "This button is old.")]
+        )
+    return handler(query, identity)
 
 
 def in_own_private_chat(query: CallbackQuery) -> bool:

@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db import transaction
 
 from bots.models import OutboundMessage
-from bots.services import outbox_progress, outbox_send
+from bots.outbox import outbox_progress, outbox_send
 from chats.deliveries import DeliveryChannel, DeliveryUnavailable
 from chats.models import Actor, Channel, Chat, Turn
 from chats.signals import reply_delivered, reply_delivery_failed

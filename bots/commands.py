@@ -1,9 +1,9 @@
 """Slash commands other apps register (`chats.slash_commands`), answered on Telegram.
 
-The bridge's own commands (`bots.services.COMMANDS`) come first; a registered command with
-the same name is not reachable here. A command passes the same gates as a message (the
-allow-list or pairing in private chats, TELEGRAM_ALLOWED_CHATS in groups) before it gets
-here, and like the built-ins it is answered without entering the history: nothing is
+The bridge's own commands (`COMMANDS`, answered by `bots.builtin_commands`) come first; a
+registered command with the same name is not reachable here. A command passes the same gates
+as a message (the allow-list or pairing in private chats, TELEGRAM_ALLOWED_CHATS in groups)
+before it gets here, and like the built-ins it is answered without entering the history: nothing is
 stored, no turn runs. The handler's plain text is HTML-escaped and split into messages
 Telegram accepts. A `private_only` command asked in a group is answered with a pointer to
 the private chat, never with its content.
@@ -16,6 +16,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from telegram import Message as TgMessage
 
+from bots.outbox import UpdateOutcome, notice
 from bots.telegram_format import TELEGRAM_LIMIT, split_for_telegram
 from bots.updates import Command, Place
 from chats.keys import make_chat_key
@@ -36,10 +37,18 @@ MENU_DESCRIPTION_CHARS = 256
 MENU_MAX = 100
 MAX_PARTS = 5  # messages of one answer at most; the rest is cut with a note
 
+# The bridge's own commands and their help line.
+COMMANDS = {
+    "start": "Say hello and see what I can do",
+    "new": "Start a fresh context (the history is kept)",
+    "stop": "Stop the reply I am writing",
+    "memory": "What I remember about you",
+    "link": "Link this Telegram account to your dashboard login: /link CODE",
+    "help": "List the commands",
+}
+
 
 def _builtins() -> dict[str, str]:
-    from bots.services import COMMANDS
-
     return COMMANDS
 
 
@@ -89,15 +98,13 @@ def registry_command_apply(
 ):
     """Answer a registered command where it was asked (in the caller's transaction);
     `roles_note` (why the roles may be stale) is added to the answer."""
-    from bots.services import UpdateOutcome, _notice  # answered where asked, as built-ins are
-
     registered = registry_command(command.name)
     if registered is None:
         return UpdateOutcome("ignored:command")
     result = f"command:{registered.name}"
     if registered.private_only and not place.is_private:
         text = f"Ask me /{html.escape(registered.name)} in a private chat."
-        return UpdateOutcome(result, outbound=[_notice(place, message, text)])
+        return UpdateOutcome(result, outbound=[notice(place, message, text)])
     # The person as stored now: an unlinked or deactivated login counts as nobody.
     person = None
     if actor is not None and actor.person_id is not None:
@@ -116,9 +123,9 @@ def registry_command_apply(
     except Exception:  # noqa: BLE001 - one broken command must not block the bot
         logger.exception("slash command /%s failed", registered.name)
         text = f"/{html.escape(registered.name)} failed; the error is in the hub's log."
-        return UpdateOutcome(f"{result}:failed", outbound=[_notice(place, message, text)])
+        return UpdateOutcome(f"{result}:failed", outbound=[notice(place, message, text)])
     answer = str(answer or "")
     if roles_note:
         answer = f"{answer}\n\n{roles_note}" if answer else roles_note
     parts = answer_parts(answer) or ["(nothing to show)"]
-    return UpdateOutcome(result, outbound=[_notice(place, message, part) for part in parts])
+    return UpdateOutcome(result, outbound=[notice(place, message, part) for part in parts])

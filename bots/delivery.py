@@ -27,8 +27,8 @@ from telegram.warnings import PTBDeprecationWarning
 
 from bots.channel import reply_row_delivered
 from bots.models import OutboundMessage
+from bots.outbox import outbox_progress
 from bots.selectors import TurnOutcome, turn_outcome
-from bots.services import outbox_progress
 from chats.agent.events import events_since
 from chats.agent.turns import SUPERSEDED
 

@@ -20,6 +20,7 @@ from telegram import CallbackQuery
 
 from bots.callbacks import callback_answer, callback_edit, in_own_private_chat
 from bots.models import OutboundMessage
+from bots.outbox import UpdateOutcome, outbox_send
 from bots.updates import BotIdentity, display_name
 from chats.models import Channel
 from chats.services import actor_get_or_create
@@ -71,7 +72,6 @@ def prompt_text(entry) -> str:
 
 def memory_proposal_notify(*, entry) -> list[OutboundMessage]:
     """Queue an Approve/Reject message to every Telegram reviewer entitled to decide `entry`."""
-    from bots.services import outbox_send
     from memory.selectors import memory_review_recipients
 
     rows = []
@@ -107,8 +107,6 @@ def on_proposal_created(sender=None, entry=None, **kwargs) -> None:
 
 def callback_query_apply(query: CallbackQuery, identity: BotIdentity):
     """Apply a button press: a memory decision by the presser, or a polite no-op."""
-    from bots.services import UpdateOutcome
-
     match = CALLBACK_RE.match(query.data or "")
     if match is None:
         return UpdateOutcome(

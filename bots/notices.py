@@ -8,6 +8,7 @@ import logging
 from django.conf import settings
 from django.db import transaction
 
+from bots.outbox import outbox_send
 from chats.models import Channel
 
 logger = logging.getLogger(__name__)
@@ -20,8 +21,6 @@ def on_notice_posted(sender=None, chat=None, message=None, **kwargs) -> None:
         return
     if not settings.TELEGRAM_BOT_TOKEN:
         return
-    from bots.services import outbox_send
-
     try:
         telegram_chat_id = int(chat.external_id)
         thread_id = int(chat.thread_id) if chat.thread_id else None

@@ -18,6 +18,7 @@ from telegram import CallbackQuery
 
 from bots.callbacks import callback_answer, callback_edit, in_own_private_chat
 from bots.models import OutboundMessage
+from bots.outbox import UpdateOutcome, outbox_send
 from bots.updates import BotIdentity, display_name
 from chats.models import Channel
 from chats.services import actor_get_or_create
@@ -58,7 +59,6 @@ def prompt_text(schedule) -> str:
 
 def schedule_proposal_notify(*, schedule) -> list[OutboundMessage]:
     """Queue an Approve/Reject message to every Telegram account of the chat's admins."""
-    from bots.services import outbox_send
     from schedules.proposals import schedule_review_recipients
 
     rows = []
@@ -94,8 +94,6 @@ def on_proposal_created(sender=None, schedule=None, **kwargs) -> None:
 
 def callback_query_apply(query: CallbackQuery, identity: BotIdentity):
     """Apply a button press: a decision on a schedule by the presser, or a polite no-op."""
-    from bots.services import UpdateOutcome
-
     match = CALLBACK_RE.match(query.data or "")
     if match is None:
         return UpdateOutcome(

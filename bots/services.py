@@ -1,28 +1,26 @@
-"""Writes of the Telegram bridge. `telegram_update_process` is the one path every update
-takes (long polling, the webhook, the benchmark): dedupe, access, ingest, turn, outbox."""
+"""The Telegram dispatcher. `telegram_update_process` is the one path every update takes
+(long polling, the webhook, the benchmark): dedupe, access, ingest, turn, outbox. It routes a
+command to the built-ins (`bots.builtin_commands`) or the registered slash commands
+(`bots.commands`), and a button press to the handler registered for its prefix
+(`bots.callbacks.register_callback_handler`): it names no button handler."""
 
-import html
 import logging
-import secrets
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 from telegram import Message as TgMessage
 from telegram import Update
 
-from bots.models import (
-    BotState,
-    LinkCode,
-    OutboundMessage,
-    PairingRequest,
-    ProcessedUpdate,
-    hash_link_code,
-)
+from bots.builtin_commands import builtin_command_apply, command_link
+from bots.callbacks import callback_query_dispatch
+from bots.commands import COMMANDS, registry_command_apply
+from bots.models import BotState, OutboundMessage, ProcessedUpdate
+from bots.outbox import UpdateOutcome
+from bots.pairing import chat_allowed, pairing_notice, user_allowed
 from bots.signals import update_processed
 from bots.updates import (
     BotIdentity,
@@ -36,34 +34,14 @@ from bots.updates import (
     real_reply_to,
     update_kind,
 )
-from chats.agent.turns import message_received, turn_request, turn_stop
+from chats.agent.turns import message_received, turn_request
 from chats.keys import make_chat_key
-from chats.models import Actor, Channel, Chat, Message, Turn
+from chats.models import Actor, Channel, Message, Turn
 from chats.rows import insert_row
-from chats.services import (
-    actor_get_or_create,
-    actor_link,
-    chat_get_or_create,
-    chat_reset,
-    message_ingest,
-    message_record_edit,
-)
+from chats.services import actor_get_or_create, message_ingest, message_record_edit
 from chats.slash_commands import slash_command
 
 logger = logging.getLogger(__name__)
-
-COMMANDS = {
-    "start": "Say hello and see what I can do",
-    "new": "Start a fresh context (the history is kept)",
-    "stop": "Stop the reply I am writing",
-    "memory": "What I remember about you",
-    "link": "Link this Telegram account to your dashboard login: /link CODE",
-    "help": "List the commands",
-}
-PAIRING_NOTICE_EVERY = timedelta(minutes=10)
-CODE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I: read aloud safely
-STOP_REASON = "stopped from Telegram"
-
 
 # --- identity ---------------------------------------------------------------------------
 
@@ -113,81 +91,7 @@ def polling_offset_save(*, bot_id: int, offset: int) -> None:
     )
 
 
-# --- access -----------------------------------------------------------------------------
-
-
-def user_allowed(*, user_id: int, actor: Actor | None = None) -> bool:
-    """Allow-listed, approved by pairing, or linked to an active dashboard Person."""
-    if str(user_id) in settings.TELEGRAM_ALLOWED_USERS:
-        return True
-    if actor is not None and actor.person_id is not None:
-        person = actor.person
-        if person is not None and person.is_active:
-            return True
-    return PairingRequest.objects.filter(
-        user_id=user_id, status=PairingRequest.Status.APPROVED
-    ).exists()
-
-
-def chat_allowed(*, telegram_chat_id: int) -> bool:
-    """Groups work only when listed in TELEGRAM_ALLOWED_CHATS."""
-    return str(telegram_chat_id) in settings.TELEGRAM_ALLOWED_CHATS
-
-
-# --- the outbox -------------------------------------------------------------------------
-
-
-def outbox_send(
-    *,
-    telegram_chat_id: int,
-    text: str,
-    thread_id: int | None = None,
-    reply_to_message_id: int | None = None,
-    reply_markup: dict | None = None,
-    parse_mode: str | None = "HTML",
-    extra: dict | None = None,
-    about: Chat | None = None,
-) -> OutboundMessage:
-    """Queue one sendMessage for the bot process (in the caller's transaction); `about`: the
-    hub chat the message is about, so that its rows are found by an index later."""
-    payload = {"text": text}
-    if parse_mode:
-        payload["parse_mode"] = parse_mode
-    if reply_markup:
-        payload["reply_markup"] = reply_markup
-    payload.update(extra or {})
-    return OutboundMessage.objects.create(
-        kind=OutboundMessage.Kind.SEND,
-        telegram_chat_id=telegram_chat_id,
-        thread_id=thread_id,
-        reply_to_message_id=reply_to_message_id,
-        payload=payload,
-        chat=about,
-    )
-
-
-def _notice(place: Place, message: TgMessage, text: str) -> OutboundMessage:
-    return outbox_send(
-        telegram_chat_id=place.telegram_chat_id,
-        thread_id=place.thread_id,
-        reply_to_message_id=None if place.is_private else message.message_id,
-        text=text,
-    )
-
-
 # --- processing updates -----------------------------------------------------------------
-
-
-@dataclass
-class UpdateOutcome:
-    result: str
-    message: Message | None = None
-    turn: Turn | None = None
-    outbound: list[OutboundMessage] = field(default_factory=list)
-
-    @property
-    def duplicate(self) -> bool:
-        return self.result == "duplicate"
 
 
 def telegram_update_process(
@@ -269,16 +173,7 @@ def _apply(update: Update, kind: str, identity: BotIdentity, claim: _Claim) -> U
             return claim.commit(lambda: _apply_edit(update.edited_message))
         if kind == "callback_query":
             query = update.callback_query
-            if (query.data or "").startswith("skl:"):
-                from bots.skill_reviews import callback_query_apply
-            elif (query.data or "").startswith("tool:"):
-                from bots.tool_approvals import callback_query_apply
-            elif (query.data or "").startswith("sch:"):
-                from bots.schedule_reviews import callback_query_apply
-            else:
-                from bots.memory_reviews import callback_query_apply
-
-            return claim.commit(lambda: callback_query_apply(query, identity))
+            return claim.commit(lambda: callback_query_dispatch(query, identity))
     except IngestError as exc:
         # Nothing of it can be stored (e.g. an id with control characters): skip it for good.
         logger.warning("telegram update %s refused: %s", update.update_id, exc)
@@ -307,17 +202,17 @@ def _apply_message(message: TgMessage, identity: BotIdentity, claim: _Claim) -> 
         actor = _telegram_actor(message)
         if not user_allowed(user_id=user.id, actor=actor):
             if command is not None and command.name == "link":
-                return claim.commit(lambda: _command_link(place, message, actor, command.args))
-            return claim.commit(lambda: _pairing_notice(place, message))
+                return claim.commit(lambda: command_link(place, message, actor, command.args))
+            return claim.commit(lambda: pairing_notice(place, message))
     elif not chat_allowed(telegram_chat_id=place.telegram_chat_id):
         logger.info("ignored a message from unknown Telegram chat %s", place.telegram_chat_id)
         return claim.commit(lambda: UpdateOutcome("ignored:unknown chat"))
 
     if command is not None and command.name in COMMANDS:
-        return claim.commit(lambda: _apply_command(place, message, command))
+        return claim.commit(
+            lambda: builtin_command_apply(place, message, command, _telegram_actor(message))
+        )
     if command is not None and slash_command(command.name) is not None:
-        from bots.commands import registry_command_apply
-
         note = ""
         if slash_command(command.name).uses_roles and not place.is_private:
             from bots.group_admins import group_admins_refresh
@@ -425,226 +320,6 @@ def _apply_edit(message: TgMessage) -> UpdateOutcome:
         return UpdateOutcome("ignored:not the author")
     message_record_edit(message=stored, text=content.text, source_ts=message.edit_date)
     return UpdateOutcome("edited", message=stored)
-
-
-# --- commands ---------------------------------------------------------------------------
-
-
-def _chat_of(place: Place) -> Chat:
-    chat, _ = chat_get_or_create(
-        channel=Channel.TELEGRAM,
-        chat_id=place.telegram_chat_id,
-        thread_id=place.thread_id,
-        kind=place.kind,
-        title=place.title,
-    )
-    return chat
-
-
-def _apply_command(place: Place, message: TgMessage, command) -> UpdateOutcome:
-    actor = _telegram_actor(message)
-    name = command.name
-    if name in ("start", "help"):
-        from bots.commands import command_list
-
-        lines = [f"/{cmd} – {html.escape(text)}" for cmd, text in command_list()]
-        intro = (
-            f"Hi {html.escape(display_name(message.from_user))}! I'm {settings.AGENT_NAME}."
-            if name == "start"
-            else "Commands:"
-        )
-        if not place.is_private and name == "start":
-            intro += " In this group I answer when you mention me or reply to me."
-        return UpdateOutcome(
-            "command:" + name, outbound=[_notice(place, message, intro + "\n\n" + "\n".join(lines))]
-        )
-    if name == "new":
-        chat = _chat_of(place)
-        chat_reset(chat=chat, actor=actor)
-        text = (
-            "Fresh start: I will not use the earlier messages as context "
-            "(they stay in the history)."
-        )
-        return UpdateOutcome("command:new", outbound=[_notice(place, message, text)])
-    if name == "stop":
-        chat = _chat_of(place)
-        stopped = 0
-        open_turns = Turn.objects.filter(
-            chat=chat, status__in=[Turn.Status.QUEUED, Turn.Status.RUNNING, Turn.Status.WAITING]
-        ).values_list("pk", flat=True)
-        for turn_id in list(open_turns):
-            reason = f"{STOP_REASON} by {display_name(message.from_user)}"
-            stopped += turn_stop(turn_id=turn_id, chat=chat, reason=reason)
-        text = "Stopped." if stopped else "Nothing to stop: I am not writing anything."
-        return UpdateOutcome("command:stop", outbound=[_notice(place, message, text)])
-    if name == "memory":
-        return _command_memory(place, message, actor)
-    if name == "link":
-        return _command_link(place, message, actor, command.args)
-    return UpdateOutcome("ignored:command")
-
-
-def _command_memory(place: Place, message: TgMessage, actor: Actor | None) -> UpdateOutcome:
-    if not place.is_private:
-        text = "Ask me /memory in a private chat: what I remember about you is yours."
-        return UpdateOutcome("command:memory", outbound=[_notice(place, message, text)])
-    from memory.selectors import memory_entries_about
-
-    entries = memory_entries_about(person=actor.person if actor else None, actor=actor)
-    if not entries:
-        text = "I do not remember anything about you yet."
-    else:
-        lines = []
-        for entry in entries:
-            mark = " <i>(waiting for your approval)</i>" if entry.status == "pending" else ""
-            lines.append(f"• {html.escape(entry.summary_line())}{mark}")
-        text = "What I remember about you:\n\n" + "\n".join(lines)
-    return UpdateOutcome("command:memory", outbound=[_notice(place, message, text)])
-
-
-def _command_link(place: Place, message: TgMessage, actor: Actor | None, code: str):
-    if not place.is_private:
-        text = "Send /link CODE in a private chat with me, never in a group."
-        return UpdateOutcome("command:link", outbound=[_notice(place, message, text)])
-    if actor is None or not code:
-        text = "Create a code on the dashboard (Telegram page), then send /link CODE here."
-        return UpdateOutcome("command:link", outbound=[_notice(place, message, text)])
-    person = telegram_link(actor=actor, code=code)
-    if person is None:
-        text = "This code is unknown, used or expired. Create a new one on the dashboard."
-        return UpdateOutcome("command:link", outbound=[_notice(place, message, text)])
-    text = f"Linked: you are <b>{html.escape(person.get_username())}</b> on the dashboard now."
-    return UpdateOutcome("command:link", outbound=[_notice(place, message, text)])
-
-
-# --- pairing ----------------------------------------------------------------------------
-
-
-def _new_code(length: int = 8) -> str:
-    raw = "".join(secrets.choice(CODE_ALPHABET) for _ in range(length))
-    return f"{raw[:4]}-{raw[4:]}"
-
-
-def _pairing_notice(place: Place, message: TgMessage) -> UpdateOutcome:
-    user = message.from_user
-    request, created = PairingRequest.objects.get_or_create(
-        user_id=user.id,
-        defaults={
-            "display_name": display_name(user)[:255],
-            "username": (user.username or "")[:64],
-            "code": _new_code(),
-        },
-    )
-    if request.status == PairingRequest.Status.REJECTED:
-        return UpdateOutcome("ignored:rejected user")
-    now = timezone.now()
-    if not created and request.created_at > now - PAIRING_NOTICE_EVERY:
-        return UpdateOutcome("pairing:waiting")
-    if not created:
-        PairingRequest.objects.filter(pk=request.pk).update(created_at=now)
-    text = (
-        "Hi! I don't know you yet. Your pairing code is "
-        f"<code>{request.code}</code>. Ask someone on the team to approve it on the hub's "
-        "dashboard (Telegram page); I will tell you when you're in.\n\n"
-        "Already have a dashboard login? Create a link code there and send /link CODE."
-    )
-    return UpdateOutcome("pairing:code", outbound=[_notice(place, message, text)])
-
-
-def pairing_decide(
-    *, request_id: int, approve: bool, staff: AbstractBaseUser
-) -> PairingRequest | None:
-    """Approve (the user may talk to the bot from now on, and is told so) or reject a
-    pending pairing request; None when it is gone or already decided."""
-    with transaction.atomic():
-        request = (
-            PairingRequest.objects.select_for_update()
-            .filter(pk=request_id, status=PairingRequest.Status.PENDING)
-            .first()
-        )
-        if request is None:
-            return None
-        request.status = (
-            PairingRequest.Status.APPROVED if approve else PairingRequest.Status.REJECTED
-        )
-        request.decided_at = timezone.now()
-        request.decided_by = staff
-        request.save(update_fields=["status", "decided_at", "decided_by"])
-        if approve:
-            outbox_send(
-                telegram_chat_id=request.user_id,
-                text="You're in: your pairing request was approved. Say hello!",
-            )
-    logger.info("pairing of Telegram user %s %s by %s", request.user_id, request.status, staff)
-    return request
-
-
-def pairing_revoke(*, request_id: int, staff: AbstractBaseUser) -> bool:
-    """Withdraw an approval: the user gets a pairing code again on their next message."""
-    with transaction.atomic():
-        deleted, _ = PairingRequest.objects.filter(
-            pk=request_id, status=PairingRequest.Status.APPROVED
-        ).delete()
-    if deleted:
-        logger.info("pairing %s revoked by %s", request_id, staff)
-    return bool(deleted)
-
-
-# --- linking ----------------------------------------------------------------------------
-
-
-def link_code_create(*, person: AbstractBaseUser) -> tuple[LinkCode, str]:
-    """A fresh one-time /link code for `person` (earlier open codes stop working); the raw
-    code is returned once, only its hash is stored."""
-    with transaction.atomic():
-        LinkCode.objects.filter(person=person, used_at__isnull=True).delete()
-        raw = _new_code()
-        code = LinkCode.objects.create(
-            person=person,
-            code_hash=hash_link_code(raw),
-            expires_at=timezone.now() + timedelta(minutes=settings.TELEGRAM_LINK_CODE_TTL_MINUTES),
-        )
-    return code, raw
-
-
-def telegram_link(*, actor: Actor, code: str) -> AbstractBaseUser | None:
-    """Link `actor` to the Person who created `code`, once; None for an unknown, used or
-    expired code (or an inactive person)."""
-    with transaction.atomic():
-        link = (
-            LinkCode.objects.select_for_update()
-            .select_related("person")
-            .filter(code_hash=hash_link_code(code))
-            .first()
-        )
-        if link is None or not link.is_usable or not link.person.is_active:
-            return None
-        link.used_at = timezone.now()
-        link.used_by = actor
-        link.save(update_fields=["used_at", "used_by"])
-        actor_link(actor=actor, person=link.person)
-    return link.person
-
-
-# --- the outbox, as the bot process works it ---------------------------------------------
-
-
-def outbox_open(*, exclude: set[int] | None = None, limit: int = 50) -> list[OutboundMessage]:
-    """Rows still to send (pending, or left sending by a process that stopped), oldest first."""
-    rows = OutboundMessage.objects.filter(status__in=OutboundMessage.OPEN)
-    if exclude:
-        rows = rows.exclude(pk__in=exclude)
-    return list(rows.order_by("id")[:limit])
-
-
-def outbox_progress(*, row: OutboundMessage, **fields) -> None:
-    """Record what was sent so far (status, Telegram message ids, parts), at once."""
-    for name, value in fields.items():
-        setattr(row, name, value)
-    if fields.get("status") == OutboundMessage.Status.DELIVERED:
-        row.delivered_at = timezone.now()
-        fields["delivered_at"] = row.delivered_at
-    OutboundMessage.objects.filter(pk=row.pk).update(**fields, updated_at=timezone.now())
 
 
 def processed_updates_prune(*, older_than: timedelta = timedelta(days=3)) -> int:

@@ -22,6 +22,7 @@ from telegram import CallbackQuery
 
 from bots.callbacks import callback_answer, callback_edit, in_own_private_chat
 from bots.models import OutboundMessage
+from bots.outbox import UpdateOutcome, outbox_send
 from bots.telegram_format import TELEGRAM_LIMIT, utf16_len
 from bots.updates import BotIdentity, display_name
 from chats.models import Actor, Channel
@@ -173,7 +174,6 @@ def _recipients() -> list[Actor]:
 def skill_proposal_notify(*, proposal) -> list[OutboundMessage]:
     """Queue an Approve/Reject message to the private chat of every skill reviewer with a
     linked Telegram account; nothing for a proposal that is no longer pending."""
-    from bots.services import outbox_send
     from skills.models import SkillProposal
 
     proposal = (
@@ -257,8 +257,6 @@ def _already_decided_line(proposal) -> str:
 def callback_query_apply(query: CallbackQuery, identity: BotIdentity):
     """Apply a press of a skill button: a decision by the presser's linked person, bound to
     the version the message showed, or a polite no-op that changes nothing."""
-    from bots.services import UpdateOutcome
-
     match = CALLBACK_RE.match(query.data or "")
     if match is None:
         return UpdateOutcome(

@@ -33,6 +33,7 @@ from telegram import CallbackQuery
 
 from bots.callbacks import callback_answer, callback_edit, in_own_private_chat
 from bots.models import OutboundMessage
+from bots.outbox import UpdateOutcome, outbox_send
 from bots.telegram_format import TELEGRAM_LIMIT, utf16_len
 from bots.updates import BotIdentity, display_name
 from chats.models import Actor, Channel, Chat, ChatKind
@@ -211,8 +212,6 @@ def tool_approval_notify(*, approval: ToolApproval) -> list[OutboundMessage]:
     """Queue the card with its buttons to the private chat of every decider who linked
     Telegram, and a notice without arguments to the call's chat when it is a Telegram group;
     nothing for a card that is no longer pending."""
-    from bots.services import outbox_send
-
     approval = (
         ToolApproval.objects.select_related("chat")
         .filter(pk=approval.pk, status=ToolApproval.Status.PENDING)
@@ -260,8 +259,6 @@ def tool_approval_notify(*, approval: ToolApproval) -> list[OutboundMessage]:
 def tool_approval_update(*, approval: ToolApproval) -> list[OutboundMessage]:
     """Show the outcome on every copy of the card (without buttons) and tell the group who
     decided; nothing while the card is still pending."""
-    from bots.services import outbox_send
-
     approval = (
         ToolApproval.objects.select_related("chat", "decided_by").filter(pk=approval.pk).first()
     )
@@ -346,8 +343,6 @@ def on_approval_decided(sender=None, approval=None, **kwargs) -> None:
 def callback_query_apply(query: CallbackQuery, identity: BotIdentity):
     """Apply a press of a tool-call button: a decision by the presser's linked person, or a
     polite answer that decides nothing (forged, stale, not a decider, not in private)."""
-    from bots.services import UpdateOutcome
-
     match = CALLBACK_RE.match(query.data or "")
     if match is None:
         text = "This card is not valid: nothing was decided."

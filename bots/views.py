@@ -13,8 +13,9 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from bots.models import BotState, PairingRequest
+from bots.pairing import link_code_create, pairing_decide, pairing_revoke
 from bots.selectors import pairing_requests, telegram_actors_of
-from bots.services import link_code_create, pairing_decide, pairing_revoke, telegram_update_process
+from bots.services import telegram_update_process
 from bots.updates import BadUpdate
 
 logger = logging.getLogger(__name__)

@@ -14,3 +14,9 @@ class ChatsConfig(AppConfig):
         from chats import receivers
 
         receivers.connect()
+
+        from chats.agent.runner import turn_runner_install
+        from chats.celery_runner import CeleryTurnRunner
+
+        # Queued turns go to the Celery workers; turns.py itself knows nothing of Celery.
+        turn_runner_install(CeleryTurnRunner())

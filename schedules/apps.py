@@ -26,6 +26,13 @@ class SchedulesConfig(AppConfig):
         # An isolated run's turn sees only its schedule's earlier runs.
         register_history_scope(isolated_history)
         try:
+            from usage.services import schedule_owner_lookup_install
+        except ImportError:  # no usage ledger: nobody is charged for runs
+            logger.debug("usage.services missing: scheduled runs are attributed to nobody")
+        else:
+            # A run's spend is its schedule owner's (usage never imports schedules).
+            schedule_owner_lookup_install(schedule_owner_id)
+        try:
             from learning.curator import referenced_skills_register
         except ImportError:  # no curator: nothing marks skills stale
             logger.debug("learning.curator missing: schedules reference no skills")
@@ -34,3 +41,10 @@ class SchedulesConfig(AppConfig):
 
             # Skills that enabled schedules name are never marked stale nor archived.
             referenced_skills_register("schedules", skills_in_schedules)
+
+
+def schedule_owner_id(schedule_id) -> int | None:
+    """The owner of schedule `schedule_id` (None when it is gone)."""
+    from schedules.models import Schedule
+
+    return Schedule.objects.filter(pk=schedule_id).values_list("owner_id", flat=True).first()

@@ -25,7 +25,7 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from chats.models import ChatMember, Turn
-from operations.services import heartbeat_beat
+from schedules.heartbeat import heartbeat_beat
 from schedules.models import Schedule, ScheduleRun
 from schedules.rows import update_rows
 from schedules.selectors import DISPATCHER_HEARTBEAT

@@ -11,7 +11,7 @@ from django.db.models.functions import RowNumber
 from django.utils import timezone
 
 from chats.selectors import chats_readable_by
-from operations.selectors import heartbeat_latest
+from schedules.heartbeat import heartbeat_latest
 from schedules.models import PersonPreference, Schedule, ScheduleRun
 from schedules.services import schedule_spec, validate_spec
 from schedules.timing import describe, fire_times

@@ -6,6 +6,7 @@ trigger; for a scheduled run, the schedule's owner; for an integration user with
 person (API v1), the token's owner; nobody for an unlinked Telegram user (their spend
 counts only against the chat and the hub)."""
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
@@ -56,11 +57,23 @@ def attribution_of_trigger(trigger_id: int | None) -> Attribution:
     return Attribution(actor_spender(row["actor__person_id"], row["actor__namespace"]), Kind.TURN)
 
 
-def schedule_owner(schedule_id) -> int | None:
-    """Who spends for a schedule's run: its owner (None when the schedule is gone)."""
-    from schedules.models import Schedule
+# Who owns a schedule, installed by the schedules app (`schedule_owner_lookup_install` in its
+# ready()): usage never imports schedules, which records its own runs' usage through here.
+_schedule_owner_lookup: Callable[[object], int | None] | None = None
 
-    return Schedule.objects.filter(pk=schedule_id).values_list("owner_id", flat=True).first()
+
+def schedule_owner_lookup_install(lookup: Callable[[object], int | None]) -> None:
+    """How `schedule_owner` finds a schedule's owner (the schedules app installs it)."""
+    global _schedule_owner_lookup
+    _schedule_owner_lookup = lookup
+
+
+def schedule_owner(schedule_id) -> int | None:
+    """Who spends for a schedule's run: its owner (None when the schedule is gone, or no
+    schedules app is installed)."""
+    if _schedule_owner_lookup is None:
+        return None
+    return _schedule_owner_lookup(schedule_id)
 
 
 def actor_spender(person_id: int | None, namespace: str | None) -> int | None:

@@ -43,6 +43,7 @@ from chats.agent.interrupts import (
     interrupt_reason,
     request_interrupt,
 )
+from chats.agent.runner import turn_runner
 from chats.models import BusyMode, Chat, Message, Turn
 from chats.payloads import message_payload
 from chats.rows import insert_row, insert_rows
@@ -67,7 +68,7 @@ class LeaseLost(Exception):
 
 def turn_request(*, message: Message, enqueue: bool = True, interrupt: bool = True) -> Turn:
     """Queue a turn answering `message` and (unless `enqueue` is off: the in-process CLI)
-    enqueue its Celery task after commit.
+    hand it to the turn runner (`chats.agent.runner`: Celery) after commit.
 
     In `interrupt` busy mode, running turns of the chat are asked to stop; in `queue` mode
     they finish first. With `interrupt` off (a trigger no person sent, e.g. a scheduled
@@ -115,15 +116,8 @@ def turns_request_quiet(*, messages: list[Message], enqueue: bool = True) -> lis
 
 
 def _enqueue_many(turn_ids: list[int]) -> None:
-    from chats.tasks import run_turn
-    from hermes_site.celery import app
-
     try:
-        # One broker connection for the whole batch, its messages sent in pipelined round
-        # trips (kombu's publish batch; on a broker without one, one at a time).
-        with app.producer_or_acquire() as producer, producer.batch(max_size=500):
-            for turn_id in turn_ids:
-                run_turn.apply_async((turn_id,), producer=producer)
+        turn_runner().enqueue_many(turn_ids)
     except Exception:  # noqa: BLE001 - the turns stay queued; the sweep enqueues them again
         logger.error("could not enqueue %s turn(s) (is Redis up?)", len(turn_ids), exc_info=True)
 
@@ -175,10 +169,8 @@ def _end_waiting(chat_id: int, reason: str, *, turn_id: int | None = None) -> li
 
 
 def _enqueue(turn_id: int) -> None:
-    from chats.tasks import run_turn
-
     try:
-        run_turn.delay(turn_id)
+        turn_runner().enqueue(turn_id)
     except Exception:  # noqa: BLE001 - the turn stays queued and is visible as such
         logger.error("could not enqueue turn %s (is Redis up?)", turn_id, exc_info=True)
 

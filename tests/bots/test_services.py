@@ -7,12 +7,8 @@ import pytest
 from django.db import connection
 
 from bots.models import LinkCode, OutboundMessage, PairingRequest, ProcessedUpdate
-from bots.services import (
-    link_code_create,
-    pairing_decide,
-    polling_offset,
-    polling_offset_save,
-)
+from bots.pairing import link_code_create, pairing_decide
+from bots.services import polling_offset, polling_offset_save
 from bots.updates import BadUpdate
 from chats.models import Actor, Chat, Message, MessageEdit, Turn
 from tests.bots.conftest import BOT, FORUM_ID, GROUP_ID, process

@@ -15,7 +15,7 @@ from django.urls import reverse
 from bots.bridge import TelegramBridge, build_bot
 from bots.delivery import db
 from bots.models import OutboundMessage
-from bots.services import outbox_open
+from bots.outbox import outbox_open
 from chats.agent.llm import get_provider
 from chats.agent.loop import run_claimed_turn
 from chats.agent.turns import turn_claim
