@@ -36,6 +36,7 @@ from chats.agent import events
 from chats.agent.registry import Gate, TurnContext
 from chats.agent.turns import turn_resume
 from chats.models import Chat, Turn
+from toolservers.approval_arguments import arguments_preview, full_view_path, full_view_url
 from toolservers.models import ChatToolset, Policy, ToolApproval, ToolAudit, ToolCall
 from toolservers.policy import may_decide, may_read
 from toolservers.selectors import ActiveTool
@@ -48,7 +49,6 @@ logger = logging.getLogger(__name__)
 approval_requested = Signal()
 approval_decided = Signal()
 
-ARGUMENTS_SHOWN_CHARS = 3000
 VIA = ("dashboard", "telegram", "terminal", "expiry")
 
 
@@ -195,12 +195,10 @@ def _announce_request(approval: ToolApproval) -> None:
 
 
 def approval_card(approval: ToolApproval) -> dict:
-    """What a card shows (JSON): the exact tool and arguments, who asked, until when."""
-    import json
-
-    shown = json.dumps(approval.arguments, ensure_ascii=False, indent=2, sort_keys=True)
-    if len(shown) > ARGUMENTS_SHOWN_CHARS:
-        shown = shown[:ARGUMENTS_SHOWN_CHARS] + f"\n… ({len(shown):,} characters in all)"
+    """What a card shows (JSON): the exact tool, every argument within a bounded preview (the
+    cut said, `toolservers.approval_arguments`), the full view's address, who asked, until
+    when."""
+    preview = arguments_preview(approval.arguments)
     return {
         "id": approval.pk,
         "nonce": approval.nonce,
@@ -209,7 +207,9 @@ def approval_card(approval: ToolApproval) -> dict:
         "server": approval.server_slug,
         "tool": approval.tool,
         "function": approval.function,
-        "arguments": shown,
+        "arguments": preview.text,
+        "arguments_cut": preview.note,
+        "arguments_url": full_view_path(approval),
         "requested_by": approval.requested_by_name,
         "status": approval.status,
         "status_text": approval.get_status_display(),
@@ -357,6 +357,7 @@ def pending_approvals(*, chat: Chat, person) -> list[dict]:
         return []
     can_decide = may_decide(chat, person)
     rows = ToolApproval.objects.filter(chat=chat, status=ToolApproval.Status.PENDING)
+    rows = rows.select_related("chat")
     return [{**approval_card(row), "can_decide": can_decide} for row in rows.order_by("created_at")]
 
 
@@ -372,10 +373,12 @@ class TerminalApprovals:
 
     def describe(self, card: ToolApproval) -> str:
         shown = approval_card(card)
+        cut = f"{shown['arguments_cut']} — " if shown["arguments_cut"] else "All of them, "
         return (
             f"\nApproval needed: {shown['function']} (server {shown['server']}, tool "
             f"{shown['tool']}), asked by {shown['requested_by'] or 'someone'}, open until "
-            f"{card.expires_at:%H:%M:%S %Z}. Arguments:\n{shown['arguments']}"
+            f"{card.expires_at:%H:%M:%S %Z}. Arguments:\n{shown['arguments']}\n"
+            f"{cut}see all: {full_view_url(card)}"
         )
 
     def may_decide(self, chat, person) -> bool:
