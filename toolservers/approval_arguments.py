@@ -116,14 +116,16 @@ def arguments_preview(
     for index, (length, path, text) in enumerate(entries):
         head = f"{path}: " if path else ""
         overhead = size(head) + 1  # the newline
-        share = remaining // (len(entries) - index) - overhead
+        share = max(remaining // (len(entries) - index) - overhead, MIN_VALUE_CHARS)
         if length <= share:
+            if overhead + length > remaining:
+                break  # the paths left overflow the card: said on it
             value = text
         else:
             mark = f"… [{length:,} characters]"
-            room = max(share, MIN_VALUE_CHARS + size(mark)) - size(mark)
+            room = max(share - size(mark), MIN_VALUE_CHARS)
             if overhead + room + size(mark) > remaining:
-                break  # the paths left overflow the card: said on it
+                break
             value = _cut(text, room, size) + mark
             cut += 1
             length = size(value) - size(mark)
