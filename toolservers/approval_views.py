@@ -17,7 +17,13 @@ from django_htmx.http import reswap, retarget
 
 from chats.models import Chat
 from toolservers.approval_arguments import arguments_full
-from toolservers.approvals import Decision, approval_card, approval_decide, pending_approvals
+from toolservers.approvals import (
+    Decision,
+    approval_card,
+    approval_decide,
+    approval_readable,
+    pending_approvals,
+)
 from toolservers.models import ToolApproval
 from toolservers.policy import may_decide, may_read
 
@@ -72,9 +78,11 @@ def approval_card_view(request: HttpRequest, chat_key: str, approval_id: int) ->
 def approval_arguments(request: HttpRequest, chat_key: str, approval_id: int) -> HttpResponse:
     """Every argument of one call of the chat, whole (hidden characters marked), for its
     readers; its deciders decide there while it is open."""
-    chat = _readable_chat_or_404(request, chat_key)
-    approval = _approval_of(chat, approval_id)
-    context = _card_context(request, chat, approval, full=arguments_full(approval.arguments))
+    approval = approval_readable(chat_key=chat_key, approval_id=approval_id, person=request.user)
+    if approval is None:
+        raise Http404("No such chat.")
+    full = arguments_full(approval.arguments)
+    context = _card_context(request, approval.chat, approval, full=full)
     return render(request, "toolservers/approval_arguments.html", context)
 
 

@@ -361,6 +361,20 @@ def pending_approvals(*, chat: Chat, person) -> list[dict]:
     return [{**approval_card(row), "can_decide": can_decide} for row in rows.order_by("created_at")]
 
 
+def approval_readable(*, chat_key: str, approval_id: int, person) -> ToolApproval | None:
+    """The card `approval_id` of the chat `chat_key` for one of that chat's readers (its
+    active members and staff, `may_read`); None for anyone else, for an unknown chat and for
+    another chat's card, alike."""
+    approval = (
+        ToolApproval.objects.select_related("chat", "decided_by")
+        .filter(pk=approval_id, chat__chat_key=chat_key)
+        .first()
+    )
+    if approval is None or not may_read(approval.chat, person):
+        return None
+    return approval
+
+
 class TerminalApprovals:
     """The terminal's view of approval cards (`chats.agent.waiting`)."""
 
