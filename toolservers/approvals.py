@@ -36,6 +36,7 @@ from chats.agent import events
 from chats.agent.registry import Gate, TurnContext
 from chats.agent.turns import turn_resume
 from chats.models import Chat, Turn
+from hermes_site.scanning import reveal_hidden
 from toolservers.approval_arguments import arguments_preview, full_view_path, full_view_url
 from toolservers.models import ChatToolset, Policy, ToolApproval, ToolAudit, ToolCall
 from toolservers.policy import may_decide, may_read
@@ -204,17 +205,18 @@ def approval_card(approval: ToolApproval) -> dict:
         "nonce": approval.nonce,
         "turn_id": approval.turn_id,
         "chat_id": approval.chat_id,
-        "server": approval.server_slug,
-        "tool": approval.tool,
-        "function": approval.function,
+        # Names a server, a model or a person chose: hidden characters marked as in arguments.
+        "server": reveal_hidden(approval.server_slug),
+        "tool": reveal_hidden(approval.tool),
+        "function": reveal_hidden(approval.function),
         "arguments": preview.text,
         "arguments_cut": preview.note,
         "arguments_url": full_view_path(approval),
-        "requested_by": approval.requested_by_name,
+        "requested_by": reveal_hidden(approval.requested_by_name),
         "status": approval.status,
         "status_text": approval.get_status_display(),
         "expires_at": approval.expires_at.isoformat(),
-        "decided_by": _name(approval.decided_by) if approval.decided_by_id else "",
+        "decided_by": reveal_hidden(_name(approval.decided_by)) if approval.decided_by_id else "",
         "always": approval.always,
     }
 

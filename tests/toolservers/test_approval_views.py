@@ -346,8 +346,11 @@ def test_hidden_characters_are_marked_on_the_card_and_the_full_view(
     client, team_chat, owner, member, probe
 ):
     arguments = {"path": "/tmp/\u202egol.sh", "line": "rm\u200b -rf ~"}
-    card = waiting_card(team_chat, member, probe, arguments=arguments)
+    card = waiting_card(
+        team_chat, member, probe, arguments=arguments, requested_by_name="mar\u202eco"
+    )
     client.force_login(owner)
     for html in (card_html(client, card), client.get(full_url(card)).content.decode()):
         assert "\u202e" not in html and "\u200b" not in html
         assert "/tmp/⟦U+202E⟧gol.sh" in html and "rm⟦U+200B⟧ -rf ~" in html
+        assert "mar⟦U+202E⟧co" in html  # who asked: a display name anyone may choose
