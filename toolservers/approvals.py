@@ -389,12 +389,13 @@ class TerminalApprovals:
 
     def describe(self, card: ToolApproval) -> str:
         shown = approval_card(card)
-        cut = f"{shown['arguments_cut']} — " if shown["arguments_cut"] else "All of them, "
+        cut = shown["arguments_cut"]
+        link = f"{cut} — see all: " if cut else "Full view: "
         return (
             f"\nApproval needed: {shown['function']} (server {shown['server']}, tool "
             f"{shown['tool']}), asked by {shown['requested_by'] or 'someone'}, open until "
             f"{card.expires_at:%H:%M:%S %Z}. Arguments:\n{shown['arguments']}\n"
-            f"{cut}see all: {full_view_url(card)}"
+            f"{link}{full_view_url(card)}"
         )
 
     def may_decide(self, chat, person) -> bool:
