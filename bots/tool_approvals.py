@@ -3,8 +3,11 @@
 When a tool call waits for a decider (`toolservers.approvals.approval_requested`, sent after
 commit), every decider of the call's chat (`toolservers.policy.may_decide`: the person alone
 in their own chat, the owners and admins of a shared chat, staff) who linked a Telegram
-account gets the card in their private chat with the bot: the exact server, tool and
-arguments (escaped, hidden code points shown as markers, cut to fit Telegram), who asked, in
+account gets the card in their private chat with the bot: the exact server and tool, every
+argument by its path within Telegram's limit (`toolservers.approval_arguments`: shortest
+first, so a long value never hides a short one; escaped; hidden code points shown as
+markers), how much of them it shows and a link to the full view on the dashboard (a button
+too when DASHBOARD_URL is not a loopback address, which Telegram refuses), who asked, in
 which chat and until when, with **Approve / Decline / Always allow here** buttons. When the
 chat is itself a Telegram group or forum topic, the group (in that topic) reads a short
 notice that a call of the tool waits for a decider: no buttons, no arguments.
@@ -22,7 +25,6 @@ outbox goes out in its decided form. The group reads who decided.
 """
 
 import html
-import json
 import logging
 import re
 
@@ -39,6 +41,7 @@ from bots.updates import BotIdentity, display_name
 from chats.models import Actor, Channel, Chat, ChatKind
 from chats.services import actor_get_or_create
 from hermes_site.scanning import reveal_hidden
+from toolservers.approval_arguments import arguments_preview, full_view_url, is_public
 from toolservers.approvals import Decision, approval_card, approval_decide
 from toolservers.models import ToolApproval
 from toolservers.policy import may_decide
@@ -50,7 +53,7 @@ ICON = "🔐"
 NAME_CHARS = 120
 TITLE_CHARS = 120
 MARGIN = 16  # room kept free below Telegram's limit, as for skill cards
-CUT_NOTE = "The arguments are cut to fit Telegram: the dashboard shows all of them."
+NOTE_CHARS = 80  # room kept for "Showing … of … characters, … of … values"
 GROUP_KINDS = (ChatKind.GROUP, ChatKind.TOPIC)
 OUTCOMES = {
     ToolApproval.Status.APPROVED: "✅ Approved by {who}: the call runs now.",
@@ -116,6 +119,14 @@ def _head(approval: ToolApproval, card: dict) -> str:
     return "\n".join(lines)
 
 
+def _full_view_line(url: str, note: str) -> str:
+    """What the card says of the full view: the cut plainly, and where all of it is."""
+    lead = f"{_text(note)} — see all" if note else "All arguments"
+    if is_public(url):
+        return f'{lead}: <a href="{html.escape(url)}">on the dashboard</a>'
+    return f"{lead} on the dashboard: <code>{html.escape(url)}</code>"
+
+
 def card_text(approval: ToolApproval, *, outcome: str = "") -> str:
     """The HTML of the card of `approval`: what the buttons decide, within Telegram's 4,096
     characters; with `outcome` (a decided card) that line instead of the deadline."""
@@ -126,27 +137,35 @@ def card_text(approval: ToolApproval, *, outcome: str = "") -> str:
     else:
         until = approval.expires_at.strftime("%Y-%m-%d %H:%M UTC")
         tail = f"Decide by {until}; with no decision by then the call is not run."
-    arguments = reveal_hidden(
-        json.dumps(approval.arguments, ensure_ascii=False, indent=2, sort_keys=True)
+    url = full_view_url(approval)
+    room = (
+        TELEGRAM_LIMIT
+        - MARGIN
+        - _visible_len(head)
+        - _visible_len(tail)
+        - _visible_len(_full_view_line(url, ""))
+        - NOTE_CHARS
+        - 16
     )
-    room = TELEGRAM_LIMIT - MARGIN - _visible_len(head) - _visible_len(tail) - len(CUT_NOTE) - 16
-    shown = _fit(arguments, room)
-    if shown != arguments:
-        tail = f"{CUT_NOTE}\n{tail}"
-    return f"{head}\nArguments:\n<pre>{html.escape(shown, quote=False)}</pre>\n{tail}"
+    preview = arguments_preview(approval.arguments, budget=room, size=utf16_len)
+    shown = _fit(preview.text, room)  # a net only: the preview keeps within `room`
+    link = _full_view_line(url, preview.note)
+    return f"{head}\nArguments:\n<pre>{html.escape(shown, quote=False)}</pre>\n{link}\n{tail}"
 
 
 def _keyboard(approval: ToolApproval) -> dict:
     data = f"tool:{approval.pk}:{approval.nonce}"
-    return {
-        "inline_keyboard": [
-            [
-                {"text": "✅ Approve", "callback_data": f"{data}:a"},
-                {"text": "✖️ Decline", "callback_data": f"{data}:d"},
-            ],
-            [{"text": "♾ Always allow here", "callback_data": f"{data}:w"}],
-        ]
-    }
+    rows = [
+        [
+            {"text": "✅ Approve", "callback_data": f"{data}:a"},
+            {"text": "✖️ Decline", "callback_data": f"{data}:d"},
+        ],
+        [{"text": "♾ Always allow here", "callback_data": f"{data}:w"}],
+    ]
+    url = full_view_url(approval)
+    if is_public(url):  # Telegram refuses a button to a loopback address
+        rows.append([{"text": "🔎 All arguments", "url": url}])
+    return {"inline_keyboard": rows}
 
 
 def _decider_name(approval: ToolApproval) -> str:

@@ -43,6 +43,10 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
 LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "[::1]", "::1"}
 PORT = env_int("PORT", 8000, minimum=1)
+# Where people open the dashboard (https://hub.example.com), for links in messages that leave
+# the browser (the terminal's and Telegram's approval cards link to a call's full
+# arguments). Empty: the origin of TELEGRAM_WEBHOOK_URL, else http://127.0.0.1:PORT.
+DASHBOARD_URL = env_str("DASHBOARD_URL").rstrip("/")
 
 INSTALLED_APPS = [
     "daphne",

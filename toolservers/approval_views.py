@@ -1,6 +1,7 @@
 """Approval cards on a chat's page: the open cards, one card, and a decider's press.
 
-Readers of the chat (`toolservers.policy.may_read`: its members and staff) see its cards;
+Readers of the chat (`toolservers.policy.may_read`: its active members and staff, signed in
+to the dashboard; never an API token) see its cards and the full view of a card's arguments;
 anyone else, and any card id that is not this chat's, gets the 404 of a missing chat, so
 another chat's cards never show. A press carries the card's nonce in the form; who decides
 is the session's person, never a form field. `approval_decide` checks again whether that
@@ -15,7 +16,14 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import reswap, retarget
 
 from chats.models import Chat
-from toolservers.approvals import Decision, approval_card, approval_decide, pending_approvals
+from toolservers.approval_arguments import arguments_full
+from toolservers.approvals import (
+    Decision,
+    approval_card,
+    approval_decide,
+    approval_readable,
+    pending_approvals,
+)
 from toolservers.models import ToolApproval
 from toolservers.policy import may_decide, may_read
 
@@ -63,6 +71,19 @@ def approval_card_view(request: HttpRequest, chat_key: str, approval_id: int) ->
     chat = _readable_chat_or_404(request, chat_key)
     approval = _approval_of(chat, approval_id)
     return render(request, f"{TEMPLATE}#card", _card_context(request, chat, approval))
+
+
+@login_required
+@require_GET
+def approval_arguments(request: HttpRequest, chat_key: str, approval_id: int) -> HttpResponse:
+    """Every argument of one call of the chat, whole (hidden characters marked), for its
+    readers; its deciders decide there while it is open."""
+    approval = approval_readable(chat_key=chat_key, approval_id=approval_id, person=request.user)
+    if approval is None:
+        raise Http404("No such chat.")
+    full = arguments_full(approval.arguments)
+    context = _card_context(request, approval.chat, approval, full=full)
+    return render(request, "toolservers/approval_arguments.html", context)
 
 
 @login_required

@@ -36,6 +36,8 @@ from chats.agent import events
 from chats.agent.registry import Gate, TurnContext
 from chats.agent.turns import turn_resume
 from chats.models import Chat, Turn
+from hermes_site.scanning import reveal_hidden
+from toolservers.approval_arguments import arguments_preview, full_view_path, full_view_url
 from toolservers.models import ChatToolset, Policy, ToolApproval, ToolAudit, ToolCall
 from toolservers.policy import may_decide, may_read
 from toolservers.selectors import ActiveTool
@@ -48,7 +50,6 @@ logger = logging.getLogger(__name__)
 approval_requested = Signal()
 approval_decided = Signal()
 
-ARGUMENTS_SHOWN_CHARS = 3000
 VIA = ("dashboard", "telegram", "terminal", "expiry")
 
 
@@ -195,26 +196,27 @@ def _announce_request(approval: ToolApproval) -> None:
 
 
 def approval_card(approval: ToolApproval) -> dict:
-    """What a card shows (JSON): the exact tool and arguments, who asked, until when."""
-    import json
-
-    shown = json.dumps(approval.arguments, ensure_ascii=False, indent=2, sort_keys=True)
-    if len(shown) > ARGUMENTS_SHOWN_CHARS:
-        shown = shown[:ARGUMENTS_SHOWN_CHARS] + f"\n… ({len(shown):,} characters in all)"
+    """What a card shows (JSON): the exact tool, every argument within a bounded preview (the
+    cut said, `toolservers.approval_arguments`), the full view's address, who asked, until
+    when."""
+    preview = arguments_preview(approval.arguments)
     return {
         "id": approval.pk,
         "nonce": approval.nonce,
         "turn_id": approval.turn_id,
         "chat_id": approval.chat_id,
-        "server": approval.server_slug,
-        "tool": approval.tool,
-        "function": approval.function,
-        "arguments": shown,
-        "requested_by": approval.requested_by_name,
+        # Names a server, a model or a person chose: hidden characters marked as in arguments.
+        "server": reveal_hidden(approval.server_slug),
+        "tool": reveal_hidden(approval.tool),
+        "function": reveal_hidden(approval.function),
+        "arguments": preview.text,
+        "arguments_cut": preview.note,
+        "arguments_url": full_view_path(approval),
+        "requested_by": reveal_hidden(approval.requested_by_name),
         "status": approval.status,
         "status_text": approval.get_status_display(),
         "expires_at": approval.expires_at.isoformat(),
-        "decided_by": _name(approval.decided_by) if approval.decided_by_id else "",
+        "decided_by": reveal_hidden(_name(approval.decided_by)) if approval.decided_by_id else "",
         "always": approval.always,
     }
 
@@ -357,7 +359,22 @@ def pending_approvals(*, chat: Chat, person) -> list[dict]:
         return []
     can_decide = may_decide(chat, person)
     rows = ToolApproval.objects.filter(chat=chat, status=ToolApproval.Status.PENDING)
+    rows = rows.select_related("chat")
     return [{**approval_card(row), "can_decide": can_decide} for row in rows.order_by("created_at")]
+
+
+def approval_readable(*, chat_key: str, approval_id: int, person) -> ToolApproval | None:
+    """The card `approval_id` of the chat `chat_key` for one of that chat's readers (its
+    active members and staff, `may_read`); None for anyone else, for an unknown chat and for
+    another chat's card, alike."""
+    approval = (
+        ToolApproval.objects.select_related("chat", "decided_by")
+        .filter(pk=approval_id, chat__chat_key=chat_key)
+        .first()
+    )
+    if approval is None or not may_read(approval.chat, person):
+        return None
+    return approval
 
 
 class TerminalApprovals:
@@ -372,10 +389,13 @@ class TerminalApprovals:
 
     def describe(self, card: ToolApproval) -> str:
         shown = approval_card(card)
+        cut = shown["arguments_cut"]
+        link = f"{cut} — see all: " if cut else "Full view: "
         return (
             f"\nApproval needed: {shown['function']} (server {shown['server']}, tool "
             f"{shown['tool']}), asked by {shown['requested_by'] or 'someone'}, open until "
-            f"{card.expires_at:%H:%M:%S %Z}. Arguments:\n{shown['arguments']}"
+            f"{card.expires_at:%H:%M:%S %Z}. Arguments:\n{shown['arguments']}\n"
+            f"{link}{full_view_url(card)}"
         )
 
     def may_decide(self, chat, person) -> bool:

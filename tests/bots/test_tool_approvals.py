@@ -411,5 +411,46 @@ def test_hostile_arguments_stay_inert_and_a_huge_call_is_cut_to_fit(
     shown = visible(text)  # Telegram's HTML parser accepts it, within 4,096
     assert "</pre><b>x</b>⟦U+200B⟧ &amp;" not in text and "\u200b" not in text
     assert "&lt;/pre&gt;&lt;b&gt;x&lt;/b&gt;⟦U+200B⟧ &amp;" in text
-    assert "The arguments are cut to fit Telegram" in shown and "Decide by" in shown
+    assert "the dashboard shows all of them" not in shown  # it did not; now a link does
+    assert "Showing " in shown and " characters — see all" in shown and "Decide by" in shown
     assert utf16_len(shown) > 3500  # cut to fit, not to nothing
+
+
+def test_a_long_field_cannot_hide_another_and_the_card_links_the_full_view(
+    fake, group, enqueued, tmp_path, settings
+):
+    settings.DASHBOARD_URL = "https://hub.example.com/"
+    # "line" sorts before "path": 10,000 harmless characters must not push the path away.
+    target = f"{tmp_path}/\u202egol.sh"
+    call = {"line": "harmless " * 1200, "path": target}
+    fake.script(fake_openai.tool_calls([("c1", "probe__append_line", call)]))
+    outcome = process(TG.message(GROUP, MARCO, "@hermes_test_bot go"))
+    assert run(outcome.turn).status == Turn.Status.WAITING
+    approval = ToolApproval.objects.get(turn=outcome.turn)
+    row = cards()[OLIVIA["id"]]
+    shown = visible(row.payload["text"])
+    assert f'"path": "{tmp_path}/⟦U+202E⟧gol.sh"' in shown
+    assert '"line": "harmless harmless' in shown
+    assert "of 10,8" in shown and "characters — see all" in shown
+    url = f"https://hub.example.com/chats/{group.chat_key}/approvals/{approval.pk}/arguments"
+    assert f'<a href="{url}">' in row.payload["text"]
+    buttons = [b for line in row.payload["reply_markup"]["inline_keyboard"] for b in line]
+    assert {"text": "🔎 All arguments", "url": url} in buttons
+
+
+def test_without_a_public_address_the_card_names_the_full_view_without_a_button(
+    fake, group, enqueued, tmp_path, settings
+):
+    settings.DASHBOARD_URL = ""  # Telegram refuses buttons to a loopback address
+    settings.TELEGRAM_WEBHOOK_URL = ""
+    call = {"line": "go", "path": str(tmp_path / "x")}
+    fake.script(fake_openai.tool_calls([("c1", "probe__append_line", call)]))
+    outcome = process(TG.message(GROUP, MARCO, "@hermes_test_bot go"))
+    assert run(outcome.turn).status == Turn.Status.WAITING
+    approval = ToolApproval.objects.get(turn=outcome.turn)
+    row = cards()[OLIVIA["id"]]
+    shown = visible(row.payload["text"])
+    assert f"/chats/{group.chat_key}/approvals/{approval.pk}/arguments" in shown
+    assert "Showing" not in shown  # nothing cut, nothing claimed
+    buttons = [b for line in row.payload["reply_markup"]["inline_keyboard"] for b in line]
+    assert all("url" not in button for button in buttons)

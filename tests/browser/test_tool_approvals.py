@@ -96,6 +96,9 @@ def test_the_owner_approves_what_a_member_asked_and_the_call_runs_once(
 
     # The member has the card's nonce (every socket of the chat carries it): still refused.
     approval = ToolApproval.objects.get(turn=turn)
+    full = f"/chats/{room.chat_key}/approvals/{approval.pk}/arguments"
+    for card in cards.values():  # every card links the whole call
+        expect(card.locator(".approval-all a")).to_have_attribute("href", full)
     url = f"/chats/{room.chat_key}/approvals/{approval.pk}/decide"
     refused = post_as_page(member_page, url, {"nonce": approval.nonce, "decision": "approve"})
     assert refused == 403
@@ -120,6 +123,28 @@ def test_the_owner_approves_what_a_member_asked_and_the_call_runs_once(
     # A second press, from a page still showing an open card, decides nothing.
     again = post_as_page(owner_page, url, {"nonce": approval.nonce, "decision": "decline"})
     assert again == 409 and lines(log) == ["ok"]
+
+
+def test_a_card_shows_every_key_marks_hidden_characters_and_opens_the_full_view(
+    page_for, live_stack, fake_llm, room, owner, member, tmp_path
+):
+    # "line" sorts before "path": 10,000 harmless characters must not push the path away.
+    target = f"{tmp_path}/\u202egol.sh"
+    call = {"line": "harmless " * 1200, "path": target}
+    fake_llm.script(fake_openai.tool_calls([("c1", "probe__append_line", call)]))
+    page = page_for(owner)
+    open_room(page, room)
+    send(page, "append it")
+    card = open_card(page)
+    shown = card.locator(".approval-arguments")
+    expect(shown).to_contain_text(f'"path": "{tmp_path}/⟦U+202E⟧gol.sh"')
+    expect(card.locator(".approval-cut")).to_contain_text("characters — see all")
+    card.locator(".approval-cut a").click()
+    expect(page.locator("h1")).to_have_text("Arguments of probe__append_line")
+    expect(page.locator(".approval-full")).to_contain_text("harmless " * 1200)
+    page.locator("button.decline").click()  # deciding on the whole call, there
+    expect(page.locator(".approval-outcome")).to_contain_text("olivia declined")
+    assert not (tmp_path / "\u202egol.sh").exists()
 
 
 def test_a_declined_call_is_not_run_and_everyone_sees_who_declined(

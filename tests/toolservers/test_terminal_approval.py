@@ -136,3 +136,20 @@ def test_tools_on_works_in_a_brand_new_terminal_chat(make_person):
     assert "probe is on in this chat" in out.getvalue()
     chat = Chat.objects.get(chat_key="cli:fresh")
     assert ChatToolset.objects.filter(chat=chat, enabled=True).exists()
+
+
+def test_the_prompt_shows_every_key_marks_hidden_characters_and_prints_the_full_view(
+    fake_llm, terminal, tmp_path, monkeypatch, settings
+):
+    settings.DASHBOARD_URL = "https://hub.example.com"
+    # "line" sorts before "path": 10,000 harmless characters must not push the path away.
+    target = f"{tmp_path}/\u202egol.sh"
+    call = {"path": target, "line": "harmless " * 1200}
+    fake_llm.script(fake_openai.tool_calls([("c1", "probe__append_line", call)]))
+    out = chat_in_process(monkeypatch, [], "-m", "deploy", "--profile", "ops", "--user", "dana")
+    card = ToolApproval.objects.get()
+    assert f'"path": "{tmp_path}/⟦U+202E⟧gol.sh"' in out and "\u202e" not in out
+    assert '"line": "harmless harmless' in out
+    assert "of 10," in out and "characters" in out  # the cut, said
+    url = f"https://hub.example.com/chats/cli:ops/approvals/{card.pk}/arguments"
+    assert f"see all: {url}" in out
