@@ -97,6 +97,8 @@ class BoundedWebRequest(WebRequest):
             detail,
             self.body_limit,
         )
+        if self.content is not None:
+            self.content.close()  # a chunked body's temporary file: gone with what it holds
         self.channel.transport.write(refusal(self.body_limit))
         self.channel.loseConnection()
 

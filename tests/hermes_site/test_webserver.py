@@ -245,3 +245,18 @@ def test_websocket_upgrade_reaches_the_application(web):
     assert response_head.startswith(b"HTTP/1.1 101")
     assert frames[0] & 0x0F == 0x8  # a close frame
     assert int.from_bytes(frames[2:4], "big") == 4401  # the consumer's "log in first"
+
+
+def test_the_openai_sdk_reads_the_refusal_while_it_is_still_sending(web):
+    """A real client sending a 5 MiB conversation to /v1 (4 MiB): the server closes after the
+    headers, and the SDK still reports the 413 and its message, not a broken connection."""
+    import openai
+
+    client = openai.OpenAI(base_url=f"{web.url}/v1", api_key="sk-not-checked", max_retries=0)
+    with pytest.raises(openai.APIStatusError) as refused:
+        client.chat.completions.create(
+            model="hermes", messages=[{"role": "user", "content": "a" * (5 * 1024 * 1024)}]
+        )
+
+    assert refused.value.status_code == 413
+    assert str(settings.OPENAI_API_MAX_BODY_BYTES) in refused.value.message
