@@ -104,6 +104,8 @@ class BoundedWebRequest(WebRequest):
 
 
 class BoundedHTTPFactory(HTTPFactory):
+    """daphne's HTTP factory, building connections whose requests are BoundedWebRequest."""
+
     def buildProtocol(self, addr):
         protocol = super().buildProtocol(addr)
         protocol.requestFactory = BoundedWebRequest
