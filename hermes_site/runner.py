@@ -2,7 +2,8 @@
 
 Processes (hermes_site/supervisor.py): the embedded Valkey (unless REDIS_URL is set; with
 an append-only file under var/valkey), daphne serving HTTP and WebSockets on
-127.0.0.1:PORT, a Celery worker with its embedded beat (the periodic turn sweep), a second
+127.0.0.1:PORT (as hermes_site.webserver, which refuses a body past its path's limit
+before reading it), a Celery worker with its embedded beat (the periodic turn sweep), a second
 worker for background reviews (queue "<REDIS_KEY_PREFIX>-reviews", concurrency 1), a third
 for the schedules' dispatcher (queue "<REDIS_KEY_PREFIX>-schedules", solo pool), and the
 Telegram bridge when TELEGRAM_BOT_TOKEN is set. All of them write their Prometheus counters
@@ -92,8 +93,11 @@ def processes(env: dict[str, str]) -> dict[str, list[str]]:
     procs = {}
     if not env.get("REDIS_URL"):
         procs["valkey"] = [python, "-m", "hermes_site.embedded_valkey"]
+    # daphne with request bodies bounded per path before they are read (webserver.py).
     procs["web"] = [
-        str(BIN / "daphne"),
+        python,
+        "-m",
+        "hermes_site.webserver",
         "-b",
         "127.0.0.1",
         "-p",

@@ -298,6 +298,13 @@ API_RATE_LIMIT_PER_MINUTE = env_int("API_RATE_LIMIT_PER_MINUTE", 600, minimum=0)
 API_PAGE_SIZE_MAX = 200
 # The OpenAI-compatible /v1 (docs/OPENAI.md): clients resend whole conversations.
 OPENAI_API_MAX_BODY_BYTES = env_int("OPENAI_API_MAX_BODY_BYTES", 4 * 1024 * 1024, minimum=1024)
+# Request bodies are bounded by the web server (hermes_site/webserver.py) as soon as the
+# headers are read, before a byte of the body is kept: the longest prefix of the path found
+# here sets the limit, any other path gets HTTP_MAX_BODY_BYTES. An app that needs more (an
+# upload path) registers its prefix in ready() with hermes_site.body_limits.body_limit_register;
+# an entry here wins over a registered one. docs/SECURITY.md#request-bodies
+HTTP_MAX_BODY_BYTES = env_int("HTTP_MAX_BODY_BYTES", 1024 * 1024, minimum=1024)
+REQUEST_BODY_LIMITS = {"/api/v1/": API_MAX_BODY_BYTES, "/v1/": OPENAI_API_MAX_BODY_BYTES}
 # How long a non-streaming /v1 request waits for the person's decision on a tool call before
 # it answers 409 `approval_pending` (the turn goes on waiting; docs/OPENAI.md).
 OPENAI_API_APPROVAL_WAIT_SECONDS = env_int("OPENAI_API_APPROVAL_WAIT_SECONDS", 60, minimum=0)

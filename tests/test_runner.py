@@ -9,6 +9,7 @@ import json
 import os
 import re
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -79,6 +80,15 @@ def test_make_run_serves_login_and_chat_list_on_embedded_defaults(tmp_path):
         assert "<h1>Chats</h1>" in chat_list
         assert "htmx.min.js" in chat_list
         assert opener.open(f"{base}/static/vendor/htmx.min.js", timeout=10).status == 200
+
+        # The web process bounds bodies before reading them (hermes_site.webserver): a 300 MB
+        # declaration is answered 413 although no byte of the body was sent.
+        with socket.create_connection(("127.0.0.1", port), timeout=20) as sock:
+            sock.sendall(
+                b"POST /api/v1/messages HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                b"Content-Length: 314572800\r\n\r\n"
+            )
+            assert sock.recv(4096).startswith(b"HTTP/1.1 413 ")
     finally:
         process.send_signal(signal.SIGINT)
         try:
