@@ -8,6 +8,13 @@
 
 Without REDIS_URL, a throw-away embedded Valkey serves the run. Extra arguments go to
 pytest (e.g. `make test PYTEST_ARGS="-k search"`).
+
+pytest runs in parallel (pytest-xdist): TEST_WORKERS processes (default 4 on these 2-core
+machines, since most tests wait on subprocesses, sockets and the database rather than the
+CPU; 0 runs serially), whole files to a worker so that a file's fixtures stay together.
+Each test process has its own test database and Redis namespace (see settings and
+tests/conftest.py). The 20 slowest tests are printed at the end of each run, so growth is
+visible.
 """
 
 import os
@@ -28,6 +35,15 @@ def step(title: str, command: list[str], env: dict[str, str]) -> None:
         sys.exit(status)
 
 
+def parallel_args(env: dict[str, str]) -> list[str]:
+    """pytest's arguments for the parallel run and the slowest-tests report."""
+    workers = env.get("TEST_WORKERS", "4").strip() or "4"
+    args = ["--durations=20"]
+    if workers not in ("0", "1"):
+        args += ["-n", workers, "--dist", "loadfile"]
+    return args
+
+
 def main() -> None:
     if not os.environ.get("REDIS_URL"):
         from hermes_site.embedded_valkey import run_with_server
@@ -38,7 +54,7 @@ def main() -> None:
     env = dict(os.environ)
     env.setdefault("SECRET_KEY", "test-only-secret-key")
     env.setdefault("DJANGO_SETTINGS_MODULE", "hermes_site.settings")
-    pytest_args = shlex.split(env.get("PYTEST_ARGS", ""))
+    pytest_args = shlex.split(env.get("PYTEST_ARGS", "")) + parallel_args(env)
     python = sys.executable
 
     step("ruff check", [str(BIN / "ruff"), "check", "."], env)

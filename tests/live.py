@@ -97,7 +97,8 @@ class LiveStack:
                 "hermes_site.asgi:application",
             ],
         )
-        # 90 s: on a loaded 2-core machine importing Django and the apps alone took 30 s.
+        # A bound, not a measure: under `make test`'s parallel workers on 2 cores a start
+        # can take several times what it takes alone.
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
             try:

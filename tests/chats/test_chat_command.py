@@ -38,7 +38,7 @@ def run_interactive(fake_llm, profile: str, typed: str) -> subprocess.CompletedP
         text=True,
         cwd=BASE_DIR,
         env=env,
-        timeout=60,
+        timeout=180,
     )
     assert result.returncode == 0, result.stderr
     return result
