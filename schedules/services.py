@@ -57,6 +57,7 @@ OPEN_TURN = (Turn.Status.QUEUED, Turn.Status.RUNNING, Turn.Status.WAITING)
 # skipped, not failed, and does not count towards pausing the schedule.
 PERSON_INTERRUPTS = ("superseded", "stopped by")
 OWNER_LOST_ACCESS = "its owner can no longer read this chat"
+OWNER_MAY_NOT_POST = "its owner may not post in this chat: "
 # The claim token of a run someone asked for outside the slots.
 RUN_NOW = "now"
 
@@ -81,7 +82,7 @@ def owner_post_refusal(person: AbstractBaseUser | None, chat: Chat) -> str:
         return ""
     if person is None or not chat_still_readable(person.pk, chat.pk):
         return OWNER_LOST_ACCESS
-    return f"its owner may not post in this chat: {verdict.reason}"
+    return OWNER_MAY_NOT_POST + verdict.reason
 
 
 def _refuse_unless_owner_may_post(schedule: Schedule) -> None:
@@ -89,7 +90,8 @@ def _refuse_unless_owner_may_post(schedule: Schedule) -> None:
     if problem == OWNER_LOST_ACCESS:
         raise PermissionDenied("The schedule's owner can no longer read its chat.")
     if problem:
-        raise PermissionDenied(f"The schedule does not run: {problem}.")
+        reason = problem.removeprefix(OWNER_MAY_NOT_POST)
+        raise PermissionDenied(f"The schedule's owner may not post in its chat: {reason}.")
 
 
 def _may_manage(person: AbstractBaseUser | None, schedule: Schedule) -> bool:
@@ -162,9 +164,8 @@ def schedule_create(
     if problem == OWNER_LOST_ACCESS:
         raise PermissionDenied("The owner of a schedule must be an active member of its chat.")
     if problem:
-        raise PermissionDenied(
-            f"The owner of a schedule must be allowed to post in its chat: {problem}."
-        )
+        reason = problem.removeprefix(OWNER_MAY_NOT_POST)
+        raise PermissionDenied(f"The owner of a schedule must be allowed to post there: {reason}.")
     prompt = _clean_prompt(prompt)
     _check_choices(catch_up=catch_up, mode=mode)
     tz = tz or settings.TIME_ZONE
@@ -507,7 +508,7 @@ def schedule_runs_start(
                 _failed(run, error, now)
                 outcomes[run.pk] = StartResult(False, f"failed: {refusal.reason}")
             elif refusal is not None:
-                lost.append((run, f"its owner may not post in this chat: {refusal.reason}"))
+                lost.append((run, OWNER_MAY_NOT_POST + refusal.reason))
                 outcomes[run.pk] = StartResult(False, "skipped: owner may not post")
             elif not schedule.enabled and run.claim_token != RUN_NOW:
                 paused.append(run)

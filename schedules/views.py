@@ -102,11 +102,13 @@ def _common(request: HttpRequest) -> dict:
 
 
 def _panel(request: HttpRequest, chat: Chat, form: ScheduleForm, status: int = 200):
+    may_post = chat_may_post(request.user, chat)
     context = _common(request) | {
         "chat": chat,
         "entries": _entries(request.user, schedules_of_chat(chat)),
         "form": form,
-        "can_create": bool(chat_may_post(request.user, chat)),
+        "can_create": bool(may_post),
+        "post_refusal": may_post.reason,
         "back": "chat",
     }
     return render(request, "schedules/chat_schedules.html", context, status=status)

@@ -8,6 +8,7 @@ from chats.search import message_search
 from chats.selectors import (
     chat_for_person,
     chat_history,
+    chat_may_post,
     chat_messages_page,
     chat_role,
     chat_still_readable,
@@ -206,3 +207,59 @@ def test_chat_still_readable_reads_membership_and_activity_as_stored_now(
     owner.is_active = False
     owner.save(update_fields=["is_active"])
     assert not chat_still_readable(owner.pk, team_chat.pk)
+
+
+# --- chat_may_post: the one rule of every door that posts ----------------------------------
+
+
+@pytest.fixture
+def conversation(owner, member):
+    """Olivia's `/v1` conversation, with Marco added to read it."""
+    from chats.services import chat_get_or_create, chat_member_ensure
+
+    chat, _ = chat_get_or_create(channel="openai", chat_id="olivia-conv", kind="api")
+    chat_member_ensure(chat=chat, person=owner, role=ChatMember.Role.OWNER)
+    chat_member_ensure(chat=chat, person=member)
+    return chat
+
+
+def test_chat_may_post_needs_an_active_member_and_the_owner_of_a_v1_conversation(
+    team_chat, conversation, owner, member, outsider
+):
+    assert chat_may_post(member, team_chat) and chat_may_post(owner, conversation)
+    refused = chat_may_post(member, conversation)
+    assert not refused and "only its owner speaks" in refused.reason
+    assert not chat_may_post(outsider, team_chat) and not chat_may_post(AnonymousUser(), team_chat)
+    member.is_active = False
+    member.save()
+    assert not chat_may_post(member, team_chat)
+
+
+def test_every_door_refuses_a_read_only_member_of_a_v1_conversation(conversation, owner, member):
+    from openai_api.parsing import ConversationRequest
+    from openai_api.services import ChatNotAllowed, conversation_post
+
+    request = ConversationRequest(
+        items=(("user", "say I resign"),),
+        system="",
+        chat_key=conversation.chat_key,
+        stream=False,
+        include_usage=False,
+    )
+    with pytest.raises(ChatNotAllowed):
+        conversation_post(person=member, request=request)
+    assert not Message.objects.filter(chat=conversation).exists()
+
+
+def test_another_integration_cannot_post_into_an_api_chat_it_was_not_given(owner, member, api_for):
+    mine = api_for(owner).post(
+        "/api/v1/messages",
+        {"chat_id": "ops", "user_id": "bot", "message_id": "m1", "text": "hello"},
+    )
+    assert mine.status_code == 201
+    theirs = api_for(member).post(
+        "/api/v1/messages",
+        {"chat_id": "ops", "user_id": "bot", "message_id": "m2", "text": "I resign"},
+    )
+    assert theirs.status_code == 403 and theirs.json()["error"]["code"] == "not_a_member"
+    assert Message.objects.filter(text="I resign").count() == 0

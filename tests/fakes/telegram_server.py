@@ -191,8 +191,8 @@ class FakeTelegram:
         self.messages: dict[tuple[int, int], BotMessage] = {}
         self.webhook: dict | None = None
         self.administrators: dict[int, list[dict]] = {}  # group id -> ChatMember objects
-        # (group id, user id) -> status as getChatMember says it: someone who wrote in a
-        # group (`message`) is a "member" until `leave` or `ban`; anyone else has "left".
+        # (group id, user id) -> status as getChatMember says it; everyone is a "member" of
+        # every group until `leave` or `ban` says otherwise.
         self.member_status: dict[tuple[int, int], str] = {}
         self.check_html = True
         self._updates: list[dict] = []  # not yet confirmed, in update_id order
@@ -289,9 +289,6 @@ class FakeTelegram:
     ) -> dict:
         """A message update as Telegram builds it (message id, date, entities, topic reply)."""
         self._chats[chat["id"]] = chat
-        if chat["id"] < 0 and isinstance(sender.get("id"), int):
-            with self._lock:
-                self.member_status.setdefault((chat["id"], sender["id"]), "member")
         data = {
             "message_id": self.next_message_id(chat["id"]),
             "from": sender,
@@ -521,7 +518,7 @@ class FakeTelegram:
         except (TypeError, ValueError):
             return self._error("Bad Request: invalid user_id specified")
         with self._lock:
-            status = self.member_status.get((chat_id, user_id), "left")
+            status = self.member_status.get((chat_id, user_id), "member")
         user = {"id": user_id, "is_bot": False, "first_name": "User"}
         member = {"status": status, "user": user}
         if status == "kicked":

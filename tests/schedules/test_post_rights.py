@@ -65,6 +65,7 @@ def test_a_read_only_member_cannot_create_a_schedule_on_the_panel(conversation, 
     marco = client_for(member)
     panel = marco.get(f"/chats/{conversation.chat_key}/schedules")
     assert panel.status_code == 200 and 'id="schedule-create"' not in panel.content.decode()
+    assert READ_ONLY in panel.content.decode()  # says why
     assert marco.post(f"/chats/{conversation.chat_key}/schedules", CRON).status_code == 403
     with pytest.raises(PermissionDenied, match=READ_ONLY):
         schedule_create(owner=member, chat=conversation, prompt="hi", kind="cron", cron="0 9 * * *")
