@@ -18,6 +18,11 @@ class BotsConfig(AppConfig):
 
         # Replies no Telegram update asked for (scheduled runs) and words to one person.
         register_delivery_channel(delivery_channel())
+        # Whether a hub member is still in a Telegram chat (left? banned?): chat_may_post.
+        from bots.post_rights import telegram_may_post
+        from chats.posting import register_post_check
+
+        register_post_check("telegram", telegram_may_post)
         # Notices in a Telegram chat's history (an expired proposal, say) reach Telegram too.
         notice_posted.connect(on_notice_posted, dispatch_uid="bots-telegram-notices")
         # Memory and skills are optional neighbours: each one present gets review buttons.

@@ -44,3 +44,19 @@ def chat_administrators(telegram_chat_id: int) -> list[int]:
         if member.get("status") in ("creator", "administrator") and isinstance(user.get("id"), int):
             ids.append(user["id"])
     return ids
+
+
+# A user in one of these states is in the group (a "restricted" one only with `is_member`).
+IN_GROUP = ("creator", "administrator", "member")
+
+
+def chat_member_status(telegram_chat_id: int, user_id: int) -> tuple[str, bool]:
+    """What Telegram says now about `user_id` in the group (getChatMember): its status
+    ("member", "left", "kicked", ...) and whether they are in the group. BotApiError when
+    it cannot say."""
+    result = _call("getChatMember", {"chat_id": telegram_chat_id, "user_id": user_id})
+    if not isinstance(result, dict) or not isinstance(result.get("status"), str):
+        raise BotApiError("getChatMember: the answer has no status")
+    status = result["status"]
+    inside = status in IN_GROUP or (status == "restricted" and bool(result.get("is_member")))
+    return status, inside

@@ -33,6 +33,7 @@ from chats.person_notices import person_notice_dismiss, person_notices_open
 from chats.ratelimit import window_retry_after
 from chats.selectors import (
     chat_for_person,
+    chat_may_post,
     chat_members,
     chat_messages_page,
     chat_role,
@@ -280,6 +281,9 @@ def message_post(request: HttpRequest, chat_key: str) -> HttpResponse:
     chat = _chat_or_404(request, chat_key)
     if chat.channel not in POSTABLE_CHANNELS:
         raise PermissionDenied("Messages can be posted from the web into web rooms only.")
+    verdict = chat_may_post(request.user, chat)
+    if not verdict:
+        raise PermissionDenied(f"You may not post here: {verdict.reason}.")
     form = MessagePostForm(request.POST)
     if not form.is_valid():
         field, errors = next(iter(form.errors.items()))

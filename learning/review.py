@@ -42,8 +42,9 @@ from chats.agent.llm import (
 )
 from chats.agent.registry import ORIGIN_REVIEW, TurnContext, registry
 from chats.agent.tools import execute_tool_call
-from chats.models import Chat, ChatKind, ChatMember, Message
+from chats.models import Chat, ChatKind, Message
 from chats.payloads import message_payload
+from chats.selectors import chat_private_to
 from chats.services import message_append
 from learning.gates import ReviewStart, review_refusal
 from learning.models import ChatLearning, Review
@@ -122,16 +123,6 @@ def review_provider() -> tuple[ChatProvider, bool]:
     return provider, False
 
 
-def _private_to(chat: Chat, actor, person) -> bool:
-    """Is `chat` private to this author (their DM, terminal, API conversation)?"""
-    if chat.kind not in PRIVATE_KINDS or (actor is None and person is None):
-        return False
-    others = ChatMember.objects.filter(chat=chat)
-    if person is not None:
-        others = others.exclude(person=person)
-    return not others.exists()
-
-
 def review_context(review: Review) -> TurnContext:
     """The TurnContext the review's tools run with: origin "review", this review's id, the
     turn it follows. In a chat private to one person, that person is its author (their own
@@ -143,7 +134,7 @@ def review_context(review: Review) -> TurnContext:
     trigger = Message.objects.select_related("actor__person", "chat").get(pk=turn.trigger_id)
     actor = trigger.actor
     person = actor.person if actor is not None else None
-    if not _private_to(review.chat, actor, person):
+    if not chat_private_to(review.chat, person=person, actor=actor):
         actor = person = None
     return TurnContext(
         chat=review.chat,

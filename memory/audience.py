@@ -9,16 +9,17 @@ DM, their terminal profile (a chat of kind DM, CLI or API with no other member).
 group, forum topic and web room is **shared**, whatever its member count today: anyone can be
 added to a room later and would then read its history, tool results included. So is an
 integration's API conversation: its token's owner is a member and reads it, and the speaker
-is the integration's user, never that person. `skills.policy.is_own_private_chat` applies
-the same test to skills.
+is the integration's user, never that person. The test itself is
+`chats.selectors.chat_private_to`, the one home of "private" (skills, tools, schedules and
+the engine's `session_search` ask it too).
 """
 
 from dataclasses import dataclass
 
-from chats.models import Actor, Chat, ChatKind, ChatMember
+from chats.models import Actor, Chat
+from chats.selectors import chat_private_to
 from memory.models import MemoryBook, MemoryEntry, Scope, Visibility
 
-PRIVATE_KINDS = (ChatKind.DM, ChatKind.CLI, ChatKind.API)
 Status = MemoryEntry.Status
 
 
@@ -58,12 +59,7 @@ def chat_audience(chat: Chat, *, person=None, actor: Actor | None = None) -> Aud
     whose token owner is a member)."""
     if person is None and actor is not None and actor.person_id is not None:
         person = actor.person
-    private = chat.kind in PRIVATE_KINDS and (person is not None or actor is not None)
-    if private:
-        others = ChatMember.objects.filter(chat=chat)
-        if person is not None:
-            others = others.exclude(person=person)
-        private = not others.exists()
+    private = chat_private_to(chat, person=person, actor=actor)
     return Audience(chat=chat, shared=not private, person=person, actor=actor)
 
 

@@ -23,7 +23,7 @@ from django.db import transaction
 
 from chats.agent.turns import message_received, turn_request
 from chats.models import Channel, Chat, ChatKind, ChatMember, Message, Turn
-from chats.selectors import chat_for_person
+from chats.selectors import chat_for_person, chat_may_post
 from chats.services import chat_get_or_create, chat_member_ensure, message_ingest, person_actor_id
 from openai_api.digests import chain, prefix_digests
 from openai_api.models import Conversation, ConversationPrefix
@@ -183,7 +183,7 @@ def _post_to_named_chat(*, person, request: ConversationRequest) -> Landed:
     chat = chat_for_person(person, request.chat_key)
     if chat is None:
         raise ChatNotFound(request.chat_key)
-    if chat.channel not in NAMEABLE_CHANNELS:
+    if chat.channel not in NAMEABLE_CHANNELS or not chat_may_post(person, chat):
         raise ChatNotAllowed(chat.channel)
     conversation = None
     if chat.channel == Channel.OPENAI:

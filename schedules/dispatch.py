@@ -24,7 +24,8 @@ from django.conf import settings
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from chats.models import ChatMember, Turn
+from chats.models import Turn
+from chats.selectors import chat_posters
 from schedules.heartbeat import heartbeat_beat
 from schedules.models import Schedule, ScheduleRun
 from schedules.rows import update_rows
@@ -32,6 +33,8 @@ from schedules.selectors import DISPATCHER_HEARTBEAT
 from schedules.services import (
     OPEN_TURN,
     OWNER_LOST_ACCESS,
+    owner_post_refusal,
+    schedule_pause_owner_may_not_post,
     schedule_run_fail,
     schedule_run_settle,
     schedule_run_start,
@@ -202,19 +205,24 @@ def settle_unannounced(*, batch: int = BATCH) -> int:
 
 
 def pause_where_owner_lost_access(now: datetime) -> int:
-    """Pause the enabled schedules whose owner is no longer an active member of the target
-    chat (removed, deactivated): one UPDATE per pass, so it happens within seconds, not at
-    the next slot. Returns how many were paused."""
-    member = ChatMember.objects.filter(
-        chat_id=OuterRef("chat_id"), person_id=OuterRef("owner_id"), person__is_active=True
-    )
-    paused = (
+    """Pause the enabled schedules whose owner may no longer post in the target chat by the
+    hub's own rule (removed, deactivated, not the owner of a `/v1` conversation): one query
+    per pass when there are none, so it happens within seconds, not at the next slot; each
+    owner is told why. (A Telegram group's answer is asked when a run starts.) Returns how
+    many were paused."""
+    poster = chat_posters().filter(chat_id=OuterRef("chat_id"), person_id=OuterRef("owner_id"))
+    lost = list(
         Schedule.objects.filter(enabled=True)
-        .filter(~Exists(member))
-        .update(enabled=False, paused_at=now, paused_reason=OWNER_LOST_ACCESS)
+        .filter(~Exists(poster))
+        .select_related("owner", "chat")
     )
+    paused = 0
+    for schedule in lost:
+        problem = owner_post_refusal(schedule.owner, schedule.chat) or OWNER_LOST_ACCESS
+        if schedule_pause_owner_may_not_post(schedule=schedule, problem=problem, now=now):
+            paused += 1
     if paused:
-        logger.warning("paused %s schedule(s) whose owner can no longer read the chat", paused)
+        logger.warning("paused %s schedule(s) whose owner may no longer post in the chat", paused)
     return paused
 
 

@@ -27,14 +27,14 @@ from django.utils import timezone
 
 from chats.keys import make_chat_key
 from chats.models import Actor, Chat, ChatKind, ChatMember
+from chats.selectors import chat_private_to
 from schedules import signals
 from schedules.models import Schedule
-from schedules.services import owner_may_use_chat, schedule_create, schedule_spec
+from schedules.services import owner_post_refusal, schedule_create, schedule_spec
 from schedules.timing import next_fire_time
 
 logger = logging.getLogger(__name__)
 
-PRIVATE_KINDS = (ChatKind.DM, ChatKind.CLI, ChatKind.API)
 DECIDER_ROLES = (ChatMember.Role.OWNER, ChatMember.Role.ADMIN)
 AWAITING_APPROVAL = "waiting for a chat admin's approval"
 Approval = Schedule.Approval
@@ -51,13 +51,6 @@ class ApprovalStale(Exception):
 
 class ApprovalInvalid(Exception):
     """It cannot be approved any more (its owner lost access, its one time has passed)."""
-
-
-def chat_private_to(chat: Chat, person: AbstractBaseUser | None) -> bool:
-    """Is `chat` private to `person`: a DM, terminal or API chat with nobody else in it?"""
-    if person is None or chat.kind not in PRIVATE_KINDS:
-        return False
-    return not ChatMember.objects.filter(chat=chat).exclude(person=person).exists()
 
 
 def _roles_chat_keys(chat: Chat) -> set[str]:
@@ -94,7 +87,7 @@ def schedule_create_by_agent(*, owner: AbstractBaseUser, chat: Chat, **fields) -
     own private chat, else pending (disabled, waiting for a chat admin) and announced through
     `schedules.signals.proposal_created` after commit. The checks and messages of
     `schedule_create` apply (ScheduleSpecError, PermissionDenied)."""
-    private = chat_private_to(chat, owner)
+    private = owner is not None and chat_private_to(chat, person=owner)
     with transaction.atomic():
         schedule = schedule_create(owner=owner, chat=chat, **fields)
         if private:
@@ -137,6 +130,10 @@ def schedule_approval_decide(
         raise ValueError("decision must be approve or reject")
     now = now or timezone.now()
     invalid = ""
+    # Asked before any lock is taken (a Telegram group's answer is a network round trip);
+    # every run asks again.
+    pending = Schedule.objects.select_related("chat", "owner").filter(pk=schedule_id).first()
+    owner_problem = owner_post_refusal(pending.owner, pending.chat) if pending else ""
     with transaction.atomic():
         schedule = (
             Schedule.objects.select_for_update(of=("self",))
@@ -152,8 +149,8 @@ def schedule_approval_decide(
         if decision == "approve":
             problem = ""
             next_at = next_fire_time(schedule_spec(schedule), now)
-            if not owner_may_use_chat(schedule.owner, schedule.chat):
-                problem = "its owner can no longer read this chat"
+            if owner_problem:
+                problem = owner_problem
             elif next_at is None:
                 problem = "its time passed while it waited"
             if problem:

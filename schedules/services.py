@@ -3,11 +3,12 @@ its chat and recording its outcome. Status changes happen here, under row locks 
 conditional updates. The dispatcher (`schedules.dispatch`) claims slots and calls
 `schedule_run_start`.
 
-Who may do what (docs/SECURITY.md, "Schedules"): the owner of a schedule is an active
-person who can read its target chat, when it is created and whenever a run starts (a
-schedule whose owner lost access is paused, saying why); only the owner, the chat's owners
-and admins, and staff may change, pause, resume, run or delete it, and only the owner
-changes its prompt (it is posted in their name).
+Who may do what (docs/SECURITY.md, "Schedules"): the owner of a schedule is a person who
+may post in its target chat (`chats.selectors.chat_may_post`, the rule of every door),
+when it is created, enabled, run now, its prompt changed, and whenever a run starts (a
+schedule whose owner lost the right is paused, the run skipped and the owner told why);
+only the owner, the chat's owners and admins, and staff may change, pause, resume, run or
+delete it, and only the owner changes its prompt (it is posted in their name).
 """
 
 import logging
@@ -28,8 +29,13 @@ from chats.agent.turns import turns_request_quiet
 from chats.deliveries import DeliveryUnavailable, person_tell, reply_deliver
 from chats.models import Actor, Channel, Chat, ChatMember, Message, Turn
 from chats.payloads import message_payload
+from chats.posting import PostVerdict, post_check_channels
 from chats.rows import insert_rows
-from chats.selectors import chat_still_readable
+from chats.selectors import (
+    chat_may_post,
+    chat_posters,
+    chat_still_readable,
+)
 from chats.services import IngestError, message_token_count, validate_text
 from schedules.models import PersonPreference, Schedule, ScheduleRun
 from schedules.rows import update_rows
@@ -51,6 +57,7 @@ OPEN_TURN = (Turn.Status.QUEUED, Turn.Status.RUNNING, Turn.Status.WAITING)
 # skipped, not failed, and does not count towards pausing the schedule.
 PERSON_INTERRUPTS = ("superseded", "stopped by")
 OWNER_LOST_ACCESS = "its owner can no longer read this chat"
+OWNER_MAY_NOT_POST = "its owner may not post in this chat: "
 # The claim token of a run someone asked for outside the slots.
 RUN_NOW = "now"
 
@@ -67,9 +74,24 @@ def schedule_spec(schedule: Schedule) -> Spec:
     )
 
 
-def owner_may_use_chat(person: AbstractBaseUser, chat: Chat) -> bool:
-    """Whether `person` (as stored now) is active and a member of `chat`."""
-    return person is not None and chat_still_readable(person.pk, chat.pk)
+def owner_post_refusal(person: AbstractBaseUser | None, chat: Chat) -> str:
+    """Why `person` (as stored now) may not have a schedule post in `chat`, or "" when they
+    may: the rule of every door that posts (`chat_may_post`), in a schedule's words."""
+    verdict = chat_may_post(person, chat)
+    if verdict:
+        return ""
+    if person is None or not chat_still_readable(person.pk, chat.pk):
+        return OWNER_LOST_ACCESS
+    return OWNER_MAY_NOT_POST + verdict.reason
+
+
+def _refuse_unless_owner_may_post(schedule: Schedule) -> None:
+    problem = owner_post_refusal(schedule.owner, schedule.chat)
+    if problem == OWNER_LOST_ACCESS:
+        raise PermissionDenied("The schedule's owner can no longer read its chat.")
+    if problem:
+        reason = problem.removeprefix(OWNER_MAY_NOT_POST)
+        raise PermissionDenied(f"The schedule's owner may not post in its chat: {reason}.")
 
 
 def _may_manage(person: AbstractBaseUser | None, schedule: Schedule) -> bool:
@@ -138,8 +160,12 @@ def schedule_create(
     """Create an enabled schedule owned by `owner` in `chat`: the owner must be an active
     person who can read the chat and under SCHEDULES_MAX_PER_PERSON; the timing is checked
     (ScheduleSpecError names the wrong part) and its first slot computed."""
-    if owner is None or not owner.is_active or not owner_may_use_chat(owner, chat):
+    problem = owner_post_refusal(owner, chat)
+    if problem == OWNER_LOST_ACCESS:
         raise PermissionDenied("The owner of a schedule must be an active member of its chat.")
+    if problem:
+        reason = problem.removeprefix(OWNER_MAY_NOT_POST)
+        raise PermissionDenied(f"The owner of a schedule must be allowed to post there: {reason}.")
     prompt = _clean_prompt(prompt)
     _check_choices(catch_up=catch_up, mode=mode)
     tz = tz or settings.TIME_ZONE
@@ -274,6 +300,7 @@ def schedule_update(
                 raise PermissionDenied(
                     "Only its owner changes what a schedule asks: it is posted in their name."
                 )
+            _refuse_unless_owner_may_post(schedule)
             changes["prompt"] = prompt
     _check_choices(
         catch_up=schedule.catch_up if catch_up is UNSET else catch_up,
@@ -352,8 +379,7 @@ def schedule_resume(*, schedule: Schedule, by: AbstractBaseUser | None = None) -
     if not _may_manage(by, schedule):
         raise PermissionDenied("Only its owner, the chat's admins and staff resume a schedule.")
     _check_approved(schedule)
-    if not owner_may_use_chat(schedule.owner, schedule.chat):
-        raise PermissionDenied("The schedule's owner can no longer read its chat.")
+    _refuse_unless_owner_may_post(schedule)
     now = timezone.now()
     updated = Schedule.objects.filter(pk=schedule.pk, enabled=False).update(
         enabled=True,
@@ -374,6 +400,7 @@ def schedule_run_now(*, schedule: Schedule, by: AbstractBaseUser | None = None) 
     if not _may_manage(by, schedule):
         raise PermissionDenied("Only its owner, the chat's admins and staff run a schedule.")
     _check_approved(schedule)
+    _refuse_unless_owner_may_post(schedule)
     with transaction.atomic():
         # One "run now" of a schedule at a time (a button pressed again and again queues
         # no pile of turns): its row lock makes two presses at once see each other.
@@ -444,11 +471,12 @@ def schedule_runs_start(
     outcomes = {run_id: StartResult(False, "not due") for run_id in run_ids}
     if not run_ids:
         return outcomes
+    # Asked before any lock is taken: a channel's answer may take a network round trip.
+    channel_refusals = _channel_refusals(run_ids)
     open_turns = Turn.objects.filter(chat_id=OuterRef("schedule__chat_id"), status__in=OPEN_TURN)
-    readable = ChatMember.objects.filter(
-        chat_id=OuterRef("schedule__chat_id"),
-        person_id=OuterRef("schedule__owner_id"),
-        person__is_active=True,
+    # The hub's own part of `chat_may_post` for every run at once.
+    readable = chat_posters().filter(
+        chat_id=OuterRef("schedule__chat_id"), person_id=OuterRef("schedule__owner_id")
     )
     with transaction.atomic():
         # One query: the runs, their schedules, owners and chats, whether each owner may
@@ -469,9 +497,19 @@ def schedule_runs_start(
         lost, paused, free, chats = [], [], [], set()
         for run in runs:
             schedule = run.schedule
+            refusal = channel_refusals.get(run.pk)
             if not run.readable:
-                lost.append(run)
+                lost.append((run, owner_post_refusal(schedule.owner, schedule.chat)))
                 outcomes[run.pk] = StartResult(False, "skipped: owner lost access")
+            elif refusal is not None and refusal.unsure:
+                # No judgement on the owner: this run fails (counted, the owner told).
+                error = f"not run: {refusal.reason}"
+                _finish(run, ScheduleRun.Status.FAILED, now, error=error)
+                _failed(run, error, now)
+                outcomes[run.pk] = StartResult(False, f"failed: {refusal.reason}")
+            elif refusal is not None:
+                lost.append((run, OWNER_MAY_NOT_POST + refusal.reason))
+                outcomes[run.pk] = StartResult(False, "skipped: owner may not post")
             elif not schedule.enabled and run.claim_token != RUN_NOW:
                 paused.append(run)
                 outcomes[run.pk] = StartResult(False, "skipped: paused")
@@ -480,14 +518,9 @@ def schedule_runs_start(
             else:
                 chats.add(schedule.chat_id)
                 free.append(run)
-        if lost:
-            Schedule.objects.filter(pk__in={run.schedule_id for run in lost}, enabled=True).update(
-                enabled=False, paused_reason=OWNER_LOST_ACCESS, paused_at=now
-            )
-            ScheduleRun.objects.filter(pk__in=[run.pk for run in lost]).update(
-                status=ScheduleRun.Status.SKIPPED,
-                finished_at=now,
-                reason=f"schedule paused: {OWNER_LOST_ACCESS}",
+        for run, problem in lost:
+            schedule_pause_owner_may_not_post(
+                schedule=run.schedule, problem=problem or OWNER_LOST_ACCESS, now=now, run=run
             )
         if paused:
             ScheduleRun.objects.filter(pk__in=[run.pk for run in paused]).update(
@@ -510,6 +543,50 @@ def schedule_runs_start(
                 same={"status": ScheduleRun.Status.RUNNING, "started_at": now},
             )
     return outcomes
+
+
+def _channel_refusals(run_ids: list[int]) -> dict[int, PostVerdict]:
+    """What the channels say now about the owners of those due runs whose chat lives on
+    another platform (a Telegram group: left? banned?), once per owner and chat: the
+    refusals, by run id. One query when no such chat is among them."""
+    channels = post_check_channels()
+    if not channels:
+        return {}
+    runs = (
+        ScheduleRun.objects.filter(
+            pk__in=run_ids, status=ScheduleRun.Status.DUE, schedule__chat__channel__in=channels
+        )
+        .select_related("schedule__owner", "schedule__chat")
+        .only("id", "schedule__owner", "schedule__chat")
+    )
+    asked: dict[tuple[int, int], PostVerdict] = {}
+    refusals = {}
+    for run in runs:
+        owner, chat = run.schedule.owner, run.schedule.chat
+        key = (owner.pk, chat.pk)
+        if key not in asked:
+            asked[key] = chat_may_post(owner, chat)
+        if not asked[key]:
+            refusals[run.pk] = asked[key]
+    return refusals
+
+
+def schedule_pause_owner_may_not_post(
+    *, schedule: Schedule, problem: str, now: datetime, run: ScheduleRun | None = None
+) -> bool:
+    """The owner may no longer post in the schedule's chat (`problem` says why): pause it
+    saying why and tell its owner, as a failure is told; with `run`, that run is skipped
+    and nothing is posted. False (and nobody told, unless the run was asked for now) when
+    it was paused already."""
+    paused = Schedule.objects.filter(pk=schedule.pk, enabled=True).update(
+        enabled=False, paused_reason=problem[:255], paused_at=now
+    )
+    if run is not None:
+        _finish(run, ScheduleRun.Status.SKIPPED, now, reason=f"schedule paused: {problem}"[:255])
+    if paused or (run is not None and run.claim_token == RUN_NOW):
+        what = f"did not run ({_slot(run)})" if run is not None else "is paused"
+        _tell_owner(schedule, f"{what}: {problem}. Resume it once its owner may post there.")
+    return bool(paused)
 
 
 def _store_prompts(runs: list[ScheduleRun], now: datetime) -> list[Message]:
@@ -738,21 +815,32 @@ def _failed(run: ScheduleRun, error: str, now: datetime) -> None:
     reply), else on their dashboard. Telling never undoes the run's record."""
     schedule = run.schedule
     paused = _count_failure(schedule, now)
-    chat = schedule.chat
-    label = f"“{chat.title}”" if chat.title else chat.chat_key
-    slot = run.slot_at.strftime("%Y-%m-%d %H:%M UTC")
-    text = f"Your schedule #{schedule.pk} in {label} failed (run of {slot}): {error}"
+    text = f"failed ({_slot(run)}): {error}"
     if paused:
         limit = settings.SCHEDULES_PAUSE_AFTER_FAILURES
         text += (
             f" It is paused now, after {limit} failed runs in a row; resume it once the cause "
             "is fixed."
         )
+    _tell_owner(schedule, text)
+
+
+def _slot(run: ScheduleRun) -> str:
+    return f"run of {run.slot_at:%Y-%m-%d %H:%M} UTC"
+
+
+def _tell_owner(schedule: Schedule, what: str) -> None:
+    """Tell the schedule's owner "Your schedule #N in <chat> <what>" in their own private
+    chat with the bot when they have one (not the chat of the schedule), else on their
+    dashboard. Telling never undoes the run's record."""
+    chat = schedule.chat
+    label = f"“{chat.title}”" if chat.title else chat.chat_key
+    text = f"Your schedule #{schedule.pk} in {label} {what}"
     try:
         with transaction.atomic():
             person_tell(person=schedule.owner, text=text, kind="schedule_failed", not_in=chat)
-    except Exception:  # noqa: BLE001 - the run's error and paused_reason still say it
-        logger.exception("could not tell the owner of schedule %s (run %s)", schedule.pk, run.pk)
+    except Exception:  # noqa: BLE001 - the run's record and paused_reason still say it
+        logger.exception("could not tell the owner of schedule %s", schedule.pk)
 
 
 def _count_failure(schedule: Schedule, now: datetime) -> bool:

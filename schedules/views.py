@@ -20,7 +20,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from chats.models import Chat
-from chats.selectors import chat_for_person, chat_still_readable
+from chats.selectors import chat_for_person, chat_may_post, chat_still_readable
 from schedules.forms import ScheduleForm
 from schedules.models import Schedule, ScheduleRun
 from schedules.selectors import (
@@ -102,11 +102,13 @@ def _common(request: HttpRequest) -> dict:
 
 
 def _panel(request: HttpRequest, chat: Chat, form: ScheduleForm, status: int = 200):
+    may_post = chat_may_post(request.user, chat)
     context = _common(request) | {
         "chat": chat,
         "entries": _entries(request.user, schedules_of_chat(chat)),
         "form": form,
-        "can_create": chat_still_readable(request.user.pk, chat.pk),
+        "can_create": bool(may_post),
+        "post_refusal": may_post.reason,
         "back": "chat",
     }
     return render(request, "schedules/chat_schedules.html", context, status=status)

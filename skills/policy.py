@@ -11,31 +11,14 @@ applied or proposed) is decided by `skills.scope`, from these two answers.
 from django.conf import settings
 from django.db.models import Q
 
-from chats.models import Actor, Chat, ChatKind, ChatMember
+from chats.models import Actor
 
 APPROVAL_CHOICES = ("own_chat", "review", "auto")
-PRIVATE_KINDS = (ChatKind.DM, ChatKind.CLI, ChatKind.API)
 
 
 def approval_policy() -> str:
     """The configured policy (validated at startup by a system check)."""
     return settings.SKILLS_APPROVAL
-
-
-def is_own_private_chat(chat: Chat | None, *, person=None, actor: Actor | None = None) -> bool:
-    """Is `chat` private to the author of the current message (its one reader)?"""
-    if chat is None or chat.kind not in PRIVATE_KINDS:
-        return False
-    if person is None and actor is not None and actor.person_id is not None:
-        person = actor.person
-    if person is None and actor is None:
-        return False
-    if person is not None and not person.is_active:
-        return False
-    others = ChatMember.objects.filter(chat=chat)
-    if person is not None:
-        others = others.exclude(person=person)
-    return not others.exists()
 
 
 def reviewers_filter(prefix: str = "") -> Q:

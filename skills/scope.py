@@ -8,7 +8,7 @@ prompts without review. So a skill has a scope (`skills.models.Scope`):
   and every change asked in a shared chat, waits for a skill reviewer.
 - **personal**: owned by one Person (or by one Actor when no Person is linked: an unlinked
   Telegram account, a terminal login). The agent shows it only in chats whose one reader is
-  that owner (`policy.is_own_private_chat`: their DM or terminal; never an integration's
+  that owner (`chats.selectors.chat_private_to`: their DM or terminal; never an integration's
   API conversation, whose token owner reads it); everywhere else it does not exist, not
   even by name in an error. On the dashboard only its owner and skill reviewers see it. Its
   owner's changes apply at once in those chats. A skill reviewer can promote it to the team
@@ -32,6 +32,7 @@ from django.db.models import Q
 
 from chats.agent.registry import ORIGIN_REVIEW
 from chats.models import Actor, Chat
+from chats.selectors import chat_private_to
 from skills import policy
 from skills.models import Scope, Skill, SkillProposal, Via
 
@@ -81,7 +82,7 @@ class Owner:
 
 def private_owner(chat: Chat | None, *, person=None, actor: Actor | None = None) -> Owner | None:
     """The author, when `chat` is their own private chat (its one reader); else None."""
-    if not policy.is_own_private_chat(chat, person=person, actor=actor):
+    if not chat_private_to(chat, person=person, actor=actor):
         return None
     if person is None and actor is not None and actor.person_id is not None:
         person = actor.person

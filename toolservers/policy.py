@@ -13,8 +13,8 @@
 
 from chats.keys import make_chat_key
 from chats.models import Chat, ChatKind, ChatMember
+from chats.selectors import chat_private_to
 
-PRIVATE_KINDS = (ChatKind.DM, ChatKind.CLI, ChatKind.API)
 DECIDER_ROLES = (ChatMember.Role.OWNER, ChatMember.Role.ADMIN)
 
 
@@ -31,14 +31,6 @@ def may_manage_servers(person, *, transport: str = "http") -> bool:
     return person.is_staff or person.is_superuser
 
 
-def is_own_private_chat(chat: Chat, person) -> bool:
-    """Is `chat` private to `person`: a private kind whose one member they are?"""
-    if chat.kind not in PRIVATE_KINDS or not _active(person):
-        return False
-    members = set(ChatMember.objects.filter(chat=chat).values_list("person_id", flat=True))
-    return members == {person.pk}
-
-
 def group_chat_key(chat: Chat) -> str:
     """The key of the chat that holds the roles of `chat`: a forum topic's group, else itself."""
     if chat.kind != ChatKind.TOPIC:
@@ -53,7 +45,7 @@ def may_decide(chat: Chat, person) -> bool:
         return False
     if person.is_staff or person.is_superuser:
         return True
-    if is_own_private_chat(chat, person):
+    if chat_private_to(chat, person=person):
         return True
     roles = ChatMember.objects.filter(person=person, role__in=DECIDER_ROLES)
     if chat.kind == ChatKind.TOPIC:

@@ -29,9 +29,12 @@ def _current_time(context: TurnContext, arguments: dict) -> dict:
 def _session_search(context: TurnContext, arguments: dict) -> dict:
     """Search what the asking person may read; in a shared chat, only that chat."""
     from chats.search import SearchQueryError, chat_message_search, message_search
+    from chats.selectors import chat_private_to
 
     limit = min(int(arguments.get("limit") or 8), SEARCH_LIMIT_MAX)
-    only_this_chat = context.chat.is_shared or context.person is None
+    # Beyond this chat only where the asker is its one reader: a DM or `/v1` conversation
+    # with a member added shows its results to that member too.
+    only_this_chat = not chat_private_to(context.chat, person=context.person)
     try:
         if only_this_chat:
             hits = chat_message_search(chat=context.chat, query=arguments["query"], limit=limit + 1)

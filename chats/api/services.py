@@ -12,6 +12,7 @@ from django.db import transaction
 from chats.agent.turns import message_received
 from chats.api.parsing import MessagePost
 from chats.models import Channel, ChatKind, ChatMember, Turn
+from chats.selectors import chat_may_post
 from chats.services import (
     IngestError,
     IngestResult,
@@ -81,7 +82,7 @@ def api_message_post(
         )
         if created:
             chat_member_ensure(chat=chat, person=person, role=ChatMember.Role.OWNER)
-        elif not ChatMember.objects.filter(chat=chat, person=person).exists():
+        elif not chat_may_post(person, chat):
             raise NotAMember(chat.chat_key)
         elif kind is not None and kind != chat.kind:
             raise ChatKindConflict(chat.kind)

@@ -217,3 +217,37 @@ def test_session_search_in_a_group_stays_in_that_group(owner):
     in_dm = TurnContext(chat=dm.chat, trigger=later_dm.message, person=owner)
     result = execute_tool_call(tools, "session_search", '{"query": "vault"}', in_dm)
     assert "4711" in result.content
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("channel, kind", [("telegram", "dm"), ("openai", "api")])
+def test_session_search_with_a_member_added_stays_in_that_chat(owner, member, channel, kind):
+    # The owner's other chat mentions the secret; a member added to her DM or `/v1`
+    # conversation reads every tool result there, so the search must not reach beyond it.
+    message_ingest(
+        channel="web",
+        chat_id="olivia-room",
+        chat_kind="room",
+        user_id="olivia",
+        text="the vault code is 4711",
+        person=owner,
+        member=owner,
+    )
+    asked = message_ingest(
+        channel=channel,
+        chat_id="olivia-own",
+        chat_kind=kind,
+        user_id="olivia",
+        text="where is the vault?",
+        person=owner,
+        member=owner,
+    )
+    tools = {"session_search": SESSION_SEARCH}
+    here = TurnContext(chat=asked.chat, trigger=asked.message, person=owner)
+    alone = execute_tool_call(tools, "session_search", '{"query": "vault"}', here)
+    assert "4711" in alone.content  # her one-reader chat: her other chats are in reach
+
+    chat_member_ensure(chat=asked.chat, person=member)
+    shared = execute_tool_call(tools, "session_search", '{"query": "vault"}', here)
+    assert not shared.is_error
+    assert "4711" not in shared.content and '"scope": "this chat"' in shared.content

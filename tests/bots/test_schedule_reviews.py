@@ -22,8 +22,11 @@ BUILDER = FakeTelegram()  # not started: it builds updates with fresh update ids
 
 @pytest.fixture(autouse=True)
 def telegram(settings):
-    settings.TELEGRAM_BOT_TOKEN = "7654321:TEST"
-    settings.TELEGRAM_ALLOWED_USERS = ["1001", "1002", "1003"]
+    # Running: a schedule's owner must still be in the group, as getChatMember says.
+    with FakeTelegram() as tg:
+        tg.configure(settings)
+        settings.TELEGRAM_ALLOWED_USERS = ["1001", "1002", "1003"]
+        yield tg
 
 
 @pytest.fixture

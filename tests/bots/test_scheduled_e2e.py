@@ -2,7 +2,7 @@
 schedules worker (its own queue) starts the run, the turn worker answers with the fake model
 and hands the reply to the bridge, the real bot process sends it into the topic through the
 fake Bot API and its receipt (the message_id) lands on the run; a 403 fails the next run and
-tells its owner on the dashboard."""
+tells its owner in their private chat with the bot."""
 
 import time
 from datetime import timedelta
@@ -11,7 +11,7 @@ import pytest
 from django.utils import timezone
 
 from chats.models import ChatKind, ChatMember, PersonNotice
-from chats.services import chat_get_or_create, chat_member_ensure
+from chats.services import actor_get_or_create, actor_link, chat_get_or_create, chat_member_ensure
 from schedules.models import Schedule, ScheduleRun
 from schedules.services import schedule_create, schedule_run_now
 from schedules.tasks import dispatch as dispatch_task
@@ -21,6 +21,7 @@ from tests.fakes import openai_replies as replies
 pytestmark = pytest.mark.timeout(240)
 
 TOPIC = 7
+OWNER_TG = 1001
 
 
 def wait_for_run(run_id: int, statuses: set[str], timeout: float = 60.0) -> ScheduleRun:
@@ -44,6 +45,11 @@ def test_a_scheduled_run_lands_in_its_forum_topic_and_a_403_fails_the_next(teleg
         title="ops",
     )
     chat_member_ensure(chat=topic, person=owner, role=ChatMember.Role.MEMBER)
+    # Her Telegram account (in the group, as the fake Bot API says): she may post there.
+    actor_link(
+        actor=actor_get_or_create(channel="telegram", user_id=OWNER_TG, display_name="O"),
+        person=owner,
+    )
     schedule = schedule_create(
         owner=owner,
         chat=topic,
@@ -77,5 +83,5 @@ def test_a_scheduled_run_lands_in_its_forum_topic_and_a_403_fails_the_next(teleg
     second = wait_for_run(second.pk, {"delivered", "failed"})
     assert second.status == "failed" and "kicked" in second.error
     assert len(tg.bot_messages(FORUM_ID)) == 1
-    [notice] = PersonNotice.objects.filter(person=owner)
-    assert "kicked" in notice.text
+    [told] = tg.wait_for(lambda: tg.bot_messages(OWNER_TG), what="the owner told")
+    assert "kicked" in told.text and not PersonNotice.objects.exists()

@@ -65,6 +65,18 @@ def test_tool_progress_is_shown_inline(fake_llm):
     assert "It is late." in out.getvalue()
 
 
+def test_a_deactivated_user_is_not_sent(member, fake_llm):
+    # The terminal asks the rule of every door that posts (chats.selectors.chat_may_post).
+    member.is_active = False
+    member.save()
+    err = io.StringIO()
+    call_command(
+        "chat", "-m", "I resign", "--user", member.username, stdout=io.StringIO(), stderr=err
+    )
+    assert "Not sent: marco is not an active member of this chat" in err.getvalue()
+    assert not Message.objects.exists() and not Turn.objects.exists()
+
+
 def test_one_shot_exits_with_an_error_when_the_turn_fails(settings):
     settings.LLM_PROVIDER = "none"
     err = io.StringIO()

@@ -8,6 +8,7 @@ from chats.search import message_search
 from chats.selectors import (
     chat_for_person,
     chat_history,
+    chat_may_post,
     chat_messages_page,
     chat_role,
     chat_still_readable,
@@ -206,3 +207,126 @@ def test_chat_still_readable_reads_membership_and_activity_as_stored_now(
     owner.is_active = False
     owner.save(update_fields=["is_active"])
     assert not chat_still_readable(owner.pk, team_chat.pk)
+
+
+# --- chat_may_post: the one rule of every door that posts ----------------------------------
+
+
+@pytest.fixture
+def conversation(owner, member):
+    """Olivia's `/v1` conversation, with Marco added to read it."""
+    from chats.services import chat_get_or_create, chat_member_ensure
+
+    chat, _ = chat_get_or_create(channel="openai", chat_id="olivia-conv", kind="api")
+    chat_member_ensure(chat=chat, person=owner, role=ChatMember.Role.OWNER)
+    chat_member_ensure(chat=chat, person=member)
+    return chat
+
+
+def test_chat_may_post_needs_an_active_member_and_the_owner_of_a_v1_conversation(
+    team_chat, conversation, owner, member, outsider
+):
+    assert chat_may_post(member, team_chat) and chat_may_post(owner, conversation)
+    refused = chat_may_post(member, conversation)
+    assert not refused and "only its owner speaks" in refused.reason
+    assert not chat_may_post(outsider, team_chat) and not chat_may_post(AnonymousUser(), team_chat)
+    member.is_active = False
+    member.save()
+    assert not chat_may_post(member, team_chat)
+
+
+def test_every_door_refuses_a_read_only_member_of_a_v1_conversation(conversation, owner, member):
+    from openai_api.parsing import ConversationRequest
+    from openai_api.services import ChatNotAllowed, conversation_post
+
+    request = ConversationRequest(
+        items=(("user", "say I resign"),),
+        system="",
+        chat_key=conversation.chat_key,
+        stream=False,
+        include_usage=False,
+    )
+    with pytest.raises(ChatNotAllowed):
+        conversation_post(person=member, request=request)
+    assert not Message.objects.filter(chat=conversation).exists()
+
+
+def test_another_integration_cannot_post_into_an_api_chat_it_was_not_given(owner, member, api_for):
+    mine = api_for(owner).post(
+        "/api/v1/messages",
+        {"chat_id": "ops", "user_id": "bot", "message_id": "m1", "text": "hello"},
+    )
+    assert mine.status_code == 201
+    theirs = api_for(member).post(
+        "/api/v1/messages",
+        {"chat_id": "ops", "user_id": "bot", "message_id": "m2", "text": "I resign"},
+    )
+    assert theirs.status_code == 403 and theirs.json()["error"]["code"] == "not_a_member"
+    assert Message.objects.filter(text="I resign").count() == 0
+
+
+# --- chat_private_to: the one home of "private" -------------------------------------------
+
+
+def _private_everywhere(chat, person) -> dict[str, bool]:
+    """What memory, skills, tools and schedules each conclude for `person` in `chat`."""
+    from memory.audience import chat_audience
+    from schedules.proposals import schedule_create_by_agent
+    from skills.scope import private_owner
+    from toolservers.policy import may_decide
+
+    schedule = schedule_create_by_agent(
+        owner=person, chat=chat, prompt="Ping me", kind="cron", cron="0 9 * * *"
+    )
+    verdicts = {
+        "memory": not chat_audience(chat, person=person).shared,
+        "skills": private_owner(chat, person=person) is not None,
+        "tools": may_decide(chat, person),
+        "schedules": schedule.approval == "approved",
+    }
+    schedule.delete()
+    return verdicts
+
+
+@pytest.mark.parametrize("channel, kind", [("telegram", "dm"), ("openai", "api"), ("cli", "cli")])
+def test_a_private_chat_stops_being_private_for_everyone_once_a_member_is_added(
+    owner, member, channel, kind
+):
+    from chats.selectors import chat_private_to
+    from chats.services import chat_member_ensure
+
+    chat = message_ingest(
+        channel=channel,
+        chat_id="55",  # a Telegram DM's id is its user's
+        chat_kind=kind,
+        user_id="55",
+        text="hi",
+        person=owner,
+        member=owner,
+    ).chat
+    if channel == "openai":  # her own conversation: she owns it (and decides its tools)
+        ChatMember.objects.filter(chat=chat, person=owner).update(role=ChatMember.Role.OWNER)
+    assert chat_private_to(chat, person=owner)
+    before = _private_everywhere(chat, owner)
+    assert set(before.values()) == {True}
+    chat_member_ensure(chat=chat, person=member)
+    assert not chat_private_to(chat, person=owner)
+    after = _private_everywhere(chat, owner)
+    if channel == "openai":
+        del after["tools"]  # an owner decides her chat's tools, private or not
+    assert set(after.values()) == {False}
+
+
+def test_groups_and_rooms_are_never_private_and_unlinked_authors_only_alone(team_chat, owner):
+    from chats.models import Actor
+    from chats.selectors import chat_private_to
+
+    assert not chat_private_to(team_chat, person=owner)
+    ChatMember.objects.filter(chat=team_chat).exclude(person=owner).delete()
+    assert not chat_private_to(team_chat, person=owner)  # a room's later members read it
+    dm = message_ingest(
+        channel="telegram", chat_id="55", chat_kind="dm", user_id="55", text="hi"
+    ).message
+    actor = Actor.objects.get(pk=dm.actor_id)
+    assert chat_private_to(dm.chat, actor=actor)
+    assert not chat_private_to(dm.chat)  # nobody known: never private

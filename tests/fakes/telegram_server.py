@@ -191,6 +191,9 @@ class FakeTelegram:
         self.messages: dict[tuple[int, int], BotMessage] = {}
         self.webhook: dict | None = None
         self.administrators: dict[int, list[dict]] = {}  # group id -> ChatMember objects
+        # (group id, user id) -> status as getChatMember says it; everyone is a "member" of
+        # every group until `leave` or `ban` says otherwise.
+        self.member_status: dict[tuple[int, int], str] = {}
         self.check_html = True
         self._updates: list[dict] = []  # not yet confirmed, in update_id order
         self._redeliver: list[dict] = []
@@ -375,6 +378,21 @@ class FakeTelegram:
         with self._lock:
             self.administrators[chat_id] = members
 
+    def join(self, chat_id: int, user_id: int) -> None:
+        """The user is in the group from now on (getChatMember: "member")."""
+        with self._lock:
+            self.member_status[(chat_id, user_id)] = "member"
+
+    def leave(self, chat_id: int, user_id: int) -> None:
+        """The user left the group (getChatMember: "left")."""
+        with self._lock:
+            self.member_status[(chat_id, user_id)] = "left"
+
+    def ban(self, chat_id: int, user_id: int) -> None:
+        """An admin banned the user from the group (getChatMember: "kicked")."""
+        with self._lock:
+            self.member_status[(chat_id, user_id)] = "kicked"
+
     # scripted failures
 
     def fail_next(
@@ -486,11 +504,26 @@ class FakeTelegram:
             return (
                 self._ok(found) if found is not None else self._error("Bad Request: chat not found")
             )
+        if method == "getChatMember":
+            return self._chat_member(params)
         if method == "sendMessage":
             return self._send_message(params)
         if method == "editMessageText":
             return self._edit_message(params)
         return self._error(f"Not Found: method {method} is not faked", 404)
+
+    def _chat_member(self, params: dict) -> tuple[int, dict]:
+        try:
+            chat_id, user_id = int(params.get("chat_id")), int(params.get("user_id"))
+        except (TypeError, ValueError):
+            return self._error("Bad Request: invalid user_id specified")
+        with self._lock:
+            status = self.member_status.get((chat_id, user_id), "member")
+        user = {"id": user_id, "is_bot": False, "first_name": "User"}
+        member = {"status": status, "user": user}
+        if status == "kicked":
+            member["until_date"] = 0
+        return self._ok(member)
 
     def _check_text(self, params: dict) -> str | None:
         text = params.get("text")

@@ -6,6 +6,7 @@ import pytest
 
 from chats.agent.registry import TurnContext
 from chats.models import Chat, ChatMember, Message, Turn
+from chats.selectors import chat_private_to
 from chats.services import chat_get_or_create, chat_member_ensure
 from memory.audience import chat_audience
 from openai_api.models import Conversation
@@ -17,8 +18,6 @@ from openai_api.services import (
     conversation_post,
     conversation_record_reply,
 )
-from skills.policy import is_own_private_chat as skills_private
-from toolservers.policy import is_own_private_chat as tools_private
 
 pytestmark = [pytest.mark.django_db, pytest.mark.storage]
 
@@ -114,8 +113,8 @@ def test_the_chat_is_the_persons_own_private_chat(owner):
     chat = landed.chat
     assert chat.channel == "openai"
     assert not chat_audience(chat, actor=actor).shared
-    assert skills_private(chat, actor=actor)
-    assert tools_private(chat, owner)
+    assert chat_private_to(chat, actor=actor)
+    assert chat_private_to(chat, person=owner)
 
 
 def test_the_client_note_is_added_to_the_prompt_only_in_its_chat(owner, team_chat):

@@ -12,11 +12,12 @@ from chats.agent.llm import get_provider
 from chats.agent.loop import run_claimed_turn
 from chats.agent.turns import LEASE_EXPIRED, SUPERSEDED, turn_claim, turns_recover_stale
 from chats.models import ChatKind, ChatMember, Turn
-from chats.services import chat_get_or_create, chat_member_ensure
+from chats.services import chat_get_or_create, chat_member_ensure, message_ingest
 from schedules.dispatch import dispatch, settle_unannounced
 from schedules.models import ScheduleRun
 from schedules.services import schedule_run_now
 from tests.fakes import openai_replies as replies
+from tests.fakes.telegram_server import FakeTelegram
 from tests.schedules.conftest import T0
 
 pytestmark = pytest.mark.django_db
@@ -59,13 +60,25 @@ def test_a_reply_for_telegram_is_queued_for_the_bridge_but_not_claimed_delivered
 ):
     from bots.models import OutboundMessage
 
-    settings.TELEGRAM_BOT_TOKEN = "7654321:TEST"
-    topic, _ = chat_get_or_create(
-        channel="telegram", chat_id="-100200", thread_id="7", kind=ChatKind.TOPIC
-    )
-    chat_member_ensure(chat=topic, person=owner, role=ChatMember.Role.MEMBER)
-    schedule = make_schedule(chat=topic)
-    dispatch(now=SLOT + timedelta(seconds=1))
+    telegram = FakeTelegram().start()  # asked whether the owner is still in the group
+    telegram.configure(settings)
+    # The owner wrote in the topic from her linked Telegram account (user 1001).
+    topic = message_ingest(
+        channel="telegram",
+        chat_id="-100200",
+        thread_id="7",
+        chat_kind=ChatKind.TOPIC,
+        user_id="1001",
+        text="hello",
+        person=owner,
+        member=owner,
+    ).chat
+    telegram.join(-100200, 1001)
+    try:
+        schedule = make_schedule(chat=topic)
+        dispatch(now=SLOT + timedelta(seconds=1))
+    finally:
+        telegram.stop()
     run = schedule.runs.get()
     assert run.trigger.chat == topic
     turn = run_turn_of(run)

@@ -25,6 +25,7 @@ from chats.agent.loop import run_claimed_turn
 from chats.agent.turns import Claim, message_received, turn_claim, turn_stop
 from chats.agent.waiting import wait_points
 from chats.models import Actor, Turn
+from chats.selectors import chat_may_post
 from chats.services import (
     IngestError,
     chat_get_or_create,
@@ -189,6 +190,15 @@ class Command(BaseCommand):
     # --- one turn -------------------------------------------------------------------------
 
     def send(self, text: str) -> Turn | None:
+        if self.person is not None:
+            # The terminal's operator joins the person they speak as to this terminal chat
+            # (as speaking always did); past that, the rule of every door applies.
+            if self.person.is_active:
+                chat_member_ensure(chat=self.chat, person=self.person)
+            verdict = chat_may_post(self.person, self.chat)
+            if not verdict:
+                self.stderr.write(f"Not sent: {verdict.reason}")
+                return None
         try:
             result = message_ingest(
                 channel="cli",
