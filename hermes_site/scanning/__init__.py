@@ -64,7 +64,8 @@ every later turn, so borderline phrasing is blocked, ordinary facts are not):
 * Invisible characters: soft hyphen (U+00AD) is allowed; ZWJ (U+200D) is allowed between two
   emoji (👩‍💻, 🏳️‍🌈); ZWJ/ZWNJ are allowed between letters of scripts that need them
   (Arabic, Persian, Indic, Mongolian, …); one variation selector is allowed on a base that
-  has variants (VS16 on ❤, an ideographic selector on a kanji); a leading BOM is allowed;
+  has variants (VS16 on ❤, an ideographic selector on a kanji); a BOM that starts the text (or,
+  in `scan_skill_files`, one of the files) is allowed;
   Unicode tag characters are allowed only inside the recommended subdivision flags
   (England, Scotland, Wales). Everything else in category Cf or Default_Ignorable_Code_Point
   is reported (see `hidden.py`).

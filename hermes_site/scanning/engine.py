@@ -45,11 +45,18 @@ _SPELLED_RULES = _ENGLISH_AND_CHINESE + SQUASHED_RULES
 SHELL_CHECKS = Checks(DESTRUCTIVE_CHECKS, EXECUTION_CHECKS, HARVESTING_CHECKS, PERSISTENCE_CHECKS)
 
 
-def scan_raw(text: str, *, kind: str = "memory", depth: int = 0) -> tuple[list[Raw], set[int]]:
+def scan_raw(
+    text: str,
+    *,
+    kind: str = "memory",
+    depth: int = 0,
+    file_starts: frozenset[int] = frozenset(),
+) -> tuple[list[Raw], set[int]]:
     """Every finding in `text` (overlaps included) and the positions of legitimate hidden
     characters, which excerpts leave as they are; `kind` selects the shell checks that apply
-    (some are for skills only)."""
-    runs = hidden_runs(text)
+    (some are for skills only); `file_starts` are where the files of a joined text begin (a
+    byte-order mark there is legitimate, see `hidden.py`)."""
+    runs = hidden_runs(text, file_starts)
     quiet = {pos for run in runs if run.kind is None for pos in range(run.start, run.end)}
     raw: list[Raw] = [(*f, None) for f in hidden_findings(text, runs, redact=redact_secrets)]
     norm = normalise(text)
