@@ -25,7 +25,7 @@ from hermes_site.scanning.hidden import (
     selector_payloads,
     tag_payload,
 )
-from hermes_site.scanning.normalise import Normalised, Payload, normalise
+from hermes_site.scanning.normalise import Normalised, Payload, continuations_joined, normalise
 from hermes_site.scanning.persistence import PERSISTENCE_CHECKS
 from hermes_site.scanning.phrases import _TEXT_RULES as _ENGLISH_AND_CHINESE
 from hermes_site.scanning.phrases import _Rule
@@ -65,7 +65,7 @@ def scan_raw(
     skeleton = skeleton_view(norm)
     if skeleton is not None:
         raw.extend(_view_findings(skeleton, _TEXT_RULES, LOOK_ALIKE, commands=True, kind=kind))
-    for view in shell_views(norm):
+    for view in shell_views(continuations_joined(norm)):
         raw.extend(_view_findings(view, (), AS_THE_SHELL_READS, commands=True, kind=kind))
     for view in spelled_views(skeleton or norm):
         raw.extend(
@@ -90,10 +90,11 @@ def _view_findings(
             start, end = view.span(m.start(), m.end())
             out.append((rule.category, rule.reason + suffix, start, end, False, None))
     if commands:
+        lines = continuations_joined(view)
         for category, reason, start, end, redact in (
-            *_command_findings(view),
-            *_url_findings(view),
-            *SHELL_CHECKS.run(view, kind),
+            *_command_findings(lines),
+            *_url_findings(lines),
+            *SHELL_CHECKS.run(lines, kind),
         ):
             out.append((category, reason + suffix, start, end, redact, None))
     return out
