@@ -78,6 +78,41 @@ def _logical_line(text: str, pos: int) -> tuple[int, int]:
     return start, len(text) if end == -1 else end
 
 
+# Where a shell word starts a command: at the start of a line or an inline code span, after
+# a shell operator, a prompt, a list marker, a colon, a comment sign, a quote (`sh -c "…`),
+# `$(`, a prefix command (`sudo`, `xargs`, `then`…) or variable assignments (`A=1 curl`).
+# "so `curl` calls see them" or "the scp step" is prose about the tool, not a command.
+_COMMAND_POSITION = re.compile(
+    r"(?:^\s*(?:[-*+]|\d{1,3}[.)])?|[;&|({!=\"'#>$%:]|\$\(|(?<![\w-])(?:sudo|then|do|else|exec"
+    r"|xargs|time|nohup|command|env|watch|run|execute|timeout\s+\S{1,10}))"
+    r"\s*(?:[a-z_][a-z0-9_]{0,40}=\S{0,200}\s+){0,8}\Z"
+)
+MAX_LINE_BEFORE = 300
+
+
+def _command_bounds(text: str, command: re.Match[str]) -> tuple[int, int] | None:
+    """The text a network command reads its arguments from, or None when the word is not a
+    command. Inside an inline code span (an odd number of backticks before it on its line)
+    that is the span; elsewhere, the logical line. A shell word (`curl`, `scp`…) must stand
+    where a command starts (`_COMMAND_POSITION`); a call (`requests.get(`, `fetch(`) is code
+    wherever it stands."""
+    pos = command.start()
+    line_start = max(text.rfind("\n", 0, pos) + 1, pos - MAX_LINE_BEFORE)
+    ticks = text.count("`", line_start, pos)
+    if ticks % 2:
+        start = text.rfind("`", line_start, pos) + 1
+        line_end = text.find("\n", pos)
+        end = text.find("`", command.end(), None if line_end == -1 else line_end)
+        end = (len(text) if line_end == -1 else line_end) if end == -1 else end
+    else:
+        start, end = _logical_line(text, pos)
+        start = max(start, line_start) if ticks else start
+    shell_word = command.group()[-1].isalnum() and "." not in command.group()
+    if shell_word and not _COMMAND_POSITION.search(text[max(start, pos - 200) : pos]):
+        return None
+    return start, end
+
+
 def _leaked_reference(body: str) -> re.Match[str] | None:
     """The first secret reference on a network command's line that is not a credential
     sent to its own API (see `own_api.py`): a file, the whole environment, or a variable
@@ -116,7 +151,10 @@ def _command_findings(norm: Normalised) -> Iterator[tuple[str, str, int, int, bo
     for command in _NET_COMMAND.finditer(text):
         if command.start() < done_until or (command.start() and is_word(text[command.start() - 1])):
             continue
-        base, done_until = _logical_line(text, command.start())
+        bounds = _command_bounds(text, command)
+        if bounds is None:
+            continue
+        base, done_until = bounds
         body = text[base:done_until]
         command_start, command_end = command.start() - base, command.end() - base
         reference = _leaked_reference(body)
