@@ -49,8 +49,8 @@ every later turn, so borderline phrasing is blocked, ordinary facts are not):
   an imperative: "Alice 扮演重要角色" is a fact. "You are now ready to deploy" is prose.
 * Role-play, jailbreak vocabulary and chat markers are mentions when quoted as an example
   ('type "roleplay as a pirate"'), negated ("never roleplay as …"), technical ("detect
-  jailbreak attempts", "越狱攻击检测") or data in code (`stop=["</s>"]`, a marker in an
-  inline code span or a ```python/```json block).
+  jailbreak attempts", "jailbreak-contrastive directions", "越狱攻击检测") or data in code
+  (`stop=["</s>"]`, a marker in an inline code span or a ```python/```json block).
 * A line starting with "system:" (or a "## System" heading) is a fake role marker only when
   what follows addresses the model (you/assistant/instructions/must/obey/…), so
   "System: Ubuntu 22.04" passes; only a real line start counts, not a blank line nearby.
