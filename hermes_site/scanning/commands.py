@@ -1,5 +1,7 @@
-"""Network commands and URLs that would carry secrets out (line-scoped, so a secret three
-paragraphs after `curl` is not tied to it)."""
+"""Network commands and URLs that would carry secrets out. A command reads its arguments
+from its logical line (continuations joined) or, inside an inline code span, from the span,
+so a secret three paragraphs after `curl` is not tied to it; a shell word counts only where
+a command starts, so "so `curl` calls see the keys in `.env`" is prose about the tool."""
 
 from __future__ import annotations
 
@@ -88,6 +90,7 @@ _COMMAND_POSITION = re.compile(
     r"\s*(?:[a-z_][a-z0-9_]{0,40}=\S{0,200}\s+){0,8}\Z"
 )
 MAX_LINE_BEFORE = 300
+MAX_SPAN = 2000
 
 
 def _command_bounds(text: str, command: re.Match[str]) -> tuple[int, int] | None:
@@ -97,16 +100,17 @@ def _command_bounds(text: str, command: re.Match[str]) -> tuple[int, int] | None
     where a command starts (`_COMMAND_POSITION`); a call (`requests.get(`, `fetch(`) is code
     wherever it stands."""
     pos = command.start()
-    line_start = max(text.rfind("\n", 0, pos) + 1, pos - MAX_LINE_BEFORE)
-    ticks = text.count("`", line_start, pos)
-    if ticks % 2:
+    line_start = max(0, pos - MAX_LINE_BEFORE)
+    line_start = text.rfind("\n", line_start, pos) + 1 or line_start
+    if text.count("`", line_start, pos) % 2:
         start = text.rfind("`", line_start, pos) + 1
-        line_end = text.find("\n", pos)
-        end = text.find("`", command.end(), None if line_end == -1 else line_end)
-        end = (len(text) if line_end == -1 else line_end) if end == -1 else end
+        limit = min(len(text), pos + MAX_SPAN)
+        line_end = text.find("\n", pos, limit)
+        line_end = limit if line_end == -1 else line_end
+        end = text.find("`", command.end(), line_end)
+        end = line_end if end == -1 else end
     else:
         start, end = _logical_line(text, pos)
-        start = max(start, line_start) if ticks else start
     shell_word = command.group()[-1].isalnum() and "." not in command.group()
     if shell_word and not _COMMAND_POSITION.search(text[max(start, pos - 200) : pos]):
         return None
