@@ -49,8 +49,8 @@ every later turn, so borderline phrasing is blocked, ordinary facts are not):
   an imperative: "Alice 扮演重要角色" is a fact. "You are now ready to deploy" is prose.
 * Role-play, jailbreak vocabulary and chat markers are mentions when quoted as an example
   ('type "roleplay as a pirate"'), negated ("never roleplay as …"), technical ("detect
-  jailbreak attempts", "越狱攻击检测") or data in code (`stop=["</s>"]`, a marker in an
-  inline code span or a ```python/```json block).
+  jailbreak attempts", "jailbreak-contrastive directions", "越狱攻击检测") or data in code
+  (`stop=["</s>"]`, a marker in an inline code span or a ```python/```json block).
 * A line starting with "system:" (or a "## System" heading) is a fake role marker only when
   what follows addresses the model (you/assistant/instructions/must/obey/…), so
   "System: Ubuntu 22.04" passes; only a real line start counts, not a blank line nearby.
@@ -64,7 +64,8 @@ every later turn, so borderline phrasing is blocked, ordinary facts are not):
 * Invisible characters: soft hyphen (U+00AD) is allowed; ZWJ (U+200D) is allowed between two
   emoji (👩‍💻, 🏳️‍🌈); ZWJ/ZWNJ are allowed between letters of scripts that need them
   (Arabic, Persian, Indic, Mongolian, …); one variation selector is allowed on a base that
-  has variants (VS16 on ❤, an ideographic selector on a kanji); a leading BOM is allowed;
+  has variants (VS16 on ❤, an ideographic selector on a kanji); a BOM that starts the text (or,
+  in `scan_skill_files`, one of the files) is allowed;
   Unicode tag characters are allowed only inside the recommended subdivision flags
   (England, Scotland, Wales). Everything else in category Cf or Default_Ignorable_Code_Point
   is reported (see `hidden.py`).

@@ -1,5 +1,7 @@
-"""Network commands and URLs that would carry secrets out (line-scoped, so a secret three
-paragraphs after `curl` is not tied to it)."""
+"""Network commands and URLs that would carry secrets out. A command reads its arguments
+from its logical line (continuations joined) or, inside an inline code span, from the span,
+so a secret three paragraphs after `curl` is not tied to it; a shell word counts only where
+a command starts, so "so `curl` calls see the keys in `.env`" is prose about the tool."""
 
 from __future__ import annotations
 
@@ -78,6 +80,43 @@ def _logical_line(text: str, pos: int) -> tuple[int, int]:
     return start, len(text) if end == -1 else end
 
 
+# Where a shell word starts a command: at the start of a line or an inline code span, after
+# a shell operator, a prompt, a list marker, a colon, a comment sign, a quote (`sh -c "…`),
+# `$(`, a prefix command (`sudo`, `xargs`, `then`…) or variable assignments (`A=1 curl`).
+# "so `curl` calls see them" or "the scp step" is prose about the tool, not a command.
+_COMMAND_POSITION = re.compile(
+    r"(?:^\s*(?:[-*+]|\d{1,3}[.)])?|[;&|({!=\"'#>$%:]|\$\(|(?<![\w-])(?:sudo|then|do|else|exec"
+    r"|xargs|time|nohup|command|env|watch|run|execute|timeout\s+\S{1,10}))"
+    r"\s*(?:[a-z_][a-z0-9_]{0,40}=\S{0,200}\s+){0,8}\Z"
+)
+MAX_LINE_BEFORE = 300
+MAX_SPAN = 2000
+
+
+def _command_bounds(text: str, command: re.Match[str]) -> tuple[int, int] | None:
+    """The text a network command reads its arguments from, or None when the word is not a
+    command. Inside an inline code span (an odd number of backticks before it on its line)
+    that is the span; elsewhere, the logical line. A shell word (`curl`, `scp`…) must stand
+    where a command starts (`_COMMAND_POSITION`); a call (`requests.get(`, `fetch(`) is code
+    wherever it stands."""
+    pos = command.start()
+    line_start = max(0, pos - MAX_LINE_BEFORE)
+    line_start = text.rfind("\n", line_start, pos) + 1 or line_start
+    if text.count("`", line_start, pos) % 2:
+        start = text.rfind("`", line_start, pos) + 1
+        limit = min(len(text), pos + MAX_SPAN)
+        line_end = text.find("\n", pos, limit)
+        line_end = limit if line_end == -1 else line_end
+        end = text.find("`", command.end(), line_end)
+        end = line_end if end == -1 else end
+    else:
+        start, end = _logical_line(text, pos)
+    shell_word = command.group()[-1].isalnum() and "." not in command.group()
+    if shell_word and not _COMMAND_POSITION.search(text[max(start, pos - 200) : pos]):
+        return None
+    return start, end
+
+
 def _leaked_reference(body: str) -> re.Match[str] | None:
     """The first secret reference on a network command's line that is not a credential
     sent to its own API (see `own_api.py`): a file, the whole environment, or a variable
@@ -116,7 +155,10 @@ def _command_findings(norm: Normalised) -> Iterator[tuple[str, str, int, int, bo
     for command in _NET_COMMAND.finditer(text):
         if command.start() < done_until or (command.start() and is_word(text[command.start() - 1])):
             continue
-        base, done_until = _logical_line(text, command.start())
+        bounds = _command_bounds(text, command)
+        if bounds is None:
+            continue
+        base, done_until = bounds
         body = text[base:done_until]
         command_start, command_end = command.start() - base, command.end() - base
         reference = _leaked_reference(body)

@@ -25,7 +25,7 @@ from hermes_site.scanning.hidden import (
     selector_payloads,
     tag_payload,
 )
-from hermes_site.scanning.normalise import Normalised, Payload, normalise
+from hermes_site.scanning.normalise import Normalised, Payload, continuations_joined, normalise
 from hermes_site.scanning.persistence import PERSISTENCE_CHECKS
 from hermes_site.scanning.phrases import _TEXT_RULES as _ENGLISH_AND_CHINESE
 from hermes_site.scanning.phrases import _Rule
@@ -45,11 +45,18 @@ _SPELLED_RULES = _ENGLISH_AND_CHINESE + SQUASHED_RULES
 SHELL_CHECKS = Checks(DESTRUCTIVE_CHECKS, EXECUTION_CHECKS, HARVESTING_CHECKS, PERSISTENCE_CHECKS)
 
 
-def scan_raw(text: str, *, kind: str = "memory", depth: int = 0) -> tuple[list[Raw], set[int]]:
+def scan_raw(
+    text: str,
+    *,
+    kind: str = "memory",
+    depth: int = 0,
+    file_starts: frozenset[int] = frozenset(),
+) -> tuple[list[Raw], set[int]]:
     """Every finding in `text` (overlaps included) and the positions of legitimate hidden
     characters, which excerpts leave as they are; `kind` selects the shell checks that apply
-    (some are for skills only)."""
-    runs = hidden_runs(text)
+    (some are for skills only); `file_starts` are where the files of a joined text begin (a
+    byte-order mark there is legitimate, see `hidden.py`)."""
+    runs = hidden_runs(text, file_starts)
     quiet = {pos for run in runs if run.kind is None for pos in range(run.start, run.end)}
     raw: list[Raw] = [(*f, None) for f in hidden_findings(text, runs, redact=redact_secrets)]
     norm = normalise(text)
@@ -58,7 +65,7 @@ def scan_raw(text: str, *, kind: str = "memory", depth: int = 0) -> tuple[list[R
     skeleton = skeleton_view(norm)
     if skeleton is not None:
         raw.extend(_view_findings(skeleton, _TEXT_RULES, LOOK_ALIKE, commands=True, kind=kind))
-    for view in shell_views(norm):
+    for view in shell_views(continuations_joined(norm)):
         raw.extend(_view_findings(view, (), AS_THE_SHELL_READS, commands=True, kind=kind))
     for view in spelled_views(skeleton or norm):
         raw.extend(
@@ -83,10 +90,11 @@ def _view_findings(
             start, end = view.span(m.start(), m.end())
             out.append((rule.category, rule.reason + suffix, start, end, False, None))
     if commands:
+        lines = continuations_joined(view)
         for category, reason, start, end, redact in (
-            *_command_findings(view),
-            *_url_findings(view),
-            *SHELL_CHECKS.run(view, kind),
+            *_command_findings(lines),
+            *_url_findings(lines),
+            *SHELL_CHECKS.run(lines, kind),
         ):
             out.append((category, reason + suffix, start, end, redact, None))
     return out

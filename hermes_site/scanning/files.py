@@ -129,7 +129,8 @@ def _joined_findings(
     for path in order:
         bounds.append((path, pos, pos + len(files[path])))
         pos += len(files[path])
-    raw, quiet = scan_raw(joined, kind=kind)
+    starts = frozenset(lo for _, lo, _ in bounds)
+    raw, quiet = scan_raw(joined, kind=kind, file_starts=starts)
     out = []
     for finding in select(joined, raw, quiet, cap=None):
         touched = [(p, lo, hi) for p, lo, hi in bounds if finding.start < hi and lo < finding.end]

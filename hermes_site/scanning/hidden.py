@@ -9,8 +9,10 @@ U+E0000–U+E0FFF block), plus U+2800 BRAILLE PATTERN BLANK, which renders as a 
 Legitimate uses are allowed by context: ZWJ inside emoji sequences, ZWJ/ZWNJ between letters
 of scripts that need them, one variation selector on a base that has variants (VS15/VS16 on
 an emoji-capable character, an ideographic selector on a Han character, a Mongolian selector
-on a Mongolian letter), a leading BOM, and tag characters only inside the recommended
-subdivision flags (England, Scotland, Wales: RGI_Emoji_Tag_Sequence of emoji-sequences.txt).
+on a Mongolian letter), a BOM that starts the text or one of the files joined into it (every
+XSD of the office-document skills starts with one), and tag characters only inside the
+recommended subdivision flags (England, Scotland, Wales: RGI_Emoji_Tag_Sequence of
+emoji-sequences.txt). A BOM anywhere else is reported.
 """
 
 from __future__ import annotations
@@ -112,12 +114,14 @@ def _selector_has_base(text: str, i: int) -> bool:
     return not base.isascii() and unicodedata.category(base)[0] in "LSN"
 
 
-def _allowed_hidden(text: str, i: int, flag_positions: set[int]) -> bool:
+def _allowed_hidden(
+    text: str, i: int, flag_positions: set[int], file_starts: frozenset[int]
+) -> bool:
     ch = text[i]
     cp = ord(ch)
     if i in flag_positions:
         return True
-    if ch == "\ufeff" and i == 0:
+    if ch == "\ufeff" and (i == 0 or i in file_starts):
         return True
     if is_selector(ch):
         return _selector_has_base(text, i)
@@ -162,8 +166,10 @@ class Run:
     end: int
 
 
-def hidden_runs(text: str) -> list[Run]:
-    """Runs of hidden characters, split by kind, legitimate ones included (kind None)."""
+def hidden_runs(text: str, file_starts: frozenset[int] = frozenset()) -> list[Run]:
+    """Runs of hidden characters, split by kind, legitimate ones included (kind None).
+    `file_starts` are the offsets where a file begins in a text joined from several files:
+    a byte-order mark there is the file's own first character, not hidden text."""
     if text.isascii():
         return []
     flag_positions = {
@@ -174,7 +180,11 @@ def hidden_runs(text: str) -> list[Run]:
         run_kind: str | None = None
         run_start = m.start()
         for i in range(m.start(), m.end()):
-            kind = None if _allowed_hidden(text, i, flag_positions) else hidden_kind(text[i])
+            kind = (
+                None
+                if _allowed_hidden(text, i, flag_positions, file_starts)
+                else hidden_kind(text[i])
+            )
             if i > run_start and kind != run_kind:
                 runs.append(Run(run_kind, run_start, i))
                 run_start = i

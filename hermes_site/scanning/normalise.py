@@ -159,5 +159,18 @@ def _add_part(norm: Normalised, text: str, start: int, end: int, gap: bool) -> N
         norm.add(" " if ch in BLANKS else _fold_char(ch), i, i + 1)
 
 
+_CONTINUATION = re.compile(r"\\\r?\n")
+
+
+def continuations_joined(view: Normalised) -> Normalised:
+    """`view` with each shell line continuation (a backslash ending a line, `\\r\\n` too)
+    read as spaces, so a command written over several lines is one line to the command
+    rules; same offsets. The phrase rules keep the lines: there a line start still counts."""
+    text = view.text
+    if "\\\n" not in text and "\\\r\n" not in text:
+        return view
+    return Relabelled(view, _CONTINUATION.sub(lambda m: " " * len(m.group()), text))
+
+
 def is_word(ch: str) -> bool:
     return ch.isalnum() or ch == "_"

@@ -5,14 +5,17 @@ The rule: an environment variable named for a service (`AIRTABLE_API_KEY`, `GITH
 `STRIPE_SECRET_KEY`: a word of the name, beyond generic words such as API, KEY, TOKEN,
 SECRET, ACCESS) may travel on a network command only when every destination on that line
 is that service: an `https://` URL whose registrable domain is the service's name
-(`api.airtable.com` → `airtable`, `api.github.com` → `github`) or a known alias (`GH_TOKEN`
+(`api.airtable.com` → `airtable`, `api.github.com` → `github`), or, under a provider that
+names its API hosts after services, the label below the provider's domain
+(`tenor.googleapis.com` → `tenor` for `TENOR_API_KEY`), or a known alias (`GH_TOKEN`
 → github, `JIRA_API_TOKEN` → atlassian, `HF_TOKEN` → huggingface), or a variable named for
 the same service (`$GITLAB_URL`). Everything else stays blocked: a generic name
 (`$API_KEY`, `$TOKEN`), a file (`@~/.ssh/id_rsa`, `.env`), the whole environment, a
 variable of another service, a plain `http://` URL, an IP address, a host that only contains
 the name (`github.evil.example`), and hosts where anyone can publish (`*.github.io`,
-`*.herokuapp.com`, `*.amazonaws.com`…: their registrable name is the tenant's, not the
-service's), and a line that reroutes the request (`--resolve`, `--connect-to`, a proxy).
+`*.herokuapp.com`, `*.amazonaws.com`, Cloud Storage buckets…: their registrable name is
+the tenant's, not the service's), and a line that reroutes the request (`--resolve`,
+`--connect-to`, a proxy).
 
 Why a name is enough: a variable only holds a real secret when the environment defines it,
 and the environment names real credentials after their service. An attacker may write
@@ -81,7 +84,14 @@ _SHARED_SUFFIXES = (
     "railway.app",
     "trycloudflare.com",
     "blogspot.com",
+    # Buckets: anyone's, at storage.googleapis.com/<bucket> and <bucket>.storage.googleapis.com.
+    "storage.googleapis.com",
+    "firebasestorage.googleapis.com",
 )
+# Providers that name each API host after the service it serves (`tenor.googleapis.com`,
+# `youtube.googleapis.com`): only the provider creates those names, so the label directly
+# under the provider's domain names the service as much as a registrable name does.
+_SERVICE_HOSTING = ("googleapis.com",)
 _SECOND_LEVEL = frozenset({"co", "com", "org", "net", "ac", "ne", "or", "gov", "edu"})
 _URL_HOST = re.compile(
     r"(?P<scheme>[a-z][a-z0-9+.-]{0,15})://(?:[^/\s\"'`@]{0,200}@)?(?P<host>[^/\s\"'`?#:\\)\]]{1,253})"
@@ -124,6 +134,21 @@ def registrable_name(host: str) -> str | None:
     return labels[-2]
 
 
+def destination_names(host: str) -> set[str] | None:
+    """The service names a host answers for: its registrable name and, under a provider
+    that names API hosts after services, the label below the provider (`tenor.googleapis.com`
+    → googleapis, tenor); None where anyone can publish (see `registrable_name`)."""
+    name = registrable_name(host)
+    if name is None:
+        return None
+    names = {name}
+    host = host.lower().rstrip(".")
+    for provider in _SERVICE_HOSTING:
+        if host.endswith("." + provider):
+            names.add(host[: -len(provider) - 1].rsplit(".", 1)[-1])
+    return names
+
+
 def sends_to_own_api(body: str, variables: list[str], references: list[re.Match[str]]) -> bool:
     """True when every secret variable on this command line names the service of every
     destination on it (see the module docstring)."""
@@ -135,10 +160,10 @@ def sends_to_own_api(body: str, variables: list[str], references: list[re.Match[
     for m in _URL_HOST.finditer(body):
         if any(lo <= m.start() < hi for lo, hi in inside):
             continue
-        name = registrable_name(m.group("host"))
-        if m.group("scheme") != "https" or name is None:
+        names = destination_names(m.group("host"))
+        if m.group("scheme") != "https" or names is None:
             return False
-        destinations.append({name})
+        destinations.append(names)
     for m in _VARIABLE_HOST.finditer(body):
         var = m.group("name")
         if _HOST_VARIABLE_WORD.search(var) and not any(

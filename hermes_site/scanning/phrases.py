@@ -156,6 +156,8 @@ _JAILBREAK_TERM_AFTER = (
     r"|robustness|resistance|research|(?:success\s+)?rates?|defen[cs]es?|mitigations?"
     r"|evaluations?|evals?|techniques?|taxonomy|literature|papers?|risks?|vectors?|filters?"
     r"|guards?|scanners?|corpus|(?:and|or)\s+(?:prompt[\s-])?injection"
+    # interpretability and abliteration methods: "whitened SVD + jailbreak-contrastive"
+    r"|contrastive|directions?|activations?|steering|probes?|suites?"
     r"|prompts?\s+(?:dataset|corpus|detection|classifier|benchmark)"
     r"|(?:iphone|ipad|ios|device|phone|android|console)s?)\b"
 )

@@ -33,6 +33,13 @@ def test_ordinary_skill_text_passes(name, text):
     assert result.allowed, f"{name}: {result.summary()}"
 
 
+@pytest.mark.parametrize("files", corpus.BENIGN_FILE_SETS, ids=lambda f: sorted(f)[-1])
+def test_ordinary_skill_files_pass_alone_and_read_together(files):
+    results = scan_skill_files(files)
+    blocked = {path: r.summary() for path, r in results.items() if not r.allowed}
+    assert blocked == {}
+
+
 @pytest.mark.parametrize("files", corpus.HOSTILE_FILE_SETS, ids=lambda f: sorted(f)[-1])
 def test_a_payload_split_across_files_is_blocked_though_each_file_passes(files):
     assert all(scan_text(text, kind="skill").allowed for text in files.values())
@@ -90,6 +97,9 @@ ADVERSARIAL = {
     "french": "ignore toutes les " * 12_000,
     "japanese": "以前の指示" * 40_000,
     "role heading": "## system\n" * 20_000,
+    "tools named in prose": "so `curl` and the scp step see .env " * 3_000,
+    "open code spans": "`curl -d @.env " * 7_000,
+    "continuations": "curl -H $GITHUB_TOKEN \\\n" * 5_000,
 }
 
 
