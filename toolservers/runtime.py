@@ -39,11 +39,16 @@ BASE_ENV_NAMES = ("PATH", "HOME", "LANG", "LC_ALL")
 # after further failures in a row, it waits 1, 2, 4 … up to 60 seconds before trying again.
 BACKOFF_BASE_SECONDS = 1.0
 BACKOFF_MAX_SECONDS = 60.0
+SESSION_HEADER = "mcp-session-id"
 STOP_GRACE_SECONDS = 6.0  # the SDK's own stop: 2 s to exit, 2 s after SIGTERM, then SIGKILL
 
 
 class ToolServerError(Exception):
     """A failure the model is told about (the message is written for it)."""
+
+
+class _SessionLost(Exception):
+    """The HTTP server does not know the session any more; the request did not run."""
 
 
 @dataclass(frozen=True)
@@ -116,6 +121,10 @@ class _Connection:
         self._ready: asyncio.Future | None = None
         self._task: asyncio.Task | None = None
         self._devnull = None
+        # Set when an HTTP server answered that it does not know this session (it was
+        # restarted): the request was refused before it ran, so it may be sent again on a
+        # new session.
+        self.session_lost = False
 
     async def open(self, timeout: float) -> ClientSession:
         loop = asyncio.get_running_loop()
@@ -149,6 +158,7 @@ class _Connection:
                     client = await stack.enter_async_context(
                         create_mcp_http_client(headers=dict(spec.headers) or None)
                     )
+                    client.event_hooks["response"].append(self._watch_session)
                     read, write = await stack.enter_async_context(
                         streamable_http_client(spec.url, http_client=client)
                     )
@@ -166,6 +176,18 @@ class _Connection:
                 logger.info("tool server %s session ended: %s", spec.slug, describe(exc))
         finally:
             self.session = None
+
+    async def _watch_session(self, response) -> None:
+        """Notice a server that no longer knows our session: 404 for a request that carried
+        the session's id (what the spec says), or 400 saying so (what some servers say)."""
+        if not response.request.headers.get(SESSION_HEADER):
+            return
+        if response.status_code == 404:
+            self.session_lost = True
+        elif response.status_code == 400:
+            body = (await response.aread())[:2000].decode("utf-8", "replace").lower()
+            if "session" in body:
+                self.session_lost = True
 
     async def _message(self, message) -> None:
         if isinstance(message, mcp_types.ToolListChangedNotification) and self._on_list_changed:
@@ -265,8 +287,40 @@ class Runtime:
         if conn is not None:
             asyncio.get_running_loop().create_task(conn.close())
 
-    async def _list_tools(self, spec: ServerSpec) -> list[mcp_types.Tool]:
+    def _session_lost(self, slug: str) -> bool:
+        """Did the server answer that it no longer knows our session? Then the session is
+        dropped (not counted as a failure) for a new one."""
+        conn = self._connections.get(slug)
+        if conn is None or not conn.session_lost:
+            return False
+        self._drop(slug)
+        return True
+
+    async def _with_session(self, spec: ServerSpec, operation):
+        """`operation(session)` on the server's session; once more on a new session when
+        the server said it does not know ours (restarted: it never ran the request, so
+        sending it again cannot run it twice)."""
         session = await self._session(spec)
+        try:
+            return await operation(session)
+        except _SessionLost:
+            session = await self._session(spec)
+            try:
+                return await operation(session)
+            except _SessionLost:
+                error = ToolServerError(
+                    f"the tool server {spec.slug} refused a new session right after it was "
+                    "opened; try again later"
+                )
+                self._failed(spec.slug, str(error))
+                raise error from None
+
+    async def _list_tools(self, spec: ServerSpec) -> list[mcp_types.Tool]:
+        tools = await self._with_session(spec, lambda session: self._list_once(spec, session))
+        self._failures.pop(spec.slug, None)
+        return tools
+
+    async def _list_once(self, spec: ServerSpec, session: ClientSession) -> list[mcp_types.Tool]:
         tools, cursor = [], None
         try:
             for _ in range(50):  # pages; a server paging forever is not followed
@@ -277,18 +331,25 @@ class Runtime:
                 if not cursor:
                     break
         except Exception as exc:  # noqa: BLE001 - timeouts, error answers, broken transports
+            if self._session_lost(spec.slug):
+                raise _SessionLost from exc
             error = ToolServerError(
                 f"the tool server {spec.slug} did not list its tools: {describe(exc)}"
             )
             self._drop(spec.slug, str(error))
             raise error from exc
-        self._failures.pop(spec.slug, None)
         return tools
 
     async def _call_tool(self, spec: ServerSpec, name: str, arguments: dict):
-        session = await self._session(spec)
+        result = await self._with_session(
+            spec, lambda session: self._call_once(spec, session, name, arguments)
+        )
+        self._failures.pop(spec.slug, None)
+        return result
+
+    async def _call_once(self, spec: ServerSpec, session: ClientSession, name: str, arguments):
         try:
-            result = await asyncio.wait_for(session.call_tool(name, arguments), spec.call_timeout)
+            return await asyncio.wait_for(session.call_tool(name, arguments), spec.call_timeout)
         except TimeoutError:
             error = ToolServerError(
                 f"the tool {name} on {spec.slug} did not answer within {spec.call_timeout:g} s; "
@@ -296,25 +357,24 @@ class Runtime:
             )
             self._drop(spec.slug, str(error))
             raise error from None
-        except MCPError as exc:
-            # An error answer, or a connection that closed under the call (a crash).
-            if exc.code == CONNECTION_CLOSED:
+        except Exception as exc:  # noqa: BLE001 - sorted below
+            if self._session_lost(spec.slug):
+                raise _SessionLost from exc
+            if isinstance(exc, MCPError) and exc.code != CONNECTION_CLOSED:
+                self._failures.pop(spec.slug, None)  # the server answered: it is alive
+                raise ToolServerError(f"the tool {name} on {spec.slug} failed: {exc}") from exc
+            if isinstance(exc, MCPError):  # a connection that closed under the call
                 error = ToolServerError(
                     f"the tool server {spec.slug} closed the connection during {name} "
                     "(it may have crashed); it will be restarted on the next call"
                 )
-                self._drop(spec.slug, str(error))
-                raise error from exc
-            self._failures.pop(spec.slug, None)  # the server answered: it is alive
-            raise ToolServerError(f"the tool {name} on {spec.slug} failed: {exc}") from exc
-        except Exception as exc:  # noqa: BLE001 - malformed answers, broken transports
-            error = ToolServerError(
-                f"the tool {name} on {spec.slug} failed: {describe(exc)}; the server was restarted"
-            )
+            else:  # malformed answers, broken transports
+                error = ToolServerError(
+                    f"the tool {name} on {spec.slug} failed: {describe(exc)}; "
+                    "the server was restarted"
+                )
             self._drop(spec.slug, str(error))
             raise error from exc
-        self._failures.pop(spec.slug, None)
-        return result
 
     async def _close(self, slug: str | None) -> None:
         if slug:

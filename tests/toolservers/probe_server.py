@@ -99,5 +99,42 @@ def build() -> MCPServer:
     return server
 
 
+def _unknown_session_as_400(app):
+    """Answer an unknown session with 400 and a plain-text body, as some servers do."""
+
+    async def wrapped(scope, receive, send):
+        rewritten = False
+
+        async def rewrite(message):
+            nonlocal rewritten
+            if message["type"] == "http.response.start" and message["status"] == 404:
+                rewritten = True
+                headers = [(b"content-type", b"text/plain")]
+                message = {"type": "http.response.start", "status": 400, "headers": headers}
+            elif message["type"] == "http.response.body" and rewritten:
+                message = {"type": "http.response.body", "body": b"Bad Request: Session not found"}
+            await send(message)
+
+        await app(scope, receive, rewrite if scope["type"] == "http" else send)
+
+    return wrapped
+
+
+def serve_http(port: int, *, unknown_session_400: bool = False) -> None:
+    """Serve the probe over streamable HTTP on 127.0.0.1:`port` until killed."""
+    import uvicorn
+
+    app = build().streamable_http_app()
+    if unknown_session_400:
+        app = _unknown_session_as_400(app)
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+
+
 if __name__ == "__main__":
-    build().run()
+    if "--http" in sys.argv:
+        serve_http(
+            int(sys.argv[sys.argv.index("--http") + 1]),
+            unknown_session_400="--unknown-session-400" in sys.argv,
+        )
+    else:
+        build().run()

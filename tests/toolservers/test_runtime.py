@@ -2,11 +2,13 @@
 
 import json
 import os
+import socket
+import subprocess
 import time
 
 import pytest
 
-from tests.toolservers.conftest import PROBE, PYTHON
+from tests.toolservers.conftest import PROBE, PYTHON, _free_port
 from toolservers.runtime import ServerSpec, ToolServerError, runtime
 
 
@@ -93,3 +95,73 @@ def test_an_http_call_past_its_timeout_is_cancelled_and_the_next_call_works(http
     with pytest.raises(ToolServerError, match="did not answer within 0.5 s"):
         runtime.call_tool(spec, "hang", {"seconds": 30})
     assert _text(runtime.call_tool(spec, "echo", {"text": "back"})) == "echo: back"
+
+
+class _ServerProcess:
+    """The probe served over streamable HTTP by a process of its own, on a fixed port."""
+
+    def __init__(self, port: int, *extra: str):
+        self.port, self.extra, self.process = port, extra, None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [PYTHON, PROBE, "--http", str(self.port), *self.extra],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        while True:  # until it accepts connections (or died)
+            assert self.process.poll() is None, "the probe server did not start"
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            time.sleep(0.05)
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.wait()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+
+@pytest.fixture
+def restartable():
+    servers = []
+
+    def make(*extra: str) -> _ServerProcess:
+        server = _ServerProcess(_free_port(), *extra)
+        server.start()
+        servers.append(server)
+        return server
+
+    yield make
+    runtime.close()
+    for server in servers:
+        if server.process.poll() is None:
+            server.kill()
+
+
+@pytest.mark.parametrize("answer", ["404 (the spec)", "400 (some servers)"])
+def test_an_http_server_restarted_gets_a_new_session_without_a_failed_call(restartable, answer):
+    server = restartable(*(["--unknown-session-400"] if answer.startswith("400") else []))
+    spec = ServerSpec(slug=f"restarted-{answer[:3]}", transport="http", url=server.url)
+    assert _text(runtime.call_tool(spec, "echo", {"text": "before"})) == "echo: before"
+    server.kill()
+    server.start()  # the same port; the old session is unknown to the new process
+    assert _text(runtime.call_tool(spec, "echo", {"text": "after"})) == "echo: after"
+    assert _text(runtime.call_tool(spec, "echo", {"text": "and on"})) == "echo: and on"
+    assert {tool.name for tool in runtime.list_tools(spec)} >= {"echo"}
+
+
+def test_a_call_while_the_http_server_is_down_fails_once_and_the_next_one_reconnects(
+    restartable,
+):
+    server = restartable()
+    spec = ServerSpec(slug="down-then-up", transport="http", url=server.url, call_timeout=5)
+    assert _text(runtime.call_tool(spec, "echo", {"text": "one"})) == "echo: one"
+    server.kill()
+    with pytest.raises(ToolServerError, match="down-then-up"):
+        runtime.call_tool(spec, "echo", {"text": "lost"})
+    server.start()
+    assert _text(runtime.call_tool(spec, "echo", {"text": "two"})) == "echo: two"
