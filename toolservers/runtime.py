@@ -14,11 +14,12 @@ environment (SECRET_KEY, DATABASE_URL, REDIS_URL, model keys).
 
 import asyncio
 import logging
+import math
 import os
 import threading
 import time
 from concurrent.futures import TimeoutError as FutureTimeout
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, suppress
 from dataclasses import dataclass
 
 import mcp_types
@@ -30,6 +31,8 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import CONNECTION_CLOSED
 
+from toolservers import sandbox
+
 logger = logging.getLogger(__name__)
 
 # What a stdio child inherits from the hub besides its configured variables. The SDK adds
@@ -40,6 +43,9 @@ BASE_ENV_NAMES = ("PATH", "HOME", "LANG", "LC_ALL")
 BACKOFF_BASE_SECONDS = 1.0
 BACKOFF_MAX_SECONDS = 60.0
 SESSION_HEADER = "mcp-session-id"
+STDERR_TAIL_BYTES = 2000  # of a stdio child's error output, for "could not be started"
+STDERR_WAIT_SECONDS = 1.0
+LAST_ERROR_CHARS = 800
 STOP_GRACE_SECONDS = 6.0  # the SDK's own stop: 2 s to exit, 2 s after SIGTERM, then SIGKILL
 
 
@@ -110,6 +116,44 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"[:500]
 
 
+class _StderrTail(asyncio.Protocol):
+    """A stdio child's stderr, of which the last STDERR_TAIL_BYTES are kept."""
+
+    def __init__(self):
+        self._data = bytearray()
+        self._ended = asyncio.Event()
+        self._transport = None
+
+    async def open(self):
+        """The write end to give the child (closed by the caller once it is spawned)."""
+        read_fd, write_fd = os.pipe()
+        loop = asyncio.get_running_loop()
+        self._transport, _ = await loop.connect_read_pipe(
+            lambda: self, os.fdopen(read_fd, "rb", buffering=0)
+        )
+        return os.fdopen(write_fd, "w")
+
+    def data_received(self, data: bytes) -> None:
+        self._data += data
+        del self._data[:-STDERR_TAIL_BYTES]
+
+    def connection_lost(self, exc) -> None:
+        self._ended.set()
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+
+    async def tail(self) -> str:
+        """The last lines written (waiting a moment for a dying child's last words)."""
+        if self._transport is None:
+            return ""
+        with suppress(TimeoutError):
+            await asyncio.wait_for(self._ended.wait(), STDERR_WAIT_SECONDS)
+        text = self._data.decode("utf-8", "replace").strip()
+        return " | ".join(line.strip() for line in text.splitlines()[-5:] if line.strip())
+
+
 class _Connection:
     """One open session, owned by one task of the runtime's loop."""
 
@@ -120,7 +164,8 @@ class _Connection:
         self._stop = asyncio.Event()
         self._ready: asyncio.Future | None = None
         self._task: asyncio.Task | None = None
-        self._devnull = None
+        self._stderr = _StderrTail()
+        self.stderr_tail = ""  # the end of what a stdio child that failed to start wrote
         # Set when an HTTP server answered that it does not know this session (it was
         # restarted): the request was refused before it ran, so it may be sent again on a
         # new session.
@@ -133,9 +178,11 @@ class _Connection:
         try:
             return await asyncio.wait_for(asyncio.shield(self._ready), timeout)
         except TimeoutError:
+            tail = await self._stderr.tail()
             await self.close()
+            said = f"; its error output ends: {tail}" if tail else ""
             raise ToolServerError(
-                f"the tool server {self.spec.slug} did not start within {timeout:g} s"
+                f"the tool server {self.spec.slug} did not start within {timeout:g} s{said}"
             ) from None
 
     async def _own(self) -> None:
@@ -143,17 +190,24 @@ class _Connection:
         try:
             async with AsyncExitStack() as stack:
                 if spec.transport == "stdio":
-                    # The child's stderr is its own business; not the hub's log.
-                    self._devnull = stack.enter_context(open(os.devnull, "w"))  # noqa: SIM115
+                    wrapped = await asyncio.to_thread(
+                        sandbox.wrap, spec.command, spec.args, spec.cwd or None
+                    )
                     params = StdioServerParameters(
-                        command=spec.command,
-                        args=list(spec.args),
+                        command=wrapped.command,
+                        args=list(wrapped.args),
                         env=child_environment(spec),
-                        cwd=spec.cwd or None,
+                        cwd=wrapped.cwd,
                     )
-                    read, write = await stack.enter_async_context(
-                        stdio_client(params, errlog=self._devnull)
-                    )
+                    # The child's stderr is not the hub's log; its tail says why it failed.
+                    errlog = await self._stderr.open()
+                    try:
+                        read, write = await stack.enter_async_context(
+                            stdio_client(params, errlog=errlog)
+                        )
+                    finally:
+                        errlog.close()  # the child has its own copy
+                    stack.callback(self._stderr.close)
                 else:
                     client = await stack.enter_async_context(
                         create_mcp_http_client(headers=dict(spec.headers) or None)
@@ -171,6 +225,8 @@ class _Connection:
                 await self._stop.wait()
         except BaseException as exc:  # noqa: BLE001 - reported to the waiting caller
             if self._ready is not None and not self._ready.done():
+                if isinstance(exc, Exception):
+                    self.stderr_tail = await self._stderr.tail()
                 self._ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError())
             elif not isinstance(exc, asyncio.CancelledError):
                 logger.info("tool server %s session ended: %s", spec.slug, describe(exc))
@@ -253,9 +309,10 @@ class Runtime:
             count, not_before, last = self._failures.get(spec.slug, (0, 0.0, ""))
             wait = not_before - time.monotonic()
             if wait > 0:
+                when = f"in {math.ceil(wait)} s" if wait >= 1 else "in a moment"
                 raise ToolServerError(
-                    f"the tool server {spec.slug} failed {count} times in a row and is not "
-                    f"restarted for another {wait:.0f} s (last error: {last})"
+                    f"the tool server {spec.slug} failed {count} times in a row and is "
+                    f"started again {when} (last error: {last})"
                 )
             conn = _Connection(spec, on_list_changed=self._mark_list_changed)
             timeout = settings.TOOLSERVERS_CONNECT_TIMEOUT_SECONDS
@@ -264,9 +321,15 @@ class Runtime:
             except ToolServerError as exc:
                 self._failed(spec.slug, str(exc))
                 raise
+            except sandbox.SandboxError as exc:
+                error = ToolServerError(f"the tool server {spec.slug} was not started: {exc}")
+                self._failed(spec.slug, str(error))
+                raise error from exc
             except Exception as exc:  # noqa: BLE001 - any failure to connect is the model's news
+                said = f"; its error output ends: {conn.stderr_tail}" if conn.stderr_tail else ""
                 error = ToolServerError(
-                    f"the tool server {spec.slug} could not be started or reached: {describe(exc)}"
+                    f"the tool server {spec.slug} could not be started or reached: "
+                    f"{describe(exc)}{said}"
                 )
                 self._failed(spec.slug, str(error))
                 raise error from exc
@@ -277,7 +340,7 @@ class Runtime:
         count = self._failures.get(slug, (0, 0.0, ""))[0] + 1
         delay = 0.0 if count == 1 else BACKOFF_BASE_SECONDS * 2 ** (count - 2)
         delay = min(delay, BACKOFF_MAX_SECONDS)
-        self._failures[slug] = (count, time.monotonic() + delay, error[:300])
+        self._failures[slug] = (count, time.monotonic() + delay, error[:LAST_ERROR_CHARS])
 
     def _drop(self, slug: str, error: str = "") -> None:
         """Forget a session and close it in the background (a hung child is killed)."""

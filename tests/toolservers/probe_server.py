@@ -29,6 +29,15 @@ def build() -> MCPServer:
         return dict(os.environ)
 
     @server.tool(annotations=READ_ONLY)
+    def read_file(path: str) -> str:
+        """The file's text, or why it could not be read."""
+        try:
+            with open(path, "rb") as handle:
+                return "read: " + handle.read(100_000).decode("utf-8", "replace")
+        except OSError as exc:
+            return f"unreadable: {exc}"
+
+    @server.tool(annotations=READ_ONLY)
     def echo(text: str) -> str:
         """Echo the text back."""
         return f"echo: {text}"

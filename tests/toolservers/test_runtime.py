@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import socket
 import subprocess
 import time
@@ -48,8 +49,24 @@ def test_a_server_that_keeps_failing_is_restarted_with_backoff():
     for _ in range(2):  # the first retry is at once
         with pytest.raises(ToolServerError, match="could not be started"):
             runtime.call_tool(spec, "anything", {})
-    with pytest.raises(ToolServerError, match="failed 2 times in a row.*No such file"):
+    with pytest.raises(ToolServerError, match="failed 2 times in a row.*No such file") as caught:
         runtime.call_tool(spec, "anything", {})
+    # Never "not restarted for another 0 s": whole seconds rounded up, or "in a moment".
+    assert re.search(r"started again (in a moment|in [1-9]\d* s) \(last error", str(caught.value))
+
+
+def test_a_stdio_server_that_cannot_start_says_why_from_its_error_output():
+    script = (
+        "import sys; sys.stderr.write('starting\\n' + 'x' * 5000 + '\\nError: None of the "
+        "specified directories are accessible\\n'); sys.exit(1)"
+    )
+    spec = ServerSpec(slug="says-why", transport="stdio", command=PYTHON, args=("-c", script))
+    with pytest.raises(ToolServerError) as caught:
+        runtime.list_tools(spec)
+    message = str(caught.value)
+    assert "could not be started" in message
+    assert "None of the specified directories are accessible" in message
+    assert "starting" not in message  # a bounded tail, not the whole output
 
 
 def test_a_hang_past_the_timeout_is_cancelled_and_the_server_restarted():
