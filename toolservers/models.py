@@ -79,6 +79,9 @@ class ServerTool(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     flag_accepted_hash = models.CharField(max_length=64, blank=True, default="")
+    # The tool's `execution.taskSupport` as announced ("", forbidden, optional, required): a
+    # tool that runs only as an MCP task is never offered (the hub does not run tasks).
+    task_support = models.CharField(max_length=16, blank=True, default="")
 
     class Meta:
         ordering = ["server__slug", "name"]
@@ -94,6 +97,14 @@ class ServerTool(models.Model):
         """Announced, and either clean or accepted by staff as it is now."""
         accepted = self.flag_accepted_hash and self.flag_accepted_hash == self.schema_hash
         return self.present and (not self.flagged or bool(accepted))
+
+    @property
+    def left_out_reason(self) -> str:
+        """Why the engine never offers this tool ("" when it may): an invalid input schema,
+        or a tool that runs only as an MCP task."""
+        from toolservers.schemas import tool_problem
+
+        return tool_problem(self)
 
     @property
     def default_policy(self) -> str:

@@ -49,6 +49,12 @@ LAST_ERROR_CHARS = 800
 STOP_GRACE_SECONDS = 6.0  # the SDK's own stop: 2 s to exit, 2 s after SIGTERM, then SIGKILL
 
 
+STREAMABLE_ONLY = (
+    "; the hub speaks only streamable HTTP: if this URL is of the older SSE transport (often "
+    "ending in /sse), use the server's streamable-HTTP endpoint instead (often /mcp)"
+)
+
+
 class ToolServerError(Exception):
     """A failure the model is told about (the message is written for it)."""
 
@@ -170,6 +176,7 @@ class _Connection:
         # restarted): the request was refused before it ran, so it may be sent again on a
         # new session.
         self.session_lost = False
+        self.refused_status = 0  # a 4xx answer to the handshake (an SSE-only URL, …)
 
     async def open(self, timeout: float) -> ClientSession:
         loop = asyncio.get_running_loop()
@@ -237,6 +244,8 @@ class _Connection:
         """Notice a server that no longer knows our session: 404 for a request that carried
         the session's id (what the spec says), or 400 saying so (what some servers say)."""
         if not response.request.headers.get(SESSION_HEADER):
+            if 400 <= response.status_code < 500:  # refused before any session: say so
+                self.refused_status = response.status_code
             return
         if response.status_code == 404:
             self.session_lost = True
@@ -327,6 +336,8 @@ class Runtime:
                 raise error from exc
             except Exception as exc:  # noqa: BLE001 - any failure to connect is the model's news
                 said = f"; its error output ends: {conn.stderr_tail}" if conn.stderr_tail else ""
+                if conn.refused_status or spec.url.rstrip("/").endswith("/sse"):
+                    said = f" (HTTP {conn.refused_status or '?'}){STREAMABLE_ONLY}"
                 error = ToolServerError(
                     f"the tool server {spec.slug} could not be started or reached: "
                     f"{describe(exc)}{said}"
@@ -457,6 +468,27 @@ class Runtime:
         """The tools `spec`'s server announces now (opening its session if needed)."""
         bound = settings.TOOLSERVERS_CONNECT_TIMEOUT_SECONDS + spec.call_timeout * 2 + 5
         return self._run(self._list_tools(spec), bound)
+
+    def list_tools_many(self, specs: list[ServerSpec]) -> dict[str, list | ToolServerError]:
+        """`list_tools` of several servers at once, waited for with one bound (the longest
+        single one): each slug's tools, or the ToolServerError it failed with."""
+
+        async def one(spec: ServerSpec):
+            try:
+                return await self._list_tools(spec)
+            except ToolServerError as exc:
+                return exc
+
+        async def every():
+            return await asyncio.gather(*(one(spec) for spec in specs))
+
+        bound = settings.TOOLSERVERS_CONNECT_TIMEOUT_SECONDS + 5
+        bound += max((spec.call_timeout * 2 for spec in specs), default=0)
+        try:
+            results = self._run(every(), bound)
+        except ToolServerError as exc:
+            return {spec.slug: exc for spec in specs}
+        return {spec.slug: result for spec, result in zip(specs, results, strict=True)}
 
     def call_tool(self, spec: ServerSpec, name: str, arguments: dict):
         """The server's CallToolResult; any failure is a ToolServerError."""

@@ -309,6 +309,7 @@ def server_tools_record(*, server: ToolServer, announced: list[dict]) -> list[Se
                         summary=tool.scan_summary,
                     )
             tool.last_seen, tool.present = now, True
+            tool.task_support = item.get("task_support") or ""
             tool.save()
             kept.append(tool)
         for gone in existing.values():

@@ -11,7 +11,7 @@ import os
 import sys
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp_types import ToolAnnotations
+from mcp_types import ToolAnnotations, ToolExecution
 
 READ_ONLY = ToolAnnotations(read_only_hint=True)
 POISON = (
@@ -98,6 +98,25 @@ def build() -> MCPServer:
         os.write(1, b"this line is not JSON-RPC\n" + (json.dumps(reply) + "\n").encode())
         await asyncio.sleep(0.2)
         return "the proper answer, too late"
+
+    if "--task-required" in sys.argv:  # `long_job` runs only as an MCP task
+
+        def long_job() -> str:
+            """A job that must run as a task."""
+            return "done"
+
+        server.add_tool(long_job, annotations=READ_ONLY)
+        listed = server.list_tools
+
+        async def list_tools():
+            tools = await listed()
+            required = ToolExecution(task_support="required")
+            return [
+                t.model_copy(update={"execution": required}) if t.name == "long_job" else t
+                for t in tools
+            ]
+
+        server.list_tools = list_tools
 
     if "--poisoned" in sys.argv:
 

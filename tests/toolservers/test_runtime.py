@@ -5,6 +5,7 @@ import os
 import re
 import socket
 import subprocess
+import threading
 import time
 
 import pytest
@@ -182,3 +183,31 @@ def test_a_call_while_the_http_server_is_down_fails_once_and_the_next_one_reconn
         runtime.call_tool(spec, "echo", {"text": "lost"})
     server.start()
     assert _text(runtime.call_tool(spec, "echo", {"text": "two"})) == "echo: two"
+
+
+@pytest.fixture
+def sse_only_probe():
+    """The probe over the older SSE transport only (GET /sse, POST /messages/)."""
+    import uvicorn
+
+    from tests.toolservers.probe_server import build
+
+    port = _free_port()
+    config = uvicorn.Config(build().sse_app(), host="127.0.0.1", port=port, log_level="warning")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert server.started, "the SSE probe server did not start"
+    yield f"http://127.0.0.1:{port}/sse"
+    server.should_exit = True
+    thread.join(5)
+
+
+def test_an_sse_only_url_says_that_only_streamable_http_is_spoken(sse_only_probe):
+    spec = ServerSpec(slug="sse-only", transport="http", url=sse_only_probe, call_timeout=5)
+    with pytest.raises(ToolServerError, match="could not be started or reached") as caught:
+        runtime.list_tools(spec)
+    assert "streamable HTTP" in str(caught.value)
