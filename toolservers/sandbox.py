@@ -185,13 +185,16 @@ def _install_roots(executable: str) -> list[Path]:
 
 
 def _named_paths(args: tuple[str, ...], cwd: str | None) -> list[Path]:
-    """Existing paths the arguments name (`/srv/x`, `--root=/srv/x`, relative to cwd)."""
+    """Existing paths the arguments name (`/srv/x`, `--root=/srv/x`; relative ones from the
+    working folder, if one is set: without one the child starts in its private /tmp)."""
     found = []
     for arg in args:
         for value in (arg, arg.partition("=")[2]):
             if not value or value.startswith("-") or "/" not in value:
                 continue
-            path = Path(cwd or os.getcwd(), value) if not os.path.isabs(value) else Path(value)
+            if not os.path.isabs(value) and not cwd:
+                continue
+            path = Path(cwd, value) if not os.path.isabs(value) else Path(value)
             if path.exists():
                 found.append(Path(os.path.abspath(path)))
     return found

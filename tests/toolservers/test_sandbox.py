@@ -120,3 +120,10 @@ def test_a_real_pypi_server_runs_in_the_sandbox(settings):
     spec = ServerSpec(slug="time-sandboxed", transport="stdio", command=command)
     result = runtime.call_tool(spec, "get_current_time", {"timezone": "Europe/Paris"})
     assert "Europe/Paris" in _text(result)
+
+
+def test_the_working_folder_is_shown_and_the_child_starts_there(settings, tmp_path):
+    settings.TOOLSERVERS_SANDBOX = "bwrap"
+    (tmp_path / "data.txt").write_text("from the working folder")
+    spec = _probe("sandbox-cwd", cwd=str(tmp_path))
+    assert _read(spec, "data.txt") == "read: from the working folder"
