@@ -395,6 +395,11 @@ TOOLSERVERS_DEFINITIONS_TOKENS = env_int("TOOLSERVERS_DEFINITIONS_TOKENS", 8000,
 TOOLSERVERS_CONNECT_TIMEOUT_SECONDS = env_float(
     "TOOLSERVERS_CONNECT_TIMEOUT_SECONDS", 20.0, minimum=0.5
 )
+# Stdio tool servers run in a bubblewrap sandbox with no view of the hub's files, processes
+# or secrets: "auto" (where bwrap works), "bwrap" (required), "off" (docs/SECURITY.md).
+TOOLSERVERS_SANDBOX = env_str("TOOLSERVERS_SANDBOX", "auto").lower()
+if TOOLSERVERS_SANDBOX not in ("auto", "bwrap", "off"):
+    raise ImproperlyConfigured("TOOLSERVERS_SANDBOX must be auto, bwrap or off")
 # A tool call whose policy is `ask` waits this long for a decider; then it is denied and the
 # model told. Beat checks for such calls every TOOLSERVERS_APPROVAL_SWEEP_SECONDS.
 TOOLSERVERS_APPROVAL_TIMEOUT_SECONDS = env_float(

@@ -86,6 +86,9 @@ class ServerTool(models.Model):
     accepted_hash = models.CharField(max_length=64, blank=True, default="")
     # What differs from the last version seen while it waits ("new tool", "changed: …").
     change_note = models.CharField(max_length=200, blank=True, default="")
+    # The tool's `execution.taskSupport` as announced ("", forbidden, optional, required): a
+    # tool that runs only as an MCP task is never offered (the hub does not run tasks).
+    task_support = models.CharField(max_length=16, blank=True, default="")
 
     class Meta:
         ordering = ["server__slug", "name"]
@@ -105,6 +108,14 @@ class ServerTool(models.Model):
     def usable(self) -> bool:
         """Announced, and either clean or accepted by staff as it is now."""
         return self.present and (not self.flagged or self.accepted)
+
+    @property
+    def left_out_reason(self) -> str:
+        """Why the engine never offers this tool ("" when it may): an invalid input schema,
+        or a tool that runs only as an MCP task."""
+        from toolservers.schemas import tool_problem
+
+        return tool_problem(self)
 
     @property
     def default_policy(self) -> str:

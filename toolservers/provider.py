@@ -32,7 +32,7 @@ from hermes_site.scanning import scan_text
 from toolservers.approvals import tool_gate
 from toolservers.models import Policy, ServerTool, ToolCall, ToolServer
 from toolservers.runtime import ServerSpec, ToolServerError, runtime
-from toolservers.schemas import schema_problem
+from toolservers.schemas import tool_problem
 from toolservers.selectors import ActiveTool, chat_active_tools, enabled_servers_for_chat
 from toolservers.services import server_error_record, server_tools_record, tool_call_record
 
@@ -54,6 +54,11 @@ def refresh_server_tools(server: ToolServer) -> list[ServerTool]:
     except ToolServerError as exc:
         server_error_record(server=server, error=str(exc))
         raise
+    return _record(server, announced)
+
+
+def _record(server: ToolServer, announced) -> list[ServerTool]:
+    """Store the tools a server announced (the SDK's `Tool`s)."""
     return server_tools_record(
         server=server,
         announced=[
@@ -66,6 +71,7 @@ def refresh_server_tools(server: ToolServer) -> list[ServerTool]:
                     if tool.annotations
                     else {}
                 ),
+                "task_support": (tool.execution.task_support or "") if tool.execution else "",
             }
             for tool in announced
         ],
@@ -155,8 +161,10 @@ class ToolServerTools:
 
     def _ensure_listed(self, context: TurnContext) -> None:
         """List each of the chat's servers once per process (the session stays open), and
-        again after it announced that its tool list changed."""
+        again after it announced that its tool list changed. The servers due are listed at
+        once, so hanging ones cost the turn one connect bound, not one each."""
         now = time.monotonic()
+        due: list[tuple[ToolServer, ServerSpec]] = []
         for server in enabled_servers_for_chat(context.chat):
             changed = runtime.take_list_changed(server.slug)  # `tools/list_changed` came
             with self._lock:
@@ -165,19 +173,28 @@ class ToolServerTools:
                     continue
                 self._listed[server.pk] = now
             try:
-                refresh_server_tools(server)
-            except ToolServerError as exc:
-                logger.info("tool server %s not listed: %s", server.slug, exc)
+                due.append((server, ServerSpec.from_server(server)))
+            except ToolServerError as exc:  # a reference to an unset hub variable
+                server_error_record(server=server, error=str(exc))
+        if not due:
+            return
+        listed = runtime.list_tools_many([spec for _, spec in due])
+        for server, spec in due:
+            outcome = listed[spec.slug]
+            if isinstance(outcome, ToolServerError):
+                logger.info("tool server %s not listed: %s", server.slug, outcome)
+                server_error_record(server=server, error=str(outcome))
                 continue
+            _record(server, outcome)
             with self._lock:
                 self._listed[server.pk] = float("inf")  # listed: until forgotten
 
-    def _schema_valid(self, item: ActiveTool) -> bool:
-        """Whether the tool's input schema is a valid JSON Schema (checked once per distinct
-        schema by `schema_problem`, which the pages ask too: checking costs about 1.5 ms a
-        tool, and this runs on every turn)."""
-        if schema_problem(item.tool.input_schema):
-            logger.warning("tool %s has an invalid input schema; left out", item.tool)
+    def _offerable(self, item: ActiveTool) -> bool:
+        """Whether the tool can be called at all: a valid JSON Schema (checked once per
+        distinct schema by `schema_problem`, which the pages ask too: checking costs about
+        1.5 ms a tool, and this runs on every turn) and no need to run as an MCP task."""
+        if problem := tool_problem(item.tool):
+            logger.info("tool %s left out: %s", item.tool, problem)
             return False
         return True
 
@@ -191,7 +208,7 @@ class ToolServerTools:
         if context.origin != ORIGIN_CHAT or context.chat is None:
             return []
         self._ensure_listed(context)
-        active = [item for item in chat_active_tools(context.chat) if self._schema_valid(item)]
+        active = [item for item in chat_active_tools(context.chat) if self._offerable(item)]
         tools, cut = select_within_budget(active, budget=settings.TOOLSERVERS_DEFINITIONS_TOKENS)
         self._remember(context, cut)
         return tools

@@ -1,4 +1,5 @@
-"""Is a tool's announced input schema a valid JSON Schema? (What the pages show.)
+"""Can the engine offer a tool: is its input schema a valid JSON Schema, and does it run
+without MCP tasks? (What the pages show.)
 
 The engine leaves a tool with an invalid schema out of every turn (`toolservers.provider`
 checks it once per distinct schema); the pages ask the same question here, so a chat's
@@ -21,6 +22,17 @@ def _problem(schema_json: str) -> str:
     except jsonschema.SchemaError:
         return INVALID_SCHEMA
     return ""
+
+
+NEEDS_TASKS = "runs only as an MCP task (taskSupport: required), which the hub does not do"
+
+
+def tool_problem(tool) -> str:
+    """ "" when the engine may offer `tool` (a ServerTool), else why it never does: an
+    invalid schema, or a tool whose every plain call fails because it must run as a task."""
+    if getattr(tool, "task_support", "") == "required":
+        return NEEDS_TASKS
+    return schema_problem(tool.input_schema)
 
 
 def schema_problem(schema) -> str:

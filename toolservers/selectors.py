@@ -8,7 +8,7 @@ from django.db.models import Count, Max, Prefetch, Q, QuerySet
 from chats.models import Chat
 from toolservers.models import ChatToolset, ServerTool, ToolCall, ToolServer
 from toolservers.policy import may_read
-from toolservers.schemas import schema_problem
+from toolservers.schemas import tool_problem
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,6 @@ class ServerOverview:
     calls_today: int
     p50_ms: int | None
     last_call: ToolCall | None
-    invalid_schemas: frozenset[str] = frozenset()  # tools the engine leaves out: bad schema
 
 
 def _median(values: list[int]) -> int | None:
@@ -166,9 +165,6 @@ def servers_overview(*, since, is_connected) -> list[ServerOverview]:
             calls_today=counts.get(server.pk, 0),
             p50_ms=_median(durations.get(server.pk, [])),
             last_call=last.get(server.pk),
-            invalid_schemas=frozenset(
-                tool.name for tool in server.tools.all() if schema_problem(tool.input_schema)
-            ),
         )
         for server in servers_list
     ]
@@ -217,7 +213,7 @@ def chat_toolset_panel(*, chat: Chat, person) -> list[ChatServerState]:
             reason = ""
             if tool.flagged and not tool.usable:
                 reason = "flagged"
-            elif problem := schema_problem(tool.input_schema):
+            elif problem := tool_problem(tool):
                 reason = problem  # the engine leaves it out of every turn
             on = bool(wanted and server.enabled and server.tool_listed(tool.name) and not reason)
             policy = _effective_policy(row, tool)

@@ -398,6 +398,7 @@ def server_tools_record(*, server: ToolServer, announced: list[dict]) -> list[Se
                     if not was_waiting:
                         waiting.append((name, note))
             tool.last_seen, tool.present = now, True
+            tool.task_support = item.get("task_support") or ""
             tool.save()
             kept.append(tool)
         for gone in existing.values():

@@ -24,6 +24,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from chats.models import Chat
 from chats.selectors import chat_for_person
+from toolservers import sandbox
 from toolservers.forms import KEPT, ServerAddForm, ServerEditForm
 from toolservers.models import Policy, ServerTool, ToolServer, Transport
 from toolservers.policy import may_decide, may_manage_servers
@@ -76,7 +77,7 @@ def tools_page(request: HttpRequest) -> HttpResponse:
     ]
     policies = [(Policy.DEFAULT, "from annotations"), *[(p, p) for p in Policy.values if p]]
     adds = [t for t in Transport.values if may_manage_servers(request.user, transport=t)]
-    context = {"rows": rows, "policies": policies, "adds": adds}
+    context = {"rows": rows, "policies": policies, "adds": adds, "sandbox": sandbox.status()}
     return render(request, "toolservers/tools.html", context)
 
 

@@ -84,13 +84,14 @@ def people(make_person):
 
 
 @pytest.fixture
-def group(people):
+def group(people, tmp_path):
     chat, _ = chat_get_or_create(
         channel="telegram", chat_id=str(GROUP_ID), kind=ChatKind.GROUP, title="Ops"
     )
     chat_member_ensure(chat=chat, person=people["olivia"], role=ChatMember.Role.OWNER)
     chat_member_ensure(chat=chat, person=people["marco"])
-    enable(chat, add_server("probe", stdio=[PYTHON, PROBE]))  # append_line: "ask"
+    # append_line: "ask"; the folder it writes in is named, so the sandbox shows it.
+    enable(chat, add_server("probe", stdio=[PYTHON, PROBE, str(tmp_path)]))
     return chat
 
 

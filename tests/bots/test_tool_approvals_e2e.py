@@ -35,7 +35,8 @@ def test_a_call_waits_for_a_button_and_the_reply_comes_once_after_the_approval(
     )
     chat_member_ensure(chat=group, person=olivia, role=ChatMember.Role.OWNER)
     chat_member_ensure(chat=group, person=marco)
-    enable(group, add_server("probe", stdio=[PYTHON, PROBE]))
+    # The folder append_line writes in is named, so the sandbox shows it.
+    enable(group, add_server("probe", stdio=[PYTHON, PROBE, str(tmp_path)]))
     log = tmp_path / "deploy.log"
     llm.script(
         fake_openai.tool_calls([("c1", "probe__append_line", {"path": str(log), "line": "go"})]),

@@ -19,11 +19,12 @@ WAIT = 30_000  # the worker's first turn starts the probe server
 
 
 @pytest.fixture
-def room(owner, member):
+def room(owner, member, tmp_path):
     chat, _ = chat_get_or_create(channel="web", chat_id="deploys", kind="room", title="Deploys")
     chat_member_ensure(chat=chat, person=owner, role=ChatMember.Role.OWNER)
     chat_member_ensure(chat=chat, person=member)
-    enable(chat, add_server("probe", stdio=[PYTHON, PROBE]))  # append_line asks
+    # append_line asks; the folder it writes in is named, so the sandbox shows it.
+    enable(chat, add_server("probe", stdio=[PYTHON, PROBE, str(tmp_path)]))
     return chat
 
 

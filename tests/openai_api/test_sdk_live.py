@@ -271,7 +271,8 @@ def test_a_call_that_needs_approval_waits_for_the_person_and_the_stream_says_so(
     conversation = [{"role": "user", "content": "hi"}]
     first = sdk.chat.completions.create(model="hermes-hub", messages=conversation)
     chat = Chat.objects.get(channel="openai")
-    enable(chat, add_server("probe", stdio=[PYTHON, PROBE]))
+    # The folder append_line writes in is named, so the sandbox shows it.
+    enable(chat, add_server("probe", stdio=[PYTHON, PROBE, str(tmp_path)]))
 
     log = tmp_path / "deploy.log"
     fake_llm.script(

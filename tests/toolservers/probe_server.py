@@ -12,7 +12,7 @@ import os
 import sys
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp_types import ToolAnnotations
+from mcp_types import ToolAnnotations, ToolExecution
 
 READ_ONLY = ToolAnnotations(read_only_hint=True)
 POISON = (
@@ -28,6 +28,15 @@ def build() -> MCPServer:
     def environment() -> dict:
         """The server process's environment variables."""
         return dict(os.environ)
+
+    @server.tool(annotations=READ_ONLY)
+    def read_file(path: str) -> str:
+        """The file's text, or why it could not be read."""
+        try:
+            with open(path, "rb") as handle:
+                return "read: " + handle.read(100_000).decode("utf-8", "replace")
+        except OSError as exc:
+            return f"unreadable: {exc}"
 
     @server.tool(annotations=READ_ONLY)
     def echo(text: str) -> str:
@@ -116,6 +125,25 @@ def build() -> MCPServer:
             await ctx.session.send_tool_list_changed()
             return "turned"
 
+    if "--task-required" in sys.argv:  # `long_job` runs only as an MCP task
+
+        def long_job() -> str:
+            """A job that must run as a task."""
+            return "done"
+
+        server.add_tool(long_job, annotations=READ_ONLY)
+        listed = server.list_tools
+
+        async def list_tools():
+            tools = await listed()
+            required = ToolExecution(task_support="required")
+            return [
+                t.model_copy(update={"execution": required}) if t.name == "long_job" else t
+                for t in tools
+            ]
+
+        server.list_tools = list_tools
+
     if "--poisoned" in sys.argv:
 
         def poisoned_echo(text: str) -> str:
@@ -125,5 +153,42 @@ def build() -> MCPServer:
     return server
 
 
+def _unknown_session_as_400(app):
+    """Answer an unknown session with 400 and a plain-text body, as some servers do."""
+
+    async def wrapped(scope, receive, send):
+        rewritten = False
+
+        async def rewrite(message):
+            nonlocal rewritten
+            if message["type"] == "http.response.start" and message["status"] == 404:
+                rewritten = True
+                headers = [(b"content-type", b"text/plain")]
+                message = {"type": "http.response.start", "status": 400, "headers": headers}
+            elif message["type"] == "http.response.body" and rewritten:
+                message = {"type": "http.response.body", "body": b"Bad Request: Session not found"}
+            await send(message)
+
+        await app(scope, receive, rewrite if scope["type"] == "http" else send)
+
+    return wrapped
+
+
+def serve_http(port: int, *, unknown_session_400: bool = False) -> None:
+    """Serve the probe over streamable HTTP on 127.0.0.1:`port` until killed."""
+    import uvicorn
+
+    app = build().streamable_http_app()
+    if unknown_session_400:
+        app = _unknown_session_as_400(app)
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+
+
 if __name__ == "__main__":
-    build().run()
+    if "--http" in sys.argv:
+        serve_http(
+            int(sys.argv[sys.argv.index("--http") + 1]),
+            unknown_session_400="--unknown-session-400" in sys.argv,
+        )
+    else:
+        build().run()

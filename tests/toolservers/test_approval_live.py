@@ -18,11 +18,12 @@ pytestmark = pytest.mark.timeout(240)
 
 
 @pytest.fixture
-def room(make_person):
+def room(make_person, tmp_path):
     owner = make_person("alice")
     chat, _ = chat_get_or_create(channel="api", chat_id="ops", title="Ops")
     chat_member_ensure(chat=chat, person=owner, role=ChatMember.Role.OWNER)
-    enable(chat, add_server("probe", stdio=[PYTHON, PROBE]))
+    # The folder append_line writes in is named, so the sandbox shows it.
+    enable(chat, add_server("probe", stdio=[PYTHON, PROBE, str(tmp_path)]))
     _, token = api_token_create(person=owner)
     return chat, owner, token
 

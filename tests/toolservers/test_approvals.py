@@ -40,11 +40,12 @@ def fake(settings):
 
 
 @pytest.fixture
-def room(owner, member):
+def room(owner, member, tmp_path):
     chat, _ = chat_get_or_create(channel="web", chat_id="ops-room", title="Ops")
     chat_member_ensure(chat=chat, person=owner, role=ChatMember.Role.OWNER)
     chat_member_ensure(chat=chat, person=member)
-    probe = add_server("probe", stdio=[PYTHON, PROBE])
+    # The folder append_line writes in is named, so the sandbox shows it.
+    probe = add_server("probe", stdio=[PYTHON, PROBE, str(tmp_path)])
     enable(chat, probe)  # append_line is destructive: "ask"; echo is read-only: "allow"
     return chat
 
@@ -302,7 +303,7 @@ def test_stop_ends_a_waiting_turn_and_voids_its_card(fake, room, owner, member, 
 def test_alone_in_their_own_chat_a_person_decides_their_own_calls(fake, member, log):
     chat, _ = chat_get_or_create(channel="web", chat_id="dm-marco", kind="dm")
     chat_member_ensure(chat=chat, person=member, role=ChatMember.Role.OWNER)
-    enable(chat, add_server("probe", stdio=[PYTHON, PROBE]))
+    enable(chat, add_server("probe", stdio=[PYTHON, PROBE, str(log.parent)]))
     fake.script(fake_openai.tool_calls([append("c1", log)]), fake_openai.text("Done."))
     turn = run(say(chat, member, "deploy"))
     card = card_of(turn)

@@ -13,8 +13,8 @@ from chats.models import Message, Turn
 from chats.services import message_ingest
 from tests.fakes import openai_server as fake_openai
 from tests.toolservers.conftest import PROBE, PYTHON, add_server, enable
-from toolservers.models import ToolCall
-from toolservers.services import server_tools_record
+from toolservers.models import ToolCall, ToolServer
+from toolservers.services import VIA_COMMAND, server_set_default, server_tools_record
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -59,7 +59,9 @@ def repo(tmp_path):
 def test_real_servers_list_run_and_are_audited(fake, repo, http_probe):
     turn = say("what changed, and what time is it in Tokyo?")
     chat = turn.chat
-    enable(chat, add_server("git", stdio=[PYTHON, "-m", "mcp_server_git"]))
+    # The repository is named in the server's arguments: the sandbox shows it nothing else.
+    git = [PYTHON, "-m", "mcp_server_git", "--repository", str(repo)]
+    enable(chat, add_server("git", stdio=git))
     enable(chat, add_server("time", stdio=[PYTHON, "-m", "mcp_server_time"]))
     enable(chat, add_server("web", url=http_probe), tool="echo")
     fake.script(
@@ -191,6 +193,17 @@ def test_a_poisoned_description_is_flagged_and_never_offered(fake):
     assert probe.tools.get(name="poisoned_echo").flagged
 
 
+def test_a_tool_that_runs_only_as_a_task_is_never_offered(fake):
+    turn = say("run the job")
+    probe = add_server("tasks", stdio=[PYTHON, PROBE, "--task-required"])
+    enable(turn.chat, probe, policy="allow")
+    fake.script(fake_openai.text("ok"))
+    run(turn)
+    offered = {t["function"]["name"] for t in fake.requests[0]["tools"]}
+    assert "tasks__echo" in offered and "tasks__long_job" not in offered
+    assert probe.tools.get(name="long_job").task_support == "required"
+
+
 def test_a_changed_tool_list_is_listed_again_at_the_next_turn(fake):
     turn = say("grow")
     enable(turn.chat, add_server("growing", stdio=[PYTHON, PROBE]), policy="allow")
@@ -214,3 +227,33 @@ def test_background_reviews_never_get_tool_server_tools():
     assert "time__convert_time" in chat_names
     review = TurnContext(turn.chat, turn.trigger, origin=ORIGIN_REVIEW)
     assert not any("__" in t.name for t in registry.tools_for_turn(review))
+
+
+# A server that never answers the handshake: it marks that it started, and marks again once
+# every one of the hanging servers is running at the same time as itself.
+HANGING = """
+touch "$1/started-$3"
+while [ "$(ls "$1" | grep -c '^started-')" -lt "$2" ]; do sleep 0.05; done
+touch "$1/together-$3"
+exec sleep 600
+"""
+
+
+def test_hanging_team_default_servers_are_listed_at_once_not_one_after_another(settings, tmp_path):
+    settings.TOOLSERVERS_CONNECT_TIMEOUT_SECONDS = 5
+    count = 4
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    for n in range(count):
+        server = add_server(
+            f"hang{n}", stdio=["sh", "-c", HANGING, "sh", str(marks), str(count), str(n)]
+        )
+        server_set_default(by=None, server=server, on=True, via=VIA_COMMAND)
+    turn = say("hello")
+    context = TurnContext(turn.chat, turn.trigger)
+    assert not any("hang" in t.name for t in registry.tools_for_turn(context))
+    # One after another, each would be stopped at the connect timeout before the next one
+    # starts; listed at once, all of them run together (and the turn waits for one bound).
+    assert len(list(marks.glob("started-*"))) == count
+    assert len(list(marks.glob("together-*"))) == count
+    assert all("did not start within" in s.last_error for s in ToolServer.objects.all())

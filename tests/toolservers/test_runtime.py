@@ -2,11 +2,15 @@
 
 import json
 import os
+import re
+import socket
+import subprocess
+import threading
 import time
 
 import pytest
 
-from tests.toolservers.conftest import PROBE, PYTHON
+from tests.toolservers.conftest import PROBE, PYTHON, _free_port
 from toolservers.runtime import ServerSpec, ToolServerError, runtime
 
 
@@ -46,8 +50,24 @@ def test_a_server_that_keeps_failing_is_restarted_with_backoff():
     for _ in range(2):  # the first retry is at once
         with pytest.raises(ToolServerError, match="could not be started"):
             runtime.call_tool(spec, "anything", {})
-    with pytest.raises(ToolServerError, match="failed 2 times in a row.*No such file"):
+    with pytest.raises(ToolServerError, match="failed 2 times in a row.*No such file") as caught:
         runtime.call_tool(spec, "anything", {})
+    # Never "not restarted for another 0 s": whole seconds rounded up, or "in a moment".
+    assert re.search(r"started again (in a moment|in [1-9]\d* s) \(last error", str(caught.value))
+
+
+def test_a_stdio_server_that_cannot_start_says_why_from_its_error_output():
+    script = (
+        "import sys; sys.stderr.write('starting\\n' + 'x' * 5000 + '\\nError: None of the "
+        "specified directories are accessible\\n'); sys.exit(1)"
+    )
+    spec = ServerSpec(slug="says-why", transport="stdio", command=PYTHON, args=("-c", script))
+    with pytest.raises(ToolServerError) as caught:
+        runtime.list_tools(spec)
+    message = str(caught.value)
+    assert "could not be started" in message
+    assert "None of the specified directories are accessible" in message
+    assert "starting" not in message  # a bounded tail, not the whole output
 
 
 def test_a_hang_past_the_timeout_is_cancelled_and_the_server_restarted():
@@ -93,3 +113,101 @@ def test_an_http_call_past_its_timeout_is_cancelled_and_the_next_call_works(http
     with pytest.raises(ToolServerError, match="did not answer within 0.5 s"):
         runtime.call_tool(spec, "hang", {"seconds": 30})
     assert _text(runtime.call_tool(spec, "echo", {"text": "back"})) == "echo: back"
+
+
+class _ServerProcess:
+    """The probe served over streamable HTTP by a process of its own, on a fixed port."""
+
+    def __init__(self, port: int, *extra: str):
+        self.port, self.extra, self.process = port, extra, None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [PYTHON, PROBE, "--http", str(self.port), *self.extra],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        while True:  # until it accepts connections (or died)
+            assert self.process.poll() is None, "the probe server did not start"
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            time.sleep(0.05)
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.wait()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+
+@pytest.fixture
+def restartable():
+    servers = []
+
+    def make(*extra: str) -> _ServerProcess:
+        server = _ServerProcess(_free_port(), *extra)
+        server.start()
+        servers.append(server)
+        return server
+
+    yield make
+    runtime.close()
+    for server in servers:
+        if server.process.poll() is None:
+            server.kill()
+
+
+@pytest.mark.parametrize("answer", ["404 (the spec)", "400 (some servers)"])
+def test_an_http_server_restarted_gets_a_new_session_without_a_failed_call(restartable, answer):
+    server = restartable(*(["--unknown-session-400"] if answer.startswith("400") else []))
+    spec = ServerSpec(slug=f"restarted-{answer[:3]}", transport="http", url=server.url)
+    assert _text(runtime.call_tool(spec, "echo", {"text": "before"})) == "echo: before"
+    server.kill()
+    server.start()  # the same port; the old session is unknown to the new process
+    assert _text(runtime.call_tool(spec, "echo", {"text": "after"})) == "echo: after"
+    assert _text(runtime.call_tool(spec, "echo", {"text": "and on"})) == "echo: and on"
+    assert {tool.name for tool in runtime.list_tools(spec)} >= {"echo"}
+
+
+def test_a_call_while_the_http_server_is_down_fails_once_and_the_next_one_reconnects(
+    restartable,
+):
+    server = restartable()
+    spec = ServerSpec(slug="down-then-up", transport="http", url=server.url, call_timeout=5)
+    assert _text(runtime.call_tool(spec, "echo", {"text": "one"})) == "echo: one"
+    server.kill()
+    with pytest.raises(ToolServerError, match="down-then-up"):
+        runtime.call_tool(spec, "echo", {"text": "lost"})
+    server.start()
+    assert _text(runtime.call_tool(spec, "echo", {"text": "two"})) == "echo: two"
+
+
+@pytest.fixture
+def sse_only_probe():
+    """The probe over the older SSE transport only (GET /sse, POST /messages/)."""
+    import uvicorn
+
+    from tests.toolservers.probe_server import build
+
+    port = _free_port()
+    config = uvicorn.Config(build().sse_app(), host="127.0.0.1", port=port, log_level="warning")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert server.started, "the SSE probe server did not start"
+    yield f"http://127.0.0.1:{port}/sse"
+    server.should_exit = True
+    thread.join(5)
+
+
+def test_an_sse_only_url_says_that_only_streamable_http_is_spoken(sse_only_probe):
+    spec = ServerSpec(slug="sse-only", transport="http", url=sse_only_probe, call_timeout=5)
+    with pytest.raises(ToolServerError, match="could not be started or reached") as caught:
+        runtime.list_tools(spec)
+    assert "streamable HTTP" in str(caught.value)

@@ -22,12 +22,13 @@ BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
 
 @pytest.fixture
-def terminal(make_person):
+def terminal(make_person, tmp_path):
     """cli:ops with the probe on; dana is alone in it (its decider)."""
     dana = make_person("dana")
     chat, _ = chat_get_or_create(channel="cli", chat_id="ops")
     chat_member_ensure(chat=chat, person=dana)
-    enable(chat, add_server("probe", stdio=[PYTHON, PROBE]))
+    # The folder append_line writes in is named, so the sandbox shows it.
+    enable(chat, add_server("probe", stdio=[PYTHON, PROBE, str(tmp_path)]))
     return chat, dana
 
 

@@ -270,3 +270,33 @@ def test_a_tool_with_an_invalid_schema_shows_as_off_with_the_reason(
     bad_row = staff_page[staff_page.index('id="tool-broken-bad"') :][:600]
     assert "off: invalid schema" in bad_row
     assert "invalid schema" not in staff_page[staff_page.index('id="tool-broken-good"') :][:400]
+
+
+def test_the_tools_page_says_whether_stdio_servers_are_sandboxed(client, staff, settings):
+    settings.TOOLSERVERS_SANDBOX = "off"
+    body = _login(client, staff).get("/tools/").content.decode()
+    assert "Stdio sandbox: off (TOOLSERVERS_SANDBOX=off)" in body
+
+
+def test_a_tool_that_runs_only_as_a_task_shows_as_off_with_the_reason(
+    client, staff, owner, team_chat
+):
+    server = add_server("jobs", url="http://127.0.0.1:9/jobs")
+    server_tools_record(
+        server=server,
+        announced=[
+            {"name": "job", "input_schema": {"type": "object"}, "task_support": "required"},
+            {"name": "quick", "input_schema": {"type": "object"}, "task_support": "optional"},
+        ],
+    )
+    enable(team_chat, server, policy="allow")
+    page = _login(client, owner).get(f"/chats/{team_chat.chat_key}/tools").content.decode()
+    job_row = page[page.index('id="tool-jobs-job"') :][:600]
+    assert "off: runs only as an MCP task" in job_row and ">on<" not in job_row
+    assert ">on<" in page[page.index('id="tool-jobs-quick"') :][:600]
+    staff_page = _login(client, staff).get("/tools/").content.decode()
+    assert (
+        "off: runs only as an MCP task"
+        in staff_page[staff_page.index('id="tool-jobs-job"') :][:600]
+    )
+    assert "MCP task" not in staff_page[staff_page.index('id="tool-jobs-quick"') :][:400]
