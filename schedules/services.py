@@ -45,6 +45,8 @@ from schedules.timing import (
 logger = logging.getLogger(__name__)
 
 ACTOR_NAMESPACE = "schedule"
+# The key of a run's prompt metadata naming who pays for the run (usage.services reads it).
+PAYER_KEY = "payer"
 MAX_PROMPT_CHARS = 4000
 OPEN_TURN = (Turn.Status.QUEUED, Turn.Status.RUNNING, Turn.Status.WAITING)
 # Reasons of an interruption a person caused (a newer message, the Stop button): the run is
@@ -533,8 +535,14 @@ def _store_prompts(runs: list[ScheduleRun], now: datetime) -> list[Message]:
                 created_at=now,
                 token_count=message_token_count(text, []),
                 # `mode`: an isolated run stays isolated if its schedule is deleted before
-                # its turn runs (schedules.history).
-                metadata={"schedule": schedule.pk, "schedule_run": run.pk, "mode": schedule.mode},
+                # its turn runs (schedules.history). PAYER_KEY: who pays, fixed now, read by
+                # the budget check and usage whatever happens to the schedule afterwards.
+                metadata={
+                    "schedule": schedule.pk,
+                    "schedule_run": run.pk,
+                    "mode": schedule.mode,
+                    PAYER_KEY: schedule.owner_id,
+                },
             )
         )
     return insert_rows(messages)  # as message_ingest: insert_row, no save(), no signals
