@@ -95,13 +95,15 @@ def _check_spec(*, kind: str, cron: str, tz: str, interval_minutes, run_at, now:
     if kind == Schedule.Kind.CRON:
         spec = Spec(kind=kind, cron=validate_cron(cron), tz=tz)
         try:
-            gap = shortest_gap_minutes(spec, now)
+            next_fire_time(spec, now)
         except Exception as exc:  # noqa: BLE001 - croniter: e.g. "0 0 30 2 *" never fires
             raise ScheduleSpecError("cron", f"cron expression {cron!r} never fires") from exc
-        if gap is not None and gap < minimum:
+        # The expression's own shortest gap: the same whenever the schedule is made.
+        gap = shortest_gap_minutes(spec.cron, minimum)
+        if gap is not None:
             raise ScheduleSpecError(
                 "cron",
-                f"cron expression {cron!r} fires every {gap:g} minute(s); the minimum "
+                f"cron expression {cron!r} has runs {gap} minute(s) apart; the minimum "
                 f"interval is {minimum} (SCHEDULES_MIN_INTERVAL_MINUTES)",
             )
         return spec
