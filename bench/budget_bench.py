@@ -1,7 +1,7 @@
 """Benchmark: the budget check's cost per turn.
 
     .venv/bin/python bench/budget_bench.py [--people 200] [--chats 1000] [--days 365]
-        [--rows-per-day 2000] [--runs 200] [--repeats 5] [--explain]
+        [--rows-per-day 2000] [--runs 200] [--repeats 5] [--explain] [--only TEXT]
         [--database-url postgres://…]   (without: SQLite)
 
 On a throw-away database (a temporary SQLite file, or `hermes_budget_<pid>` created on the
@@ -18,11 +18,13 @@ before the one statement ("before": the budgets through the ORM, one `spend` per
 for the gate the trigger's attribution and the price, read at every check); `budget_check`;
 the turn gate at the first check of a run (who spends taken from the loaded trigger; also
 with the probe of the budgets table first, as when the process's last read found no
-budget; and with who spends read by a query, as for a schedule's or an API integration
-user's trigger) and at later checks; then, with every budget deleted, the check and the
-gate again. Prints the median of the rounds' p50s, the p95 of all runs and the queries per
-call, as Markdown, and the machine (with its load: the machine may be shared).
-`--explain`: the statement's plan.
+budget; with who spends read by a query, as for a trigger loaded without its actor; for a
+scheduled run, whose payer its trigger names; and for one started before payers were
+stored, whose schedule's owner is read) and at later checks; then, with every budget
+deleted, the check and the gate again. Prints the median of the rounds' p50s, the p95 of
+all runs and the queries per call, as Markdown, and the machine (with its load: the
+machine may be shared). `--explain`: the statement's plan. `--only TEXT`: measure only the
+rows whose name contains TEXT (e.g. "scheduled run", to compare two commits alternately).
 """
 
 import argparse
@@ -167,6 +169,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--database-url", default=None)
     parser.add_argument("--explain", action="store_true", help="print the check's query plan")
+    parser.add_argument("--only", default="", help="measure only the rows naming this text")
     args = parser.parse_args()
     with common.temporary_database(args.database_url, label="budget") as url:
         common.setup_django(url)
@@ -209,7 +212,7 @@ def main() -> None:
         by_query = Message.objects.select_related("chat").get(pk=trigger.pk)
         context_by_query = TurnContext(chat=by_query.chat, trigger=by_query)
         # A scheduled run's trigger, as the runner loads it: the schedule's actor (in memory
-        # here) and the schedule in the metadata; who spends is its owner (one query).
+        # here) and in the metadata the schedule and who pays (its owner when it started).
         from copy import copy
 
         from schedules.models import Schedule
@@ -219,9 +222,13 @@ def main() -> None:
         scheduled = copy(trigger)
         scheduled.actor = copy(trigger.actor)
         scheduled.actor.namespace = "schedule"
-        scheduled.metadata = {"schedule": schedule.pk}
+        scheduled.metadata = {"schedule": schedule.pk, "payer": person.pk}
         context_scheduled = TurnContext(chat=trigger.chat, trigger=scheduled,
                                         actor=scheduled.actor)  # fmt: skip
+        # One stored before payers were: who pays is its schedule's owner, read.
+        legacy = copy(scheduled)
+        legacy.metadata = {"schedule": schedule.pk}
+        context_legacy = TurnContext(chat=trigger.chat, trigger=legacy, actor=legacy.actor)
         pending = TurnSpend(model="big-model", prompt_tokens=1200, completion_tokens=300)
 
         def check():
@@ -248,6 +255,10 @@ def main() -> None:
             scheduled.__dict__.pop("_budgets_attributed_person_id", None)
             assert budget_turn_gate(context_scheduled, pending) is None
 
+        def gate_first_legacy():
+            legacy.__dict__.pop("_budgets_attributed_person_id", None)
+            assert budget_turn_gate(context_legacy, pending) is None
+
         def before_check():
             assert former_check(person.pk, ids["chat"], now=timezone.now()) is None
 
@@ -271,9 +282,11 @@ def main() -> None:
             ("turn gate, first check, probing first", gate_first_probing),
             ("turn gate, first check, attribution by query", gate_first_by_query),
             ("turn gate, first check of a scheduled run", gate_first_scheduled),
+            ("turn gate, first check of a scheduled run stored before payers",
+             gate_first_legacy),
             ("turn gate, later checks of the run", gate_later),
         ]  # fmt: skip
-        rows = measure(cases, runs=args.runs, repeats=args.repeats)
+        rows = measure(_only(cases, args.only), runs=args.runs, repeats=args.repeats)
         if args.explain:
             explain(person.pk, ids["chat"], start, end, pending.model, timezone.now().date())
         Budget.objects.all().delete()
@@ -282,13 +295,17 @@ def main() -> None:
             ("no budget at all: turn gate", gate_first),
             ("no budget at all, before: turn gate", before_gate),
         ]
-        rows += measure(cases, runs=args.runs, repeats=args.repeats)
+        rows += measure(_only(cases, args.only), runs=args.runs, repeats=args.repeats)
         print(f"database: {common.database_description()}")
         print(f"daily rows: {UsageDay.objects.count():,} over {args.days} days; "
               f"{args.repeats} rounds of {args.runs} runs\n")  # fmt: skip
         print(common.markdown_table(["what", "queries", "p50 ms", "p95 ms"], rows))
         print()
         print(common.markdown_table(["", ""], list(common.machine_info().items())))
+
+
+def _only(cases: list, text: str) -> list:
+    return [case for case in cases if text in case[0]]
 
 
 def explain(person_id: int, chat_id: int, start, end, model: str, day) -> None:

@@ -37,7 +37,6 @@ from django.db.models import Q
 
 from budgets.lastmile import in_last_mile
 from budgets.models import Budget, Scope
-from schedules.models import Schedule
 from usage.models import NANOS, ModelPrice, UsageDay, UsageHubDay
 
 CHECK_ORDER = {Scope.PERSON: 0, Scope.CHAT: 1, Scope.HUB: 2}
@@ -173,15 +172,12 @@ def turn_budget_check(
     model: str,
     prompt_tokens: int,
     completion_tokens: int,
-    schedule_id: int | None = None,
 ) -> TurnCheck:
-    """`budget_check_unrecorded`, also naming the caps in their last mile. One statement.
-    `schedule_id` (with `person_id` None): a scheduled run's, whose spender is the
-    schedule's owner, read inside the statement (nobody when the schedule is gone)."""
+    """`budget_check_unrecorded`, also naming the caps in their last mile. One statement."""
     start, end = month_bounds(now)
     tokens = prompt_tokens + completion_tokens
     priced = (model, now.date()) if tokens and model else (None, None)
-    caps, price = _read(person_id, chat_id, start, end, *priced, schedule_id=schedule_id)
+    caps, price = _read(person_id, chat_id, start, end, *priced)
     nanos = price.cost_nanos(prompt_tokens, completion_tokens) if price is not None else 0
     refusal = _first_used_up(caps, tokens, nanos, end)
     near = [] if refusal else [cap for cap in caps if _in_last_mile(cap, tokens, nanos)]
@@ -243,12 +239,10 @@ def _read(
     end: date,
     model: str | None,
     day: date | None,
-    *,
-    schedule_id: int | None = None,
 ) -> tuple[list[CapSpend], ModelPrice | None]:
     """The caps that apply with their spend, and `model`'s price on `day` (when asked and
     some cap applies), in one statement."""
-    sql, params = check_query(person_id, chat_id, start, end, model, day, schedule_id)
+    sql, params = check_query(person_id, chat_id, start, end, model, day)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
@@ -288,19 +282,14 @@ def check_query(
     end: date,
     model: str | None = None,
     day: date | None = None,
-    schedule_id: int | None = None,
 ) -> tuple[str, list]:
-    """The check's statement and its parameters (also for the bench's query plan).
-    `schedule_id` stands for the person when `person_id` is None: its owner, read in SQL."""
-    by_schedule = person_id is None and schedule_id is not None
-    sql = _statement(connection.vendor, person_id is not None or by_schedule,
-                     chat_id is not None, model is not None, by_schedule)  # fmt: skip
+    """The check's statement and its parameters (also for the bench's query plan)."""
+    sql = _statement(connection.vendor, person_id is not None, chat_id is not None,
+                     model is not None)  # fmt: skip
     ops = connection.ops
     month = [ops.adapt_datefield_value(start), ops.adapt_datefield_value(end)]
     params: list = []
-    if by_schedule:
-        params += [schedule_id, *month, Scope.PERSON.value, schedule_id, schedule_id]
-    elif person_id is not None:
+    if person_id is not None:
         params += [person_id, *month, Scope.PERSON.value, person_id]
     if chat_id is not None:
         params += [chat_id, *month, Scope.CHAT.value, chat_id]
@@ -311,14 +300,10 @@ def check_query(
 
 
 @lru_cache(maxsize=32)
-def _statement(
-    vendor: str, with_person: bool, with_chat: bool, with_price: bool, by_schedule: bool = False
-) -> str:
+def _statement(vendor: str, with_person: bool, with_chat: bool, with_price: bool) -> str:
     """The SQL of one check, built once per shape and database (`vendor` keys the cache;
     the values are bound): per scope that applies, its budgets beside one aggregate of its
-    month (UNION ALL), and the price of the turn's model beside every row. `by_schedule`:
-    the person is a schedule's owner, a subquery by the schedule's id (no owner: no person,
-    so neither the person's own budget nor the default applies)."""
+    month (UNION ALL), and the price of the turn's model beside every row."""
     q = connection.ops.quote_name
     budget = Budget._meta
 
@@ -337,8 +322,8 @@ def _statement(
         )
     )
 
-    def scope_rows(sums, key: str | None, where: str, value: str = "%s") -> str:
-        keyed = f"{col(sums, key)} = {value} AND " if key else ""
+    def scope_rows(sums, key: str | None, where: str) -> str:
+        keyed = f"{col(sums, key)} = %s AND " if key else ""
         tokens = f"{col(sums, 'prompt_tokens')} + {col(sums, 'completion_tokens')}"
         month = (
             f"SELECT COALESCE(SUM({tokens}), 0) AS tokens, "
@@ -352,15 +337,7 @@ def _statement(
 
     person = f"b.{col(budget, 'person')}"
     branches = []
-    if with_person and by_schedule:
-        schedule = Schedule._meta
-        owner = (
-            f"(SELECT {col(schedule, 'owner')} FROM {q(schedule.db_table)} "
-            f"WHERE {q(schedule.pk.column)} = %s)"
-        )
-        where = f" AND ({person} = {owner} OR {person} IS NULL) AND {owner} IS NOT NULL"
-        branches.append(scope_rows(UsageDay._meta, "person", where, owner))
-    elif with_person:  # the person's own budget and the default (the own one wins, in Python)
+    if with_person:  # the person's own budget and the default (the own one wins, in Python)
         where = f" AND ({person} = %s OR {person} IS NULL)"
         branches.append(scope_rows(UsageDay._meta, "person", where))
     if with_chat:

@@ -10,7 +10,9 @@ background review calls the model, for whoever the review's spend is attributed 
 What one check costs: with no budget at all, one probe of the budgets table. Otherwise one
 statement (`turn_budget_check`: the caps, their month's spend and the price of the
 turn's unrecorded tokens), and at the first check of a run also who spends (from the loaded
-trigger, or one query) and the probe, unless the process's last read found budgets.
+trigger and actor: a scheduled run's payer is stored in its trigger's metadata; one query
+for a trigger loaded without its actor) and the probe, unless the process's last read found
+budgets.
 Who spends is kept for the run on the trigger the runner loaded (a resumed turn loads it
 anew); the spend and the budgets are never cached, so every check sees every finished turn
 and every budget saved or deleted before it. Within the last mile of a cap the gate also
@@ -42,6 +44,7 @@ from usage.services import (
     actor_spender,
     attribution_of_trigger,
     schedule_owner,
+    stored_payer,
 )
 
 # The attribute of the turn's loaded trigger Message that keeps its attributed person id.
@@ -71,7 +74,7 @@ def budget_turn_gate(context: TurnContext, pending: TurnSpend) -> str | None:
     """The answer that ends the turn when a cap is used up, else None."""
     kept = context.trigger.__dict__
     if _ATTRIBUTED in kept:
-        spender = kept[_ATTRIBUTED]
+        person_id = kept[_ATTRIBUTED]
     else:
         # The probe spares reading who spends (and the statement) when no budget exists.
         # Skipped while this process's last read found budgets: that changes only what is
@@ -79,8 +82,7 @@ def budget_turn_gate(context: TurnContext, pending: TurnSpend) -> str | None:
         if not budgets_found_last() and not budgets_exist():
             return None  # asked again at the next check: a budget set meanwhile is seen there
         # One run's trigger (so who spends) does not change between its iterations.
-        spender = kept[_ATTRIBUTED] = _spender(context)
-    person_id, schedule_id = spender
+        person_id = kept[_ATTRIBUTED] = _attributed_person_id(context)
     check = turn_budget_check(
         person_id,
         context.chat.pk,
@@ -88,26 +90,20 @@ def budget_turn_gate(context: TurnContext, pending: TurnSpend) -> str | None:
         model=pending.model,
         prompt_tokens=pending.prompt_tokens,
         completion_tokens=pending.completion_tokens,
-        schedule_id=schedule_id,
     )
     if check.refusal:
         return check.refusal.message
     if check.last_mile and context.turn is not None and context.turn.pk:
-        return _claim_last_mile(check, spender, context.turn.pk)
+        return _claim_last_mile(check, person_id, context.turn.pk)
     return None
 
 
-def _claim_last_mile(check: TurnCheck, spender: tuple, turn_id: int) -> str | None:
+def _claim_last_mile(check: TurnCheck, person_id: int | None, turn_id: int) -> str | None:
     """Near a cap, only the turn holding its last-mile claim may call the model (see
     `budgets.lastmile`); another gets an answer saying so (its message is kept)."""
-    person_id, schedule_id = spender
     for cap in check.last_mile:
-        subject = None
-        if cap.scope == Scope.PERSON and cap.person_id is None:
-            # The default budget caps each person on their own: one claim per person.
-            if person_id is None and schedule_id is not None:
-                person_id = schedule_owner(schedule_id)  # only here: near a cap
-            subject = person_id
+        # The default budget caps each person on their own: one claim per person.
+        subject = person_id if cap.scope == Scope.PERSON and cap.person_id is None else None
         if not claim(claim_key(cap.budget_id, subject, check.month), turn_id):
             return last_mile_answer(cap, check.resets_on)
     return None
@@ -151,23 +147,19 @@ def review_reason(refusal: Refusal) -> str:
     return f"{what}; it resets on {resets}. The next review that runs reads these turns too."
 
 
-def _spender(context: TurnContext) -> tuple[int | None, int | None]:
-    """Who the turn's spend is attributed to (`usage.services.attribution_of_trigger`), as
-    (person id, None), or (None, schedule id) for a scheduled run, whose spender is its
-    schedule's owner (read by the check's own statement). From the trigger and the actor
-    the runner loaded, without a query (`usage.services.actor_spender`: the actor's linked
-    person, the owner of the integration token an unlinked API user speaks through, or
-    nobody); a trigger loaded without its actor asks usage's rule."""
+def _attributed_person_id(context: TurnContext) -> int | None:
+    """Who the turn's spend is attributed to (`usage.services.attribution_of_trigger`), as a
+    person id, from the trigger and the actor the runner loaded, without a query: for a
+    scheduled run, the payer its trigger names (fixed when the run started; its schedule's
+    owner now, one query, for a trigger stored before payers were); else the actor's
+    linked person, the owner of the integration token an unlinked API user speaks through,
+    or nobody (`usage.services.actor_spender`). A trigger loaded without its actor asks
+    usage's rule."""
     actor, trigger = context.actor, context.trigger
     if actor is None or actor.pk != trigger.actor_id:
-        return attribution_of_trigger(trigger.pk).person_id, None
+        return attribution_of_trigger(trigger.pk).person_id
     metadata = trigger.metadata if isinstance(trigger.metadata, dict) else {}
     if actor.namespace == SCHEDULE_NAMESPACE and metadata.get("schedule"):
-        return None, int(metadata["schedule"])
-    return actor_spender(actor.person_id, actor.namespace), None
-
-
-def _attributed_person_id(context: TurnContext) -> int | None:
-    """Who the turn's spend is attributed to, as a person id (a schedule's owner read)."""
-    person_id, schedule_id = _spender(context)
-    return schedule_owner(schedule_id) if schedule_id is not None else person_id
+        payer = stored_payer(metadata)
+        return payer if payer is not None else schedule_owner(metadata["schedule"])
+    return actor_spender(actor.person_id, actor.namespace)

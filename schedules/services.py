@@ -51,6 +51,8 @@ from schedules.timing import (
 logger = logging.getLogger(__name__)
 
 ACTOR_NAMESPACE = "schedule"
+# The key of a run's prompt metadata naming who pays for the run (usage.services reads it).
+PAYER_KEY = "payer"
 MAX_PROMPT_CHARS = 4000
 OPEN_TURN = (Turn.Status.QUEUED, Turn.Status.RUNNING, Turn.Status.WAITING)
 # Reasons of an interruption a person caused (a newer message, the Stop button): the run is
@@ -115,13 +117,15 @@ def _check_spec(*, kind: str, cron: str, tz: str, interval_minutes, run_at, now:
     if kind == Schedule.Kind.CRON:
         spec = Spec(kind=kind, cron=validate_cron(cron), tz=tz)
         try:
-            gap = shortest_gap_minutes(spec, now)
+            next_fire_time(spec, now)
         except Exception as exc:  # noqa: BLE001 - croniter: e.g. "0 0 30 2 *" never fires
             raise ScheduleSpecError("cron", f"cron expression {cron!r} never fires") from exc
-        if gap is not None and gap < minimum:
+        # The expression's own shortest gap: the same whenever the schedule is made.
+        gap = shortest_gap_minutes(spec.cron, minimum)
+        if gap is not None:
             raise ScheduleSpecError(
                 "cron",
-                f"cron expression {cron!r} fires every {gap:g} minute(s); the minimum "
+                f"cron expression {cron!r} has runs {gap} minute(s) apart; the minimum "
                 f"interval is {minimum} (SCHEDULES_MIN_INTERVAL_MINUTES)",
             )
         return spec
@@ -610,8 +614,14 @@ def _store_prompts(runs: list[ScheduleRun], now: datetime) -> list[Message]:
                 created_at=now,
                 token_count=message_token_count(text, []),
                 # `mode`: an isolated run stays isolated if its schedule is deleted before
-                # its turn runs (schedules.history).
-                metadata={"schedule": schedule.pk, "schedule_run": run.pk, "mode": schedule.mode},
+                # its turn runs (schedules.history). PAYER_KEY: who pays, fixed now, read by
+                # the budget check and usage whatever happens to the schedule afterwards.
+                metadata={
+                    "schedule": schedule.pk,
+                    "schedule_run": run.pk,
+                    "mode": schedule.mode,
+                    PAYER_KEY: schedule.owner_id,
+                },
             )
         )
     return insert_rows(messages)  # as message_ingest: insert_row, no save(), no signals

@@ -16,9 +16,10 @@ a one-off schedule has the single slot `run_at`. Every function here is pure.
 """
 
 import difflib
+from calendar import monthrange
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
@@ -168,16 +169,87 @@ def slots_until(spec: Spec, first: datetime, now: datetime) -> tuple[list[dateti
     return slots, dropped
 
 
-def shortest_gap_minutes(spec: Spec, start: datetime, samples: int = 60) -> float | None:
-    """The shortest time between two of the next `samples` slots, in minutes (None: fewer
-    than two slots), to hold cron schedules to the minimum interval."""
-    times = []
-    for instant in fire_times(spec, start):
-        times.append(instant)
-        if len(times) >= samples:
-            break
-    gaps = [(b - a).total_seconds() / 60 for a, b in zip(times, times[1:], strict=False)]
-    return min(gaps) if gaps else None
+def shortest_gap_minutes(cron: str, below: int) -> int | None:
+    """The shortest time between two slots of the cron expression `cron`, in minutes, if
+    it is shorter than `below`, else None: to hold cron schedules to the minimum interval.
+
+    Reasoned from the expression, not sampled from a moment, so the answer is the same
+    whenever it is asked: every day that fires has the same times (minute × hour), so the
+    shortest gap is the shortest between two times of a day, or from a day's last time to
+    the first time of the next day that fires (that one only when the two times lie closer
+    across midnight than within a day: then the days that fire are scanned once). Wall
+    clock time: a run moved by a daylight saving change (module doc) is not counted."""
+    minutes, hours = croniter(cron).expanded[:2]
+    minutes = range(60) if minutes == ["*"] else minutes
+    hours = range(24) if hours == ["*"] else hours
+    times = sorted({hour * 60 + minute for hour in hours for minute in minutes})
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    within = min(gaps) if gaps else None
+    across_midnight = 24 * 60 - times[-1] + times[0]  # to the first time of the next day
+    if across_midnight < below and (within is None or across_midnight < within):
+        days = _closest_days(" ".join(cron.split()[2:]))
+        if days is not None:
+            across = (days - 1) * 24 * 60 + across_midnight
+            within = across if within is None else min(within, across)
+    return within if within is not None and within < below else None
+
+
+# The Gregorian calendar repeats every 28 years from 1901 to 2099 (weekdays and leap years).
+_CALENDAR_FROM, _CALENDAR_YEARS = 2001, 28
+
+
+@lru_cache(maxsize=256)
+def _closest_days(day_fields: str) -> int | None:
+    """The fewest days between two days on which the cron day fields (day of month, month,
+    day of week) fire, over one full cycle of the calendar; None if fewer than two do."""
+    closest, last = None, None
+    for ordinal in firing_days(day_fields, _CALENDAR_FROM, _CALENDAR_YEARS):
+        if last is not None:
+            closest = ordinal - last if closest is None else min(closest, ordinal - last)
+            if closest == 1:
+                return 1
+        last = ordinal
+    return closest
+
+
+def firing_days(day_fields: str, first_year: int, years: int) -> Iterator[int]:
+    """The days (as date ordinals) of `years` years from `first_year` on which the cron day
+    fields (day of month, month, day of week) fire, as croniter decides them: days of the
+    month with `L`, weekdays with `#n` and `L`, and either field enough when both are
+    restricted. Plain arithmetic per day, fast enough to walk the calendar's whole cycle."""
+    expression = croniter(f"0 0 {day_fields}")
+    doms, months, weekdays = expression.expanded[2:5]
+    nth = expression.nth_weekday_of_month
+    # A nearest weekday (`15W`), or a day of the month beside an nth weekday (`2 * 1#1`,
+    # where croniter has rules of its own): rare, a few days a month, croniter walks them.
+    if expression.nearest_weekday or (nth and doms != ["*"]):
+        start, end = date(first_year, 1, 1), date(first_year + years, 1, 1)
+        days = croniter(f"0 0 {day_fields}", datetime(first_year - 1, 12, 31))
+        while (day := days.get_next(datetime).date()) < end:
+            if day >= start:
+                yield day.toordinal()
+        return
+    any_dom, any_weekday = doms == ["*"], weekdays == ["*"]
+    either = not any_dom and not any_weekday  # croniter's day_or, as the dispatcher uses it
+    months = range(1, 13) if months == ["*"] else sorted(months)
+    doms, weekdays = set(doms), set(weekdays)
+    for year in range(first_year, first_year + years):
+        for month in months:
+            first_weekday, length = monthrange(year, month)  # Monday is 0 here
+            base = date(year, month, 1).toordinal() - 1
+            for day in range(1, length + 1):
+                dom = any_dom or day in doms or ("l" in doms and day == length)
+                weekday = (first_weekday + day) % 7  # cron's: Sunday is 0
+                dow = any_weekday or (
+                    weekday in weekdays
+                    and (
+                        weekday not in nth
+                        or (day - 1) // 7 + 1 in nth[weekday]
+                        or ("l" in nth[weekday] and day + 7 > length)
+                    )
+                )
+                if (dom or dow) if either else (dom and dow):
+                    yield base + day
 
 
 def describe(spec: Spec) -> str:

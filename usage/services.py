@@ -2,7 +2,8 @@
 transaction, reprice after a price change, rebuild the sums from the ledger.
 
 Attribution happens once, when a record is written: the person who authored the turn's
-trigger; for a scheduled run, the schedule's owner; for an integration user without a
+trigger; for a scheduled run, its payer (the schedule's owner when the run started, stored
+with the run's prompt, so it holds after the schedule is deleted); for an integration user without a
 person (API v1), the token's owner; nobody for an unlinked Telegram user (their spend
 counts only against the chat and the hub)."""
 
@@ -10,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
+from django.contrib.auth import get_user_model
 from django.db import IntegrityError, connection, transaction
 from django.db.models import BigIntegerField, CharField, F, Q, Sum, Value
 from django.db.models.functions import Cast, Coalesce, Concat
@@ -32,6 +34,7 @@ from usage.prices import cost_nanos
 
 OWNER_NAMESPACE = "owner:"  # chats.api.services.api_actor_namespace
 SCHEDULE_NAMESPACE = "schedule"  # schedules.services.ACTOR_NAMESPACE
+SCHEDULE_PAYER = "payer"  # schedules.services.PAYER_KEY: the key of the trigger's metadata
 
 
 @dataclass(frozen=True)
@@ -53,13 +56,30 @@ def attribution_of_trigger(trigger_id: int | None) -> Attribution:
         return Attribution(None, Kind.TURN)
     metadata = row["metadata"] if isinstance(row["metadata"], dict) else {}
     if row["actor__namespace"] == SCHEDULE_NAMESPACE and metadata.get("schedule"):
-        return Attribution(schedule_owner(metadata["schedule"]), Kind.SCHEDULED)
+        payer = stored_payer(metadata)
+        if payer is not None:  # a person, or no person any more (their account was deleted)
+            users = get_user_model()._default_manager
+            payer = users.filter(pk=payer).values_list("pk", flat=True).first()
+        else:
+            payer = schedule_owner(metadata["schedule"])
+        return Attribution(payer, Kind.SCHEDULED)
     return Attribution(actor_spender(row["actor__person_id"], row["actor__namespace"]), Kind.TURN)
 
 
 # Who owns a schedule, installed by the schedules app (`schedule_owner_lookup_install` in its
 # ready()): usage never imports schedules, which records its own runs' usage through here.
 _schedule_owner_lookup: Callable[[object], int | None] | None = None
+
+
+def stored_payer(metadata: dict) -> int | None:
+    """Who pays for a scheduled run, as its trigger's metadata says: the schedule's owner
+    when the run started (`schedules.services` stores it with the prompt, so neither
+    deleting the schedule nor anything done to it later changes it); None for a trigger
+    stored before payers were (`schedule_owner` answers for those)."""
+    payer = metadata.get(SCHEDULE_PAYER)
+    if isinstance(payer, int) and not isinstance(payer, bool):
+        return payer
+    return None
 
 
 def schedule_owner_lookup_install(lookup: Callable[[object], int | None]) -> None:
@@ -69,8 +89,9 @@ def schedule_owner_lookup_install(lookup: Callable[[object], int | None]) -> Non
 
 
 def schedule_owner(schedule_id) -> int | None:
-    """Who spends for a schedule's run: its owner (None when the schedule is gone, or no
-    schedules app is installed)."""
+    """Who spends for a run whose trigger names no payer (stored before payers were): its
+    schedule's owner now (None when the schedule is gone, or no schedules app is
+    installed)."""
     if _schedule_owner_lookup is None:
         return None
     return _schedule_owner_lookup(schedule_id)

@@ -7,7 +7,6 @@ another person or a chat one does not own shows what the scope allows of it (not
 an outsider), and names (a person's, a chat's) are shown only from rows in scope. The CSV
 is the table, row for row, under the same rule."""
 
-import csv
 from urllib.parse import urlencode
 
 from django.contrib.auth import get_user_model
@@ -20,6 +19,7 @@ from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET
 
 from chats.models import ChatMember
+from hermes_site.spreadsheets import csv_writer
 from usage.forms import UsageFilterForm
 from usage.models import Kind
 from usage.selectors import (
@@ -144,7 +144,7 @@ def _options(choices: list[tuple[str, str]], selected: str) -> str:
 def _csv(rows, by: str, currency: str) -> HttpResponse:
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="usage-by-{by}.csv"'
-    writer = csv.writer(response)
+    writer = csv_writer(response)  # no cell becomes a formula in a spreadsheet
     writer.writerow(_HEADERS[by])
     for row in rows:
         writer.writerow(_cells(row, currency))

@@ -19,7 +19,6 @@ from budgets.selectors import (
     budgets_exist,
     caps_with_spend,
     month_bounds,
-    turn_budget_check,
 )
 from budgets.services import _attributed_person_id, budget_save, budget_turn_gate
 from chats.agent.registry import TurnContext, TurnSpend
@@ -263,8 +262,8 @@ def test_the_gate_reads_who_spends_once_per_run_and_only_probes_without_budgets(
     # A new run (another worker, a resumed turn) loads the trigger anew and reads it again;
     # the last read found budgets, so it goes straight to who spends and the statement.
     again = runner_context(turn)
-    again.actor.namespace = "schedule"  # as if a schedule's actor: the statement reads
-    again.trigger.metadata = {"schedule": 10**9}  # its owner (none: this one is gone)
+    again.actor.namespace = "schedule"  # as if a schedule's actor: who pays is the payer its
+    again.trigger.metadata = {"schedule": 10**9, "payer": owner.pk}  # trigger names
     with django_assert_num_queries(1):  # the statement alone
         assert budget_turn_gate(again, pending) is None
     hub.delete()  # no budget any more: that run's next check finds none, the next run probes
@@ -288,16 +287,30 @@ def test_the_gate_attributes_spend_as_usage_does(
         say("c", user="crm-7", actor_namespace=api_actor_namespace(owner)),  # API v1
         say("d", user="crm-8", actor_namespace="owner:abc"),  # forged: nobody
         say("e", channel="web", chat_id="team-room", user=str(schedule.pk),
+            actor_namespace="schedule",
+            metadata={"schedule": schedule.pk, "schedule_run": 1, "payer": member.pk}),
+        # A payer whose account is gone: usage's rule finds nobody; the gate checks the
+        # default's cap for the id (it reads no person table), which spends nothing.
+        say("f", channel="web", chat_id="team-room", user=str(schedule.pk),
+            actor_namespace="schedule", metadata={"schedule": schedule.pk, "payer": 10**9}),
+        # Stored before payers were: the schedule's owner now.
+        say("g", channel="web", chat_id="team-room", user=str(schedule.pk),
             actor_namespace="schedule", metadata={"schedule": schedule.pk, "schedule_run": 1}),
+        # A payer is read from a schedule's actor only: nobody else names who pays.
+        say("h", channel="web", chat_id="team-room", user="ghost",
+            metadata={"schedule": schedule.pk, "payer": member.pk}),
     ]  # fmt: skip
     found = [_attributed_person_id(runner_context(turn)) for turn in turns]
-    assert found == [attribution_of_trigger(turn.trigger_id).person_id for turn in turns]
-    assert found == [owner.pk, None, None, owner.pk, None, member.pk]
+    usage = [attribution_of_trigger(turn.trigger_id).person_id for turn in turns]
+    assert usage == [owner.pk, None, None, owner.pk, None, member.pk, None, member.pk, None]
+    assert found == usage[:6] + [10**9] + usage[7:]
     contexts = [runner_context(turn) for turn in turns]
-    with django_assert_num_queries(0):  # from the loaded actor
-        assert [_attributed_person_id(context) for context in contexts[:5]] == found[:5]
-    with django_assert_num_queries(1):  # a schedule's: its owner
-        assert _attributed_person_id(contexts[5]) == member.pk
+    with django_assert_num_queries(0):  # from the loaded trigger and actor
+        assert [_attributed_person_id(context) for context in contexts[:7]] == found[:7]
+    with django_assert_num_queries(1):  # stored before payers were: its schedule's owner
+        assert _attributed_person_id(contexts[7]) == member.pk
+    with django_assert_num_queries(0):
+        assert _attributed_person_id(contexts[8]) is None
 
 
 def test_a_check_in_the_real_month_counts_todays_turns(ada, owner):
@@ -306,29 +319,24 @@ def test_a_check_in_the_real_month_counts_todays_turns(ada, owner):
     assert budget_check(owner.pk, None, now=timezone.now()).limit == "tokens"
 
 
-def test_a_scheduled_runs_owner_is_read_in_the_statement_as_usage_reads_it(
+def test_a_scheduled_runs_payer_stays_when_its_schedule_is_deleted(
     ada, owner, member, team_chat, django_assert_num_queries
 ):
-    """The gate passes a scheduled run's schedule, not its owner: the statement's subquery
-    finds the same caps and spend as a check for the owner, and none of a person's caps
-    when the schedule has no owner any more (usage attributes its spend to nobody)."""
+    """Who pays for a scheduled run is fixed in its trigger: the gate and usage find the
+    owner's caps and month after the schedule is gone (they used to find nobody, and the
+    run spent past its owner's cap)."""
     schedule = Schedule.objects.create(
         owner=member, chat=team_chat, prompt="report", kind=Schedule.Kind.ONCE
     )
+    turn = say("report", channel="web", chat_id="team-room", user=str(schedule.pk),
+               actor_namespace="schedule",
+               metadata={"schedule": schedule.pk, "payer": member.pk})  # fmt: skip
     cap(ada, scope=Scope.PERSON, monthly_tokens=100)  # the default
-    cap(ada, scope=Scope.CHAT, chat=team_chat, monthly_tokens=10**6)
     record(member, team_chat, model="m", prompt=60, when=timezone.now())
-    now = timezone.now()
-
-    def check(**who):
-        return turn_budget_check(chat_id=team_chat.pk, now=now, model="m", prompt_tokens=50,
-                                 completion_tokens=0, **who)  # fmt: skip
-
-    by_owner = check(person_id=member.pk)
+    schedule.delete()
+    pending = TurnSpend(model="m", prompt_tokens=50, completion_tokens=0)
+    context = runner_context(turn)
     with django_assert_num_queries(2):  # the statement, and the setter of the used-up cap
-        by_schedule = check(person_id=None, schedule_id=schedule.pk)
-    assert by_schedule.refusal is not None and by_schedule.refusal.scope == Scope.PERSON
-    assert by_schedule == by_owner
-    assert check(person_id=owner.pk).refusal is None  # another person's month
-    gone = check(person_id=None, schedule_id=10**9)
-    assert gone.refusal is None and gone == check(person_id=None)
+        answer = budget_turn_gate(context, pending)
+    assert answer.startswith("Your monthly budget of 100 tokens, set by ada,")
+    assert attribution_of_trigger(turn.trigger_id).person_id == member.pk

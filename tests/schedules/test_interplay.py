@@ -136,6 +136,7 @@ def test_a_batch_started_run_keeps_the_trigger_link_isolated_history_needs(make_
         "schedule": schedule.pk,
         "schedule_run": run.pk,
         "mode": "isolated",
+        "payer": schedule.owner_id,  # who pays, fixed now (budgets and usage read it)
     }
     scope = isolated_history(context_of(trigger))
     assert scope is not None and scope.reason == f"isolated schedule #{schedule.pk}"

@@ -53,7 +53,7 @@ def test_an_inactive_person_cannot_own_a_schedule(make_schedule, member):
     [
         ({"cron": "0 25 * * *"}, "cron", "the hour field '25'"),
         ({"tz": "Mars/Olympus"}, "tz", "unknown time zone 'Mars/Olympus'"),
-        ({"cron": "* * * * *"}, "cron", "fires every 1 minute(s); the minimum interval is 5"),
+        ({"cron": "* * * * *"}, "cron", "has runs 1 minute(s) apart; the minimum interval is 5"),
         ({"kind": "interval", "interval_minutes": 2}, "every", "the minimum interval is 5"),
         ({"kind": "once", "run_at": T0 - timedelta(hours=1)}, "at", "is in the past"),
         ({"prompt": "  "}, "prompt", "the prompt is empty"),
@@ -65,6 +65,35 @@ def test_invalid_timing_is_refused_saying_which_part(make_schedule, fields, fiel
         make_schedule(**fields)
     assert caught.value.field == field
     assert says in str(caught.value)
+
+
+# Runs 4 minutes apart only from 23:56 to 00:00: past the 60 slots that follow 01:00, so
+# sampling the next slots from the creation time accepted it at 01:00 and refused it at 21:00.
+CLOSE_AT_MIDNIGHT = "0,10,20,30,40,50,56 0,2,4,6,8,10,12,14,16,18,20,23 * * *"
+
+
+@pytest.mark.parametrize("hour", [1, 21])
+@pytest.mark.parametrize(
+    ("cron", "gap"),
+    [
+        (CLOSE_AT_MIDNIGHT, 4),
+        ("0,56 0,23 * * 1,2", 4),  # Monday 23:56, then Tuesday 00:00
+        ("58 23 * * *", None),  # once a day
+        ("0,56 0,23 * * 1", None),  # Monday only: 23:56, then next Monday 00:00
+        ("*/5 * * * *", None),  # exactly the minimum
+        ("0 9 * * 1-5", None),
+    ],
+)
+def test_the_minimum_interval_holds_whenever_a_schedule_is_made(make_schedule, cron, gap, hour):
+    """The shortest time between two runs is a property of the expression, not of the
+    hour the schedule is made."""
+    at = T0.replace(hour=hour)
+    if gap is None:
+        assert make_schedule(cron=cron, at=at).cron == cron
+        return
+    with pytest.raises(ScheduleSpecError) as caught:
+        make_schedule(cron=cron, at=at)
+    assert f"has runs {gap} minute(s) apart; the minimum interval is 5" in str(caught.value)
 
 
 def test_one_person_has_at_most_the_configured_number_of_schedules(make_schedule, settings):

@@ -4,12 +4,15 @@ part, and readable descriptions."""
 from datetime import UTC, datetime
 
 import pytest
+from croniter import croniter
 
 from schedules.timing import (
     ScheduleSpecError,
     Spec,
     describe,
+    firing_days,
     next_fire_time,
+    shortest_gap_minutes,
     slots_until,
     validate_cron,
     zone,
@@ -112,3 +115,38 @@ def test_descriptions_are_readable():
     assert describe(Spec(kind="once", tz=BERLIN, run_at=utc(2026, 5, 1, 7))) == (
         "Once, at 2026-05-01 09:00 (Europe/Berlin)"
     )
+
+
+@pytest.mark.parametrize(
+    "days",
+    ["* * *", "L * *", "* * L5", "15 * 1", "* * 1#2", "* 2 *", "29 2 *", "*/3 1-6 0,6",
+     "13 * 5", "1,15 */2 *", "1W * *", "15W * 1", "* * 5#5", "31 * *", "L * 2", "2 * 1#1"],
+)  # fmt: skip
+def test_the_days_a_cron_expression_fires_are_croniters(days):
+    """The minimum interval's walk over the calendar finds the days the dispatcher fires."""
+    walked = list(firing_days(days, 2023, 3))
+    fires = croniter(f"0 0 {days}", datetime(2022, 12, 31))
+    expected = []
+    while (day := fires.get_next(datetime)).year < 2026:
+        expected.append(day.date().toordinal())
+    assert walked == expected
+
+
+@pytest.mark.parametrize(
+    ("cron", "gap"),
+    [
+        ("* * * * *", 1),
+        ("*/5 * * * *", None),  # exactly the minimum
+        ("0,2 9 * * *", 2),
+        ("0,58 * * * *", 2),  # :58, then the next hour's :00
+        ("56 23 * * *", None),  # once a day
+        ("0,56 0,23 * * 1,2", 4),  # Monday 23:56, then Tuesday 00:00
+        ("0,56 0,23 * * 1,3", None),  # never two days in a row
+        ("0,58 0,23 L * 1", 2),  # a month's last day, or a Monday: one follows the other
+        ("0,59 0,23 31 12 *", None),  # 31 December, then 31 December a year later
+        ("0,59 0,23 1,31 12,1 *", 1),  # 31 December 23:59, then 1 January 00:00
+        ("0,59 0,23 29 2 *", None),  # leap days only
+    ],
+)
+def test_the_shortest_gap_is_the_expressions_own(cron, gap):
+    assert shortest_gap_minutes(cron, 5) == gap

@@ -78,6 +78,32 @@ def test_a_scheduled_run_spends_against_the_schedules_owner(owner, team_chat):
     assert record.kind == Kind.SCHEDULED and record.person == owner
 
 
+def test_a_scheduled_runs_payer_is_the_one_its_trigger_names(owner, member, team_chat):
+    """Who pays is fixed with the run's prompt: neither deleting the schedule nor another
+    owner since changes it; a payer whose account is gone spends as nobody (the record is
+    still written, against the chat and the hub)."""
+    schedule = Schedule.objects.create(
+        owner=owner, chat=team_chat, prompt="report", kind=Schedule.Kind.ONCE
+    )
+
+    def run(payer):
+        return say(
+            "report",
+            channel=team_chat.channel,
+            chat_id=team_chat.external_id,
+            user=str(schedule.pk),
+            actor_namespace="schedule",
+            metadata={"schedule": schedule.pk, "schedule_run": 1, "payer": payer},
+        )
+
+    before, gone = run(member.pk), run(10**9)
+    schedule.delete()
+    assert spent(before).person == member
+    record = spent(gone, tokens=30)
+    assert record.person is None and record.chat_id == team_chat.pk
+    assert spend(**this_year(), chat_id=team_chat.pk).prompt_tokens == 130
+
+
 def test_spend_is_bounded_by_its_days(owner):
     spent(say("hi", channel="web", user=str(owner.pk), person=owner))
     today = timezone.now().date()

