@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class AttachmentsConfig(AppConfig):
+    name = "attachments"
+    verbose_name = "Attachments (files on messages)"
