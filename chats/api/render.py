@@ -1,13 +1,26 @@
 """JSON shapes of the API's objects; one function per object so every endpoint agrees."""
 
+from collections.abc import Sequence
+
+from chats.extras import message_extras
 from chats.models import Chat, Message, Turn
 from chats.payloads import message_payload
 
 
-def message_json(message: Message) -> dict:
+def message_json(message: Message, *, extras: dict | None = None) -> dict:
+    """A message with what other apps hang on it (chats.extras: its attachments, …)."""
     payload = message_payload(message)
     del payload["metadata"]  # internal bookkeeping (turn ids, tool call ids), not API surface
+    if extras is None:
+        extras = message_extras([message])[message.pk]
+    payload.update(extras)
     return payload
+
+
+def messages_json(messages: Sequence[Message]) -> list[dict]:
+    """`message_json` of each message, the extras asked once for the whole list."""
+    extras = message_extras(messages)
+    return [message_json(message, extras=extras[message.pk]) for message in messages]
 
 
 def chat_json(chat: Chat, *, role: str | None) -> dict:

@@ -7,7 +7,7 @@ from django.views.decorators.csrf import csrf_exempt
 from chats.api.endpoint import api_endpoint
 from chats.api.errors import ApiError, bad_request, error_response, not_found
 from chats.api.parsing import int_param, parse_message_post, read_json_object
-from chats.api.render import chat_json, message_json, search_hit_json, turn_json
+from chats.api.render import chat_json, message_json, messages_json, search_hit_json, turn_json
 from chats.api.selectors import chats_with_role, page_cursors
 from chats.api.services import (
     ChannelNotAllowed,
@@ -85,7 +85,7 @@ def chat_messages(request: HttpRequest, person, chat_key: str) -> JsonResponse:
     return JsonResponse(
         {
             "chat_key": chat.chat_key,
-            "messages": [message_json(message) for message in page],
+            "messages": messages_json(page),
             "next_before": next_before,
             "next_after": next_after,
         }
