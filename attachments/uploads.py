@@ -22,6 +22,7 @@ from chats.api.errors import ApiError, bad_request
 from chats.api.parsing import MESSAGE_FIELDS, parse_message_post
 from chats.api.render import message_json, turn_json
 from chats.api.services import api_message_post
+from chats.api.views import post_refusals_as_api_errors
 from chats.models import Message
 
 FILES_FIELD = "files"
@@ -85,7 +86,8 @@ def api_upload(request: HttpRequest, person) -> JsonResponse:
     """Store the message, then its files, then request its turn; answer with all three."""
     payload, files = _read_form(request)
     post = parse_message_post(payload)
-    result, _ = api_message_post(person=person, post=dataclasses.replace(post, respond=False))
+    with post_refusals_as_api_errors():
+        result, _ = api_message_post(person=person, post=dataclasses.replace(post, respond=False))
     stored, refused = [], []
     if not result.duplicate:
         for upload in files:

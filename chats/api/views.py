@@ -1,5 +1,7 @@
 """HTTP API v1 views: parse, call one service or selector, render JSON (see docs/API.md)."""
 
+from contextlib import contextmanager
+
 from django.conf import settings
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
@@ -29,8 +31,25 @@ def message_post(request: HttpRequest, person) -> JsonResponse:
     """Stores the message once per (chat, message_id): 201 new, 200 duplicate, else nothing;
     a new message gets a queued turn unless `respond` is false."""
     post = parse_message_post(read_json_object(request))
-    try:
+    with post_refusals_as_api_errors():
         result, turn = api_message_post(person=person, post=post)
+    return JsonResponse(
+        {
+            "chat_key": result.chat.chat_key,
+            "message": message_json(result.message),
+            "duplicate": result.duplicate,
+            "turn": turn_json(turn) if turn is not None else None,
+        },
+        status=200 if result.duplicate else 201,
+    )
+
+
+@contextmanager
+def post_refusals_as_api_errors():
+    """The refusals of `api_message_post` as the API's errors (403, 409), for every path
+    that posts a message (this one and the upload path of the attachments app)."""
+    try:
+        yield
     except ChannelNotAllowed as exc:
         raise ApiError(
             403,
@@ -48,15 +67,6 @@ def message_post(request: HttpRequest, person) -> JsonResponse:
             f"This chat is a {exc} chat; its kind is fixed when it is created.",
             field="chat_kind",
         ) from exc
-    return JsonResponse(
-        {
-            "chat_key": result.chat.chat_key,
-            "message": message_json(result.message),
-            "duplicate": result.duplicate,
-            "turn": turn_json(turn) if turn is not None else None,
-        },
-        status=200 if result.duplicate else 201,
-    )
 
 
 @api_endpoint("GET")
