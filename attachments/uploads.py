@@ -11,6 +11,7 @@ message: the answer is 413 (or 400 for too many files) with the reasons and the 
 import dataclasses
 
 from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.db import transaction
 from django.http import HttpRequest, JsonResponse
 from django.http.multipartparser import MultiPartParserError
@@ -71,6 +72,12 @@ def _read_form(request: HttpRequest) -> tuple[dict, list]:
         files = request.FILES.getlist(FILES_FIELD)
         unknown_files = sorted(set(request.FILES) - {FILES_FIELD})
         payload = _form_payload(request)
+    except RequestDataTooBig as exc:  # the form's fields (not its files) past their bound
+        raise ApiError(
+            413,
+            "payload_too_large",
+            f"The form's fields must be at most {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes.",
+        ) from exc
     except MultiPartParserError as exc:
         raise bad_request("malformed_body", f"The multipart body could not be read: {exc}") from exc
     if unknown_files:

@@ -121,3 +121,10 @@ def test_unknown_fields_are_refused(api_for, owner):
 def test_respond_false_queues_no_turn(api_for, owner):
     response = _post(api_for(owner), {"respond": "false"}, [SimpleUploadedFile("a.txt", b"a")])
     assert response.status_code == 201 and response.json()["turn"] is None
+
+
+def test_an_oversized_text_field_is_413_not_a_server_error(api_for, owner, settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1024
+    response = _post(api_for(owner), {"text": "x" * 4096}, [SimpleUploadedFile("a.txt", b"a")])
+    assert response.status_code == 413
+    assert not Message.objects.exists()
