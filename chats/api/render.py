@@ -23,6 +23,12 @@ def messages_json(messages: Sequence[Message]) -> list[dict]:
     return [message_json(message, extras=extras[message.pk]) for message in messages]
 
 
+def search_hits_json(hits) -> list[dict]:
+    """`search_hit_json` of each hit, the message extras asked once for all of them."""
+    extras = message_extras([hit.message for hit in hits])
+    return [search_hit_json(hit, extras=extras[hit.message.pk]) for hit in hits]
+
+
 def chat_json(chat: Chat, *, role: str | None) -> dict:
     return {
         "chat_key": chat.chat_key,
@@ -34,10 +40,10 @@ def chat_json(chat: Chat, *, role: str | None) -> dict:
     }
 
 
-def search_hit_json(hit) -> dict:
+def search_hit_json(hit, *, extras: dict | None = None) -> dict:
     return {
         "chat_key": hit.message.chat.chat_key,
-        "message": message_json(hit.message),
+        "message": message_json(hit.message, extras=extras),
         "snippet": hit.snippet,
         "highlights": [[start, end] for start, end in hit.highlights],
     }

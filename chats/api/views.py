@@ -9,7 +9,7 @@ from django.views.decorators.csrf import csrf_exempt
 from chats.api.endpoint import api_endpoint
 from chats.api.errors import ApiError, bad_request, error_response, not_found
 from chats.api.parsing import int_param, parse_message_post, read_json_object
-from chats.api.render import chat_json, message_json, messages_json, search_hit_json, turn_json
+from chats.api.render import chat_json, message_json, messages_json, search_hits_json, turn_json
 from chats.api.selectors import chats_with_role, page_cursors
 from chats.api.services import (
     ChannelNotAllowed,
@@ -127,7 +127,7 @@ def search(request: HttpRequest, person) -> JsonResponse:
         hits = message_search(person=person, query=query, chat=chat, limit=limit)
     except SearchQueryError as exc:
         raise bad_request("invalid_query", str(exc), field="q") from exc
-    return JsonResponse({"query": query, "results": [search_hit_json(hit) for hit in hits]})
+    return JsonResponse({"query": query, "results": search_hits_json(hits)})
 
 
 @api_endpoint("GET")

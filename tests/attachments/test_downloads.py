@@ -96,3 +96,10 @@ def test_the_dashboard_serves_readers_only(client, member, outsider, stored, png
 def test_a_failed_attachment_has_nothing_to_download(api_for, owner, say):
     empty = attachment_store(message=say(), name="empty.txt", data=b"")
     assert api_for(owner).get(_api_path(empty)).status_code == 404
+
+
+def test_search_hits_carry_their_attachments(api_for, owner, stored):
+    response = api_for(owner).get("/api/v1/search", {"q": "screenshot"})
+    assert response.status_code == 200
+    [hit] = response.json()["results"]
+    assert [a["id"] for a in hit["message"]["attachments"]] == [stored.pk]
