@@ -40,6 +40,14 @@ def periodic_tasks() -> list[tuple[str, str, float]]:
     tasks.append(
         ("dispatch-schedules", "schedules.tasks.dispatch", settings.SCHEDULES_DISPATCH_SECONDS)
     )
+    # Attachments: blobs no attachment uses any more (a chat or message deleted).
+    tasks.append(
+        (
+            "sweep-attachment-blobs",
+            "attachments.tasks.sweep_blobs",
+            settings.ATTACHMENTS_SWEEP_SECONDS,
+        )
+    )
     return tasks
 
 

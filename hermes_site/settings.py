@@ -70,6 +70,7 @@ INSTALLED_APPS = [
     "operations.apps.OperationsConfig",
     "usage.apps.UsageConfig",
     "budgets.apps.BudgetsConfig",
+    "attachments.apps.AttachmentsConfig",
 ]
 
 MIDDLEWARE = [
@@ -432,10 +433,35 @@ if SKILLS_BLOB_STORAGE_OPTIONS is None:
     SKILLS_BLOB_STORAGE_OPTIONS = {"location": str(VAR_DIR / "skill-blobs")}
 if not isinstance(SKILLS_BLOB_STORAGE_OPTIONS, dict):
     raise ImproperlyConfigured("SKILLS_BLOB_STORAGE_OPTIONS must be a JSON object")
+# Files on messages (docs/FILES.md): their blobs, one per SHA-256, in the `attachments` alias
+# of STORAGES; a folder under var/ by default, any Django storage backend by setting (an
+# S3-compatible bucket through django-storages, as for the skills' blobs above).
+ATTACHMENTS_STORAGE = env_str("ATTACHMENTS_STORAGE", "django.core.files.storage.FileSystemStorage")
+try:
+    ATTACHMENTS_STORAGE_OPTIONS = json.loads(env_str("ATTACHMENTS_STORAGE_OPTIONS") or "null")
+except ValueError as exc:
+    raise ImproperlyConfigured(f"ATTACHMENTS_STORAGE_OPTIONS must be JSON: {exc}") from exc
+if ATTACHMENTS_STORAGE_OPTIONS is None:
+    ATTACHMENTS_STORAGE_OPTIONS = {"location": str(VAR_DIR / "attachments")}
+if not isinstance(ATTACHMENTS_STORAGE_OPTIONS, dict):
+    raise ImproperlyConfigured("ATTACHMENTS_STORAGE_OPTIONS must be a JSON object")
+# Limits: one file, files on one message, bytes a chat receives in 24 hours (rolling).
+ATTACHMENTS_MAX_FILE_BYTES = env_int("ATTACHMENTS_MAX_FILE_BYTES", 20 * 1024 * 1024, minimum=1)
+ATTACHMENTS_MAX_PER_MESSAGE = env_int("ATTACHMENTS_MAX_PER_MESSAGE", 10, minimum=1)
+ATTACHMENTS_MAX_BYTES_PER_CHAT_DAY = env_int(
+    "ATTACHMENTS_MAX_BYTES_PER_CHAT_DAY", 500 * 1024 * 1024, minimum=1
+)
+# The largest multipart body of the API's upload path (/api/v1/uploads/), files included.
+ATTACHMENTS_API_MAX_BODY_BYTES = env_int(
+    "ATTACHMENTS_API_MAX_BODY_BYTES", 64 * 1024 * 1024, minimum=1024
+)
+# How often beat's sweep deletes blobs no attachment uses (older than an hour).
+ATTACHMENTS_SWEEP_SECONDS = env_int("ATTACHMENTS_SWEEP_SECONDS", 3600, minimum=60)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     "skills": {"BACKEND": SKILLS_BLOB_STORAGE, "OPTIONS": SKILLS_BLOB_STORAGE_OPTIONS},
+    "attachments": {"BACKEND": ATTACHMENTS_STORAGE, "OPTIONS": ATTACHMENTS_STORAGE_OPTIONS},
 }
 
 # --- Learning loop (nudges and background reviews, docs/LEARNING.md) ---------------------

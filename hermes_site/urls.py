@@ -16,6 +16,7 @@ urlpatterns = [
         auth_views.PasswordChangeDoneView.as_view(),
         name="password_change_done",
     ),
+    path("api/v1/", include("attachments.api_urls")),
     path("api/v1/", include("chats.api.urls")),
     path("v1/", include("openai_api.urls")),
     path("settings/", include("openai_api.urls_keys")),
@@ -30,5 +31,6 @@ urlpatterns = [
     path("", include("schedules.urls")),
     path("", include("schedules.urls_approvals")),
     path("", include("usage.urls")),
+    path("", include("attachments.urls")),
     path("", include("chats.urls")),
 ]

@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # The project's own packages: the apps and the site. tests/, bench/ and scripts/ sit on top of
 # them and may import anything.
 PACKAGES = (
+    "attachments",
     "bots",
     "budgets",
     "chats",

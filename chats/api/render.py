@@ -1,13 +1,32 @@
 """JSON shapes of the API's objects; one function per object so every endpoint agrees."""
 
+from collections.abc import Sequence
+
+from chats.extras import message_extras
 from chats.models import Chat, Message, Turn
 from chats.payloads import message_payload
 
 
-def message_json(message: Message) -> dict:
+def message_json(message: Message, *, extras: dict | None = None) -> dict:
+    """A message with what other apps hang on it (chats.extras: its attachments, …)."""
     payload = message_payload(message)
     del payload["metadata"]  # internal bookkeeping (turn ids, tool call ids), not API surface
+    if extras is None:
+        extras = message_extras([message])[message.pk]
+    payload.update(extras)
     return payload
+
+
+def messages_json(messages: Sequence[Message]) -> list[dict]:
+    """`message_json` of each message, the extras asked once for the whole list."""
+    extras = message_extras(messages)
+    return [message_json(message, extras=extras[message.pk]) for message in messages]
+
+
+def search_hits_json(hits) -> list[dict]:
+    """`search_hit_json` of each hit, the message extras asked once for all of them."""
+    extras = message_extras([hit.message for hit in hits])
+    return [search_hit_json(hit, extras=extras[hit.message.pk]) for hit in hits]
 
 
 def chat_json(chat: Chat, *, role: str | None) -> dict:
@@ -21,10 +40,10 @@ def chat_json(chat: Chat, *, role: str | None) -> dict:
     }
 
 
-def search_hit_json(hit) -> dict:
+def search_hit_json(hit, *, extras: dict | None = None) -> dict:
     return {
         "chat_key": hit.message.chat.chat_key,
-        "message": message_json(hit.message),
+        "message": message_json(hit.message, extras=extras),
         "snippet": hit.snippet,
         "highlights": [[start, end] for start, end in hit.highlights],
     }

@@ -1,5 +1,7 @@
 """HTTP API v1 views: parse, call one service or selector, render JSON (see docs/API.md)."""
 
+from contextlib import contextmanager
+
 from django.conf import settings
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
@@ -7,7 +9,7 @@ from django.views.decorators.csrf import csrf_exempt
 from chats.api.endpoint import api_endpoint
 from chats.api.errors import ApiError, bad_request, error_response, not_found
 from chats.api.parsing import int_param, parse_message_post, read_json_object
-from chats.api.render import chat_json, message_json, search_hit_json, turn_json
+from chats.api.render import chat_json, message_json, messages_json, search_hits_json, turn_json
 from chats.api.selectors import chats_with_role, page_cursors
 from chats.api.services import (
     ChannelNotAllowed,
@@ -29,8 +31,25 @@ def message_post(request: HttpRequest, person) -> JsonResponse:
     """Stores the message once per (chat, message_id): 201 new, 200 duplicate, else nothing;
     a new message gets a queued turn unless `respond` is false."""
     post = parse_message_post(read_json_object(request))
-    try:
+    with post_refusals_as_api_errors():
         result, turn = api_message_post(person=person, post=post)
+    return JsonResponse(
+        {
+            "chat_key": result.chat.chat_key,
+            "message": message_json(result.message),
+            "duplicate": result.duplicate,
+            "turn": turn_json(turn) if turn is not None else None,
+        },
+        status=200 if result.duplicate else 201,
+    )
+
+
+@contextmanager
+def post_refusals_as_api_errors():
+    """The refusals of `api_message_post` as the API's errors (403, 409), for every path
+    that posts a message (this one and the upload path of the attachments app)."""
+    try:
+        yield
     except ChannelNotAllowed as exc:
         raise ApiError(
             403,
@@ -48,15 +67,6 @@ def message_post(request: HttpRequest, person) -> JsonResponse:
             f"This chat is a {exc} chat; its kind is fixed when it is created.",
             field="chat_kind",
         ) from exc
-    return JsonResponse(
-        {
-            "chat_key": result.chat.chat_key,
-            "message": message_json(result.message),
-            "duplicate": result.duplicate,
-            "turn": turn_json(turn) if turn is not None else None,
-        },
-        status=200 if result.duplicate else 201,
-    )
 
 
 @api_endpoint("GET")
@@ -85,7 +95,7 @@ def chat_messages(request: HttpRequest, person, chat_key: str) -> JsonResponse:
     return JsonResponse(
         {
             "chat_key": chat.chat_key,
-            "messages": [message_json(message) for message in page],
+            "messages": messages_json(page),
             "next_before": next_before,
             "next_after": next_after,
         }
@@ -117,7 +127,7 @@ def search(request: HttpRequest, person) -> JsonResponse:
         hits = message_search(person=person, query=query, chat=chat, limit=limit)
     except SearchQueryError as exc:
         raise bad_request("invalid_query", str(exc), field="q") from exc
-    return JsonResponse({"query": query, "results": [search_hit_json(hit) for hit in hits]})
+    return JsonResponse({"query": query, "results": search_hits_json(hits)})
 
 
 @api_endpoint("GET")

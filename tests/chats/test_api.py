@@ -161,6 +161,7 @@ def test_post_creates_the_chat_with_the_poster_as_owner(owner, api_for):
         "ts": body["message"]["stored_at"],
         "stored_at": body["message"]["stored_at"],
         "token_count": stored_message.token_count,
+        "attachments": [],  # what the attachments app hangs on it (chats.extras)
     }
     assert stored_message.token_count > 0
     chat = Chat.objects.get()

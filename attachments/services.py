@@ -1,0 +1,171 @@
+"""Writes of attachments: storing a file on a message (within the limits) and sweeping
+blobs no attachment uses. Each file is stored in its own transaction, after its message:
+a refused or failed file never loses the message."""
+
+import hashlib
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import IO
+
+from django.conf import settings
+from django.core.files.base import ContentFile
+from django.db import transaction
+from django.db.models import Sum
+from django.utils import timezone
+
+from attachments.models import Attachment, Blob, attachment_storage
+from attachments.names import clean_file_name
+from attachments.sniffing import kind_for, sniff_media_type
+from chats.models import Message
+
+logger = logging.getLogger(__name__)
+
+# A blob is swept only once it has been unused for this long: an upload that wrote its blob
+# and has not committed its attachment yet is never swept from under it.
+SWEEP_GRACE = timedelta(hours=1)
+_READ_CHUNK = 1024 * 1024
+
+
+class AttachmentRefused(Exception):
+    """A file over a limit: `str(exc)` tells the person why, in words a channel can show;
+    `status` is the HTTP status an upload answers with (413 too large, 400 too many)."""
+
+    def __init__(self, reason: str, *, status: int = 413):
+        super().__init__(reason)
+        self.status = status
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / (1024 * 1024):.1f} MB" if size >= 1024 * 1024 else f"{size} bytes"
+
+
+def _read_bounded(file: IO[bytes], limit: int) -> bytes:
+    """The file's bytes, refused as soon as they pass `limit` (never reads much beyond)."""
+    chunks, total = [], 0
+    while chunk := file.read(_READ_CHUNK):
+        total += len(chunk)
+        if total > limit:
+            raise AttachmentRefused(
+                f"The file is larger than {_megabytes(limit)}; a file may have at most "
+                f"{_megabytes(limit)}."
+            )
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _check_limits(message: Message, size: int) -> None:
+    """Raise AttachmentRefused for a file over the per-file, per-message or per-chat-day
+    limit (the message row is locked by the caller, so two uploads count each other)."""
+    if size > settings.ATTACHMENTS_MAX_FILE_BYTES:
+        raise AttachmentRefused(
+            f"The file is {_megabytes(size)}; a file may have at most "
+            f"{_megabytes(settings.ATTACHMENTS_MAX_FILE_BYTES)}."
+        )
+    on_message = Attachment.objects.filter(message=message).count()
+    if on_message >= settings.ATTACHMENTS_MAX_PER_MESSAGE:
+        raise AttachmentRefused(
+            f"A message may carry at most {settings.ATTACHMENTS_MAX_PER_MESSAGE} files.",
+            status=400,
+        )
+    since = timezone.now() - timedelta(days=1)
+    today = (
+        Attachment.objects.filter(message__chat_id=message.chat_id, created_at__gte=since)
+        .aggregate(total=Sum("size"))
+        .get("total")
+        or 0
+    )
+    if today + size > settings.ATTACHMENTS_MAX_BYTES_PER_CHAT_DAY:
+        raise AttachmentRefused(
+            f"This chat has received {_megabytes(today)} of files in the last 24 hours; "
+            f"{_megabytes(settings.ATTACHMENTS_MAX_BYTES_PER_CHAT_DAY)} is the most it may "
+            "receive in a day. Try again later or send a smaller file."
+        )
+
+
+def _blob_for(data: bytes, sha256: str) -> Blob:
+    """The blob holding `data`, written to storage only when no blob has this hash. The row
+    is locked so the sweep cannot delete it before the caller's attachment commits."""
+    blob = Blob.objects.select_for_update().filter(sha256=sha256).first()
+    if blob is not None:
+        return blob
+    name = attachment_storage().save(f"{sha256[:2]}/{sha256}", ContentFile(data))
+    blob, created = Blob.objects.get_or_create(
+        sha256=sha256, defaults={"size": len(data), "file": name}
+    )
+    if not created and blob.file.name != name:
+        attachment_storage().delete(name)  # another upload of the same bytes won the race
+    return blob
+
+
+@dataclass(frozen=True)
+class _Sniffed:
+    media_type: str
+    kind: str
+    sha256: str
+
+
+def _sniff(data: bytes) -> _Sniffed:
+    media_type = sniff_media_type(data)
+    return _Sniffed(media_type, kind_for(media_type), hashlib.sha256(data).hexdigest())
+
+
+def attachment_store(
+    *,
+    message: Message,
+    name: str,
+    data: bytes | None = None,
+    file: IO[bytes] | None = None,
+    declared_type: str = "",
+) -> Attachment:
+    """Store one file on `message` in its own transaction: its media type and kind sniffed
+    from the bytes (`declared_type` is kept only as what the sender claimed), its name
+    cleaned, its bytes in one blob per SHA-256. Over a limit: AttachmentRefused (nothing is
+    stored; the message stays). An empty file is kept as `failed`, with the reason."""
+    if (data is None) == (file is None):
+        raise TypeError("attachment_store takes exactly one of data= or file=")
+    if data is None:
+        data = _read_bounded(file, settings.ATTACHMENTS_MAX_FILE_BYTES)
+    sniffed = _sniff(data)
+    with transaction.atomic():
+        locked = Message.objects.select_for_update().get(pk=message.pk)
+        _check_limits(locked, len(data))
+        fields = {
+            "message": locked,
+            "name": clean_file_name(name),
+            "kind": sniffed.kind,
+            "media_type": sniffed.media_type,
+            "declared_type": (declared_type or "")[:127],
+            "size": len(data),
+            "sha256": sniffed.sha256,
+        }
+        if not data:
+            return Attachment.objects.create(
+                **fields, state=Attachment.State.FAILED, failure="The file is empty (0 bytes)."
+            )
+        # Nothing is derived from files yet (extraction comes later): stored is ready.
+        return Attachment.objects.create(
+            **fields, blob=_blob_for(data, sniffed.sha256), state=Attachment.State.READY
+        )
+
+
+def blobs_sweep(*, now=None) -> int:
+    """Delete every blob no attachment has used for SWEEP_GRACE (its file, then its row);
+    returns how many. Each blob is locked and checked again, so a blob an upload takes at
+    the same moment is kept."""
+    cutoff = (now or timezone.now()) - SWEEP_GRACE
+    candidates = Blob.objects.filter(attachments__isnull=True, created_at__lt=cutoff)
+    deleted = 0
+    for sha256 in list(candidates.values_list("sha256", flat=True)[:1000]):
+        with transaction.atomic():
+            blob = Blob.objects.select_for_update().filter(sha256=sha256).first()
+            if blob is None or blob.attachments.exists():
+                continue
+            try:
+                attachment_storage().delete(blob.file.name)
+            except Exception:  # noqa: BLE001 - a storage error leaves the row for the next run
+                logger.exception("could not delete the file of blob %s", sha256)
+                continue
+            blob.delete()
+            deleted += 1
+    return deleted
