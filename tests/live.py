@@ -38,6 +38,12 @@ def database_url_for_subprocesses() -> str:
     return f"postgres://{user}{password}@{host}:{port}/{db['NAME']}"
 
 
+# How long a process may take to start: a bound, not a measure. Under `make test`'s parallel
+# workers on 2 cores, importing Django and the apps alone can take many times what it takes
+# alone.
+START_BOUND_SECONDS = 120
+
+
 class LiveStack:
     def __init__(self, *, llm_base_url: str | None, worker_name: str, extra_env=None):
         self.port = free_port()
@@ -99,7 +105,7 @@ class LiveStack:
         )
         # A bound, not a measure: under `make test`'s parallel workers on 2 cores a start
         # can take several times what it takes alone.
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + START_BOUND_SECONDS
         while time.monotonic() < deadline:
             try:
                 urllib.request.urlopen(f"{self.url}/accounts/login/", timeout=5)
@@ -108,7 +114,7 @@ class LiveStack:
                 if self.web.poll() is not None:
                     raise RuntimeError(f"daphne exited; see {self.logs}") from None
                 time.sleep(0.1)
-        raise RuntimeError("daphne did not start within 90 s")
+        raise RuntimeError(f"daphne did not start within {START_BOUND_SECONDS} s")
 
     def restart_web(self) -> None:
         """Stop daphne hard (every WebSocket drops) and start it again on the same port."""
@@ -141,7 +147,7 @@ class LiveStack:
                 "--without-heartbeat",
             ],
         )
-        self.wait_for_log("worker", "ready", 60)
+        self.wait_for_log("worker", "ready", START_BOUND_SECONDS)
 
     def start_dispatcher(self) -> None:
         """The schedules worker as `make run` starts it: the dispatcher's own queue, a solo
@@ -166,7 +172,7 @@ class LiveStack:
                 "--without-heartbeat",
             ],
         )
-        self.wait_for_log("dispatcher", "ready", 60)
+        self.wait_for_log("dispatcher", "ready", START_BOUND_SECONDS)
 
     def wait_for_log(self, name: str, text: str, timeout: float) -> None:
         path = self.logs / f"{name}-{os.getpid()}.log"

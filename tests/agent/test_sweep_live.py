@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.timeout(180), pytest.mark.storage]
 def stack_with_beat(transactional_db, fake_llm, settings, tmp_path):
     from django.conf import global_settings
 
-    from tests.live import BIN, LiveStack
+    from tests.live import BIN, START_BOUND_SECONDS, LiveStack
 
     settings.PASSWORD_HASHERS = global_settings.PASSWORD_HASHERS
     stack = LiveStack(
@@ -53,7 +53,7 @@ def stack_with_beat(transactional_db, fake_llm, settings, tmp_path):
                 "--without-heartbeat",
             ],
         )
-        stack.wait_for_log("worker", "ready", 60)
+        stack.wait_for_log("worker", "ready", START_BOUND_SECONDS)
         yield stack
     finally:
         stack.stop()
