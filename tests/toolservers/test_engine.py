@@ -107,7 +107,7 @@ def test_faults_leave_the_turn_completed_with_clear_errors_and_the_next_call_wor
     settings.TOOLSERVERS_RESULT_TOKENS = 300
     turn = say("try everything")
     chat = turn.chat
-    enable(chat, add_server("probe", stdio=[PYTHON, PROBE], call_timeout_seconds=20))
+    enable(chat, add_server("probe", stdio=[PYTHON, PROBE], call_timeout_seconds=90))
     enable(chat, add_server("slow", stdio=[PYTHON, PROBE], call_timeout_seconds=0.5))
     # Servers listed once that then broke: the executable is gone, the HTTP server is down.
     ghost = add_server("ghost", stdio=["/nonexistent/mcp-server"])
