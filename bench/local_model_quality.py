@@ -74,6 +74,13 @@ def main() -> int:
     parser.add_argument("--max-tokens", type=int, default=48)
     parser.add_argument("--show", action="store_true", help="print every answer")
     parser.add_argument("--limit", type=int, default=len(QUESTIONS))
+    parser.add_argument("--second-only", action="store_true", help="skip the fresh chats")
+    parser.add_argument(
+        "--earlier-exchanges",
+        type=int,
+        default=None,
+        help="history the model reads (default: the provider's)",
+    )
     args = parser.parse_args()
 
     with common.temporary_database(None, label="localq") as url:
@@ -88,6 +95,8 @@ def main() -> int:
             print("the local model is not installed: scripts/install-local-model")
             return 2
         local.SAMPLING = {**local.SAMPLING, "temperature": 0.0, "seed": 1}
+        if args.earlier_exchanges is not None:
+            local.EARLIER_EXCHANGES = args.earlier_exchanges
         original_stream = local.LocalProvider.stream
         prompts: list[list[dict]] = []
 
@@ -119,7 +128,7 @@ def main() -> int:
             first_ok = 0
             started = time.monotonic()
             for index, (question, expected) in enumerate(QUESTIONS[: args.limit]):
-                fresh = ask(f"fresh-{index}", question)
+                fresh = "" if args.second_only else ask(f"fresh-{index}", question)
                 first = ask(f"second-{index}", FIRST_QUESTION)
                 second = ask(f"second-{index}", question)
                 fresh_ok = scores(fresh, expected, after_first=False)

@@ -171,6 +171,29 @@ def test_same_role_turns_merge_and_empty_ones_drop():
     assert format_gemma_prompt([]) == "<start_of_turn>model\n"
 
 
+def test_the_model_reads_the_system_text_and_the_latest_exchange_only(monkeypatch):
+    # Reported: "What is 12 times 12?" then "Which command lists files in a directory on
+    # Linux?" got "12 * 3 = 36": the earlier turns pulled the 135M model back to them.
+    engine = _FakeEngine({"choices": [{"text": "ls", "finish_reason": "stop"}]})
+    _use_fake_model(monkeypatch, engine)
+    messages = [
+        {"role": "system", "content": "You are Hermes."},
+        {"role": "user", "content": "What is 12 times 12?"},
+        {"role": "assistant", "content": "12 * 12 = 144."},
+        {"role": "user", "content": "Which command lists files in a directory on Linux?"},
+    ]
+
+    list(LocalProvider().stream(messages))
+    list(LocalProvider(earlier_exchanges=1).stream(messages))
+
+    fresh = format_chatml_prompt([messages[0], messages[3]])
+    assert [request["prompt"] for request in engine.requests] == [
+        fresh,
+        format_chatml_prompt(messages),
+    ]
+    assert local.latest_exchange(messages[:1]) == messages[:1]
+
+
 # --- what the provider tells the engine and the UI ------------------------------------------
 
 

@@ -80,6 +80,10 @@ SAMPLING = {
     "presence_penalty": 0.5,
     "repeat_last_n": PENALTY_WINDOW_TOKENS,
 }
+# How many earlier user/assistant exchanges of the history the model reads: none, since
+# with them the demo model answered 7 of 20 questions asked second in a chat instead of 15
+# (bench/local_model_quality.py).
+EARLIER_EXCHANGES = 0
 POLL_SECONDS = 0.2  # how often a waiting reply checks for a stop request
 
 NOTICE = (
@@ -235,6 +239,22 @@ def gguf_present() -> bool:
         return False
 
 
+def latest_exchange(messages: list[dict], earlier_exchanges: int = 0) -> list[dict]:
+    """The leading system messages and the conversation from the last user message on,
+    with `earlier_exchanges` user/assistant exchanges before it. A 135M model answers the
+    previous question again, or drifts, when earlier turns are in its prompt: asked "Which
+    command lists files in a directory on Linux?" after "What is 12 times 12?" it once said
+    "12 * 3 = 36" (docs/LOCAL_MODEL.md has the scores with and without history)."""
+    head = 0
+    while head < len(messages) and messages[head].get("role") == "system":
+        head += 1
+    users = [index for index in range(head, len(messages)) if messages[index].get("role") == "user"]
+    if not users:
+        return list(messages)
+    start = users[max(0, len(users) - 1 - earlier_exchanges)]
+    return messages[:head] + messages[start:]
+
+
 FORMATTERS = {
     CHATML: format_chatml_prompt,
     GEMMA: format_gemma_prompt,
@@ -382,6 +402,7 @@ class LocalProvider:
         default_max_tokens: int = DEFAULT_MAX_TOKENS,
         prompt_format: str | None = None,  # CHATML (the GGUF's own), GEMMA or TRANSCRIPT
         sampling: dict | None = None,  # overrides SAMPLING, e.g. {"temperature": 0, "seed": 1}
+        earlier_exchanges: int | None = None,  # of the history (None: EARLIER_EXCHANGES)
     ):
         self.context_tokens = context_tokens or min(
             DEFAULT_CONTEXT_TOKENS, settings.LLM_CONTEXT_TOKENS
@@ -390,6 +411,9 @@ class LocalProvider:
         self.default_max_tokens = default_max_tokens
         self.prompt_format = prompt_format or PROMPT_FORMAT
         self.sampling = {**SAMPLING, **(sampling or {})}
+        self.earlier_exchanges = (
+            EARLIER_EXCHANGES if earlier_exchanges is None else earlier_exchanges
+        )
         self.info = ProviderInfo(
             name="local",
             model=MODEL_ID,
@@ -435,7 +459,9 @@ class LocalProvider:
     def request(self, messages: list[dict], max_tokens: int | None) -> dict:
         """The engine's completion request for `messages` (streamed)."""
         return {
-            "prompt": FORMATTERS[self.prompt_format](messages),
+            "prompt": FORMATTERS[self.prompt_format](
+                latest_exchange(messages, self.earlier_exchanges)
+            ),
             "stream": True,
             "n_predict": max(1, max_tokens or self.default_max_tokens),
             "stop": STOP_SEQUENCES[self.prompt_format],
