@@ -9,6 +9,7 @@ from django.test import Client
 
 from chats.models import ChatMember
 from chats.services import api_token_create, chat_get_or_create, chat_member_ensure
+from tests import database_template
 
 
 def pytest_report_header(config):
@@ -205,3 +206,67 @@ def live_stack(transactional_db, fake_llm, settings):
         yield stack
     finally:
         stack.stop()
+
+
+def pytest_configure(config):
+    database_template.controller_configure(config)
+
+
+def pytest_unconfigure(config):
+    database_template.controller_cleanup(config)
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(
+    request,
+    django_test_environment,
+    django_db_blocker,
+    django_db_use_migrations,
+    django_db_keepdb,
+    django_db_createdb,
+    django_db_modify_db_settings,
+):
+    """pytest-django's test databases, migrated once per parallel run: the first worker
+    migrates and keeps a template, the others clone it (tests/database_template.py)."""
+    from django.test.utils import setup_databases, teardown_databases
+    from pytest_django.fixtures import _disable_migrations, _get_databases_for_setup
+
+    if not django_db_use_migrations:
+        _disable_migrations()
+    keepdb = django_db_keepdb and not django_db_createdb
+    aliases, serialized_aliases = _get_databases_for_setup(request.session.items)
+    verbosity = request.config.option.verbose
+
+    def setup(**extra):
+        return setup_databases(
+            verbosity=verbosity,
+            interactive=False,
+            aliases=aliases,
+            serialized_aliases=serialized_aliases,
+            **extra,
+        )
+
+    name = None if keepdb else database_template.template_name()
+    with django_db_blocker.unblock():
+        if name is None:
+            db_cfg = setup(keepdb=keepdb)
+        else:
+            with database_template.template_lock(name):
+                cloned = database_template.template_ready(name)
+                if cloned:
+                    database_template.template_clone(name)
+                else:
+                    db_cfg = setup()
+                    try:
+                        database_template.template_save(name)
+                    except Exception as exc:  # the next worker migrates for itself
+                        request.node.warn(pytest.PytestWarning(f"test database template: {exc!r}"))
+            if cloned:
+                db_cfg = setup(keepdb=True)  # every migration is there: none runs
+    yield
+    if not keepdb:
+        with django_db_blocker.unblock():
+            try:
+                teardown_databases(db_cfg, verbosity=verbosity)
+            except Exception as exc:
+                request.node.warn(pytest.PytestWarning(f"test database teardown: {exc!r}"))

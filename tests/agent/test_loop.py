@@ -167,13 +167,13 @@ def test_a_second_message_during_a_slow_stream_interrupts_within_a_second(fake):
 
 def test_stop_interrupts_between_tool_calls_keeping_the_step_complete(fake, probe):
     def slow(context, args):
-        time.sleep(0.3)
+        # Stop is pressed while the first tool runs (an event, not a timer racing the tools).
+        request_interrupt(turn.pk, "Stop pressed")
         return "slept"
 
     probe.tools = lambda: [Tool("slow", "Sleeps.", {"type": "object"}, slow)]
     fake.script(fake_openai.tool_calls([("a", "slow", {}), ("b", "slow", {}), ("c", "slow", {})]))
     turn = say("do slow things")
-    threading.Timer(0.45, lambda: request_interrupt(turn.pk, "Stop pressed")).start()
     finished = run(turn)
     assert (
         finished.status == Turn.Status.INTERRUPTED and finished.interrupt_reason == "Stop pressed"
