@@ -309,6 +309,7 @@ def _unit_items(unit: _Unit, *, shared: bool, supports_tools: bool) -> list[_Ite
     if not supports_tools:
         text = flatten_tool_group(call, results)
         return [_Item.from_pieces("assistant", "", text, "", source_id=call.id)]
+    extras = message_extras(call)
     items = [
         _Item.from_pieces(
             "assistant",
@@ -316,7 +317,7 @@ def _unit_items(unit: _Unit, *, shared: bool, supports_tools: bool) -> list[_Ite
             call.text,
             "",
             body_tokens=_text_tokens(call, call.text),
-            extras=message_extras(call),
+            extras=extras,
             source_id=call.id,
         )
     ]
@@ -334,7 +335,7 @@ def _unit_items(unit: _Unit, *, shared: bool, supports_tools: bool) -> list[_Ite
                 source_id=result.id,
             )
         )
-    for entry in message_extras(call)["tool_calls"]:
+    for entry in extras["tool_calls"]:
         if entry["id"] not in answered:
             items.append(_Item.from_dict(missing_result_message(entry["id"])))
     return items
