@@ -257,9 +257,9 @@ def hook_costs(args, chat, trigger) -> list[list]:
 
     dummy = UnusedSection()
     calls = {"without": build(()), "with": build((dummy,))}
-    calls["section bench_unused"] = lambda: dummy.render(context)
+    calls["prompt_section bench_unused"] = lambda: dummy.render(context)
     for section in registry.sections():
-        calls[f"section {section.name}"] = lambda section=section: section.render(context)
+        calls[f"prompt_section {section.name}"] = lambda section=section: section.render(context)
     for provider in registry.history_scopes:
         name = getattr(provider, "__name__", type(provider).__name__)
         calls[f"history_scope {name}"] = lambda provider=provider: provider(context)
