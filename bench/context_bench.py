@@ -8,6 +8,12 @@ given), fills one shared chat with mixed-length English/Chinese messages, tool g
 interrupted replies and one summary over the oldest third, then times `build_context` for
 the newest message. Prints a Markdown table: p50/p95 (target p50 ≤ 25 ms), what the request
 holds, how many rows and queries it took, and the machine.
+
+Then the hook rule: a registry hook adds at most HOOK_LIMIT_MS (0.5 ms) of CPU to a turn that
+does not use it. The bench builds the steady-state context with and without a dummy prompt
+section that this chat does not use (alternating, medians), and times each registered prompt
+section and history scope provider on this chat, which uses none of them. Every hook over
+the limit gets a FAIL line and the exit code is 1.
 """
 
 import argparse
@@ -24,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import common  # noqa: E402
 
 TARGET_P50_MS = 25.0
+HOOK_LIMIT_MS = 0.5  # what a registry hook may add to a turn that does not use it
 PEOPLE = [("u1", "Alice"), ("u2", "Bob"), ("u3", "李雷"), ("u4", "Dana"), ("u5", "Eve Ops")]
 TOOLS = [
     {
@@ -212,6 +219,79 @@ def measure(args, label, chat, trigger) -> tuple[list, object]:
     ], built
 
 
+class UnusedSection:
+    """A prompt section the way a new capability adds one (files, voice, knowledge): it
+    looks at the turn and has nothing to say for a chat that does not use it."""
+
+    name = "bench_unused"
+    order = 99
+    chats: frozenset = frozenset()
+
+    def render(self, context) -> str:
+        if context.chat.pk not in self.chats:
+            return ""
+        return "## Never shown"
+
+
+def hook_costs(args, chat, trigger) -> list[list]:
+    """[hook, kind, CPU p50 ms, verdict] rows: the dummy section's cost inside a whole build
+    (with and without it, alternating), then each registered hook's own call on this chat."""
+    from chats.agent.context import build_context
+    from chats.agent.llm.base import ProviderInfo
+    from chats.agent.registry import TurnContext, registry
+
+    provider_info = ProviderInfo(
+        name="bench", model="bench", context_tokens=args.window, supports_tools=True
+    )
+    context = TurnContext(chat=chat, trigger=trigger, actor=trigger.actor)
+
+    def build(sections):
+        return lambda: build_context(
+            chat=chat,
+            trigger=trigger,
+            provider_info=provider_info,
+            tool_specs=TOOLS,
+            turn_context=context,
+            sections=sections,
+        )
+
+    dummy = UnusedSection()
+    calls = {"without": build(()), "with": build((dummy,))}
+    calls["prompt_section bench_unused"] = lambda: dummy.render(context)
+    for section in registry.sections():
+        calls[f"prompt_section {section.name}"] = lambda section=section: section.render(context)
+    for provider in registry.history_scopes:
+        name = getattr(provider, "__name__", type(provider).__name__)
+        calls[f"history_scope {name}"] = lambda provider=provider: provider(context)
+    for call in calls.values():
+        call()
+    cpu: dict[str, list[float]] = {key: [] for key in calls}
+    runs = max(args.runs, 60)
+    for _ in range(runs):  # alternating: a change of load hits every variant alike
+        for key, call in calls.items():
+            started = time.process_time()
+            call()
+            cpu[key].append((time.process_time() - started) * 1000)
+    median = {key: common.median(values) for key, values in cpu.items()}
+    # The median of the paired differences: each pair ran back to back, so the machine's
+    # load drifts out of it (the difference of two medians of ~20 ms builds does not).
+    added = common.median([w - wo for w, wo in zip(cpu["with"], cpu["without"], strict=True)])
+    rows = [
+        ["build without hooks", "-", round(median["without"], 3), ""],
+        ["build with the unused dummy section", "prompt section", round(median["with"], 3), ""],
+        ["dummy section: build difference", "prompt section", round(added, 3), verdict(added)],
+    ]
+    for key in calls:
+        if key not in ("with", "without"):
+            kind, _, name = key.partition(" ")
+            rows.append([name, kind.replace("_", " "), round(median[key], 3), verdict(median[key])])
+    return rows
+
+
+def verdict(cost_ms: float) -> str:
+    return "ok" if cost_ms <= HOOK_LIMIT_MS else f"FAIL (> {HOOK_LIMIT_MS} ms)"
+
+
 def reference_ms() -> float:
     """A fixed CPU-bound workload (tiktoken over ~100k tokens, best of 5): on a shared or
     throttled machine, compare results by this number."""
@@ -221,7 +301,8 @@ def reference_ms() -> float:
     return min(common.time_ms(lambda: encode(text)) for _ in range(5))
 
 
-def run(args) -> None:
+def run(args) -> bool:
+    """Print the tables; False when a hook breaks the rule."""
     with common.temporary_database(args.database_url, label="context") as url:
         common.setup_django(url)
         common.migrate()
@@ -243,6 +324,7 @@ def run(args) -> None:
         )
         add_summary(chat, boundary, previous=first)
         rows.append(measure(args, "steady state (just under the threshold)", chat, trigger)[0])
+        hooks = hook_costs(args, chat, trigger)
 
         headers = [
             "scenario",
@@ -280,7 +362,16 @@ def run(args) -> None:
             "\nWall-clock times include waiting for a CPU: on a loaded machine compare the CPU "
             "column (time this process spent computing, SQLite included)."
         )
+        print(
+            f"\n## Hooks on a turn that does not use them (steady state, CPU medians of "
+            f"{max(args.runs, 60)} alternating runs, limit {HOOK_LIMIT_MS} ms each)\n"
+        )
+        print(common.markdown_table(["hook", "kind", "CPU p50 ms", "verdict"], hooks))
+        failed = [row for row in hooks if row[3].startswith("FAIL")]
+        for row in failed:
+            print(f"FAIL: {row[1]} {row[0]} costs {row[2]:.3f} ms on a chat that does not use it")
         common.close_django_connections()
+        return not failed
 
 
 def main() -> None:
@@ -294,7 +385,8 @@ def main() -> None:
         action="store_true",
         help="gc.freeze() after set-up, so full collections skip Django's own objects",
     )
-    run(parser.parse_args())
+    if not run(parser.parse_args()):
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from chats.agent.counting import (
     REPLY_PRIMING,
     _Item,
     cut_text,
+    fixed_count,
     tools_tokens,
 )
 from chats.agent.history import (
@@ -331,7 +332,7 @@ def _system_item(
     """The one system message: the base prompt (short, never cut here), the sections in the
     rest of the system share, then the summary (at most half the history share)."""
     base = base_system_prompt(chat)
-    available = budget.system - count_tokens(base) - 2
+    available = budget.system - fixed_count(base) - 2
     section_texts, section_reports = _render_sections(sections, turn_context, available)
     prefix = "\n\n".join([base, *section_texts])
     body, body_tokens, summary_report = "", 0, None
@@ -348,7 +349,7 @@ def _system_item(
             "covers_to_id": summary.metadata["covers_to_id"],
             "messages": summary.metadata.get("messages"),
             "status": status,
-            "tokens": body_tokens + count_tokens(SUMMARY_HEADER),
+            "tokens": body_tokens + fixed_count(SUMMARY_HEADER),
         }
     item = _Item.from_pieces("system", prefix, body, "", body_tokens=body_tokens)
     # The guard cuts the system message as one text.

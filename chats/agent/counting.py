@@ -44,6 +44,14 @@ def _tokens(text: str) -> int:
     return count_tokens(text)
 
 
+@lru_cache(maxsize=256)
+def fixed_count(text: str) -> int:
+    """`count_tokens` of a text every request of a chat repeats: the tool specs' JSON, the
+    base system prompt, headers. Up to 256 of them are remembered (a few MB at most), so a
+    turn does not encode them again before every model request."""
+    return count_tokens(text)
+
+
 def content_tokens(content: object) -> int:
     """Tokens of a message content: a string, or a list of parts (text parts counted)."""
     if isinstance(content, str):
@@ -83,7 +91,7 @@ def tools_tokens(tool_specs: Sequence[dict] | None) -> int:
     if not tool_specs:
         return 0
     text = json.dumps(list(tool_specs), ensure_ascii=False)
-    return TOOLS_OVERHEAD + count_tokens(text)
+    return TOOLS_OVERHEAD + fixed_count(text)
 
 
 def count_messages_tokens(
@@ -111,8 +119,8 @@ _DELTAS_MAX = 20_000
 def _delta(extra: str, piece: str, *, before: bool) -> int:
     """Tokens that `extra` adds when joined before (or after) `piece`."""
     joined = extra + piece if before else piece + extra
-    if len(joined) > _SHORT_TEXT:  # a system prompt or a long word: not worth keeping
-        return count_tokens(joined) - _tokens(piece)
+    if len(joined) > _SHORT_TEXT:  # a system prompt (repeated by every request) or a long word
+        return fixed_count(joined) - _tokens(piece)
     key = (extra, piece, before)
     delta = _DELTAS.get(key)
     if delta is None:

@@ -7,8 +7,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from django.db.models import Q, TextField
-from django.db.models.functions import Cast
+from django.db import connection
 
 from chats.agent.convert import (
     StoredMessage,
@@ -19,7 +18,7 @@ from chats.agent.convert import (
     openai_role,
 )
 from chats.agent.counting import _Item
-from chats.models import Chat, Message
+from chats.models import Actor, Chat, Message
 
 
 @dataclass(slots=True, eq=False)
@@ -50,17 +49,21 @@ def history_bounds(chat: Chat, *, before_id: int | None = None) -> HistoryBounds
     Markers are looked up only after the summary's range, so a long covered history is
     never scanned."""
     limit = before_id if before_id is not None else float("inf")
-    summaries = (
-        Message.objects.filter(chat=chat, role=Message.Role.SUMMARY)
-        .order_by("-id")
-        .values_list("id", "text", "metadata", "token_count")
-    )
     summary = None
     # The newest summary is almost always the one (LIMIT 1 stops the scan at once); older
     # ones are read only when it ends after the trigger (a turn rebuilt for an old message).
-    for rows in (summaries[:1], summaries[1:]):
-        for message_id, text, metadata, token_count in rows:
-            metadata = metadata if isinstance(metadata, dict) else {}
+    newest = _fetch(_sql("newest_summary"), [chat.pk, Message.Role.SUMMARY])
+    older = (
+        (message_id, text, json.dumps(metadata), token_count)
+        for message_id, text, metadata, token_count in Message.objects.filter(
+            chat=chat, role=Message.Role.SUMMARY
+        )
+        .order_by("-id")
+        .values_list("id", "text", "metadata", "token_count")[1:]
+    )
+    for rows in (newest, older):
+        for message_id, text, metadata_text, token_count in rows:
+            metadata = _json(metadata_text, _NO_METADATA)
             covers_from = metadata.get("covers_from_id")
             covers_to = metadata.get("covers_to_id")
             if isinstance(covers_from, int) and isinstance(covers_to, int) and covers_to < limit:
@@ -73,10 +76,8 @@ def history_bounds(chat: Chat, *, before_id: int | None = None) -> HistoryBounds
     lower = summary.metadata["covers_to_id"] if summary else 0
     resets = [
         message_id
-        for message_id, metadata in Message.objects.filter(
-            chat=chat, role=Message.Role.MARKER, id__gt=lower
-        ).values_list("id", "metadata")
-        if isinstance(metadata, dict) and metadata.get("marker") == "reset"
+        for message_id, metadata in _fetch(_sql("markers"), [chat.pk, Message.Role.MARKER, lower])
+        if _json(metadata, _NO_METADATA).get("marker") == "reset"
     ]
     marker_id = max((marker for marker in resets if marker < limit), default=None)
     end_id = min((marker for marker in resets if marker > limit), default=None)
@@ -85,6 +86,79 @@ def history_bounds(chat: Chat, *, before_id: int | None = None) -> HistoryBounds
     if summary is None:
         return HistoryBounds(None, end_id, None, 0)
     return HistoryBounds(None, end_id, summary, lower)
+
+
+# --- SQL ---------------------------------------------------------------------------------
+# The queries of every turn are written out once rather than built by the ORM on each call:
+# compiling a queryset costs more CPU than SQLite or PostgreSQL spends running it, and the
+# builder runs before every model request. JSON columns are read as text and parsed only
+# when not empty (`_json`). Plain SQL that both backends accept; names from the models.
+
+_SQL: dict[tuple[str, str], str] = {}
+
+
+def _sql(name: str) -> str:
+    key = (connection.vendor, name)
+    sql = _SQL.get(key)
+    if sql is None:
+        sql = _SQL[key] = _SQL_BUILDERS[name](connection.ops.quote_name)
+    return sql
+
+
+def _fetch(sql: str, params: list) -> list[tuple]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+def _message_columns(quote) -> dict[str, str]:
+    table = quote(Message._meta.db_table)
+    return {
+        name: f"{table}.{quote(Message._meta.get_field(name).column)}"
+        for name in ("chat", "role", "text", "parts", "metadata", "token_count", "actor")
+    } | {"table": table, "id": f"{table}.{quote(Message._meta.pk.column)}"}
+
+
+def _newest_summary_sql(quote) -> str:
+    m = _message_columns(quote)
+    return (
+        f"SELECT {m['id']}, {m['text']}, CAST({m['metadata']} AS text), {m['token_count']} "
+        f"FROM {m['table']} WHERE {m['chat']} = %s AND {m['role']} = %s "
+        f"ORDER BY {m['id']} DESC LIMIT 1"
+    )
+
+
+def _markers_sql(quote) -> str:
+    m = _message_columns(quote)
+    return (
+        f"SELECT {m['id']}, CAST({m['metadata']} AS text) FROM {m['table']} "
+        f"WHERE {m['chat']} = %s AND {m['role']} = %s AND {m['id']} > %s"
+    )
+
+
+def _scan_sql(quote) -> str:
+    """History rows newest first: the placeholders %(where)s (extra conditions) and
+    %(limit)s are filled per batch."""
+    m = _message_columns(quote)
+    actor = quote(Actor._meta.db_table)
+    return (
+        f"SELECT {m['id']}, {m['role']}, {m['text']}, CAST({m['parts']} AS text), "
+        f"CAST({m['metadata']} AS text), {m['token_count']}, "
+        f"{actor}.{quote(Actor._meta.get_field('display_name').column)} "
+        f"FROM {m['table']} LEFT OUTER JOIN {actor} "
+        f"ON ({m['actor']} = {actor}.{quote(Actor._meta.pk.column)}) "
+        f"WHERE {m['chat']} = %s AND {m['id']} > %s AND {m['role']} NOT IN (%s, %s) "
+        f"AND ({m['id']} < %s OR ({m['id']} > %s AND {m['role']} IN (%s, %s)))"
+        "{where} "
+        f"ORDER BY {m['id']} DESC LIMIT %s"
+    )
+
+
+_SQL_BUILDERS = {
+    "newest_summary": _newest_summary_sql,
+    "markers": _markers_sql,
+    "scan": _scan_sql,
+}
 
 
 # Shared, never modified: most rows carry no parts and no metadata, and not allocating a
@@ -106,15 +180,6 @@ class _HistoryScan:
 
     FIRST_BATCH = 64
     MAX_BATCH = 2000
-    FIELDS = (
-        "id",
-        "role",
-        "text",
-        "parts_text",
-        "metadata_text",
-        "token_count",
-        "actor__display_name",
-    )
 
     def __init__(
         self,
@@ -126,32 +191,44 @@ class _HistoryScan:
         turn,
         only_ids: frozenset[int] | None = None,
     ):
-        rows = Message.objects.filter(chat=chat, id__gt=start_id).exclude(
-            role__in=(Message.Role.SUMMARY, Message.Role.MARKER)
-        )
-        if only_ids is not None:  # a narrowed history (registry.HistoryScope)
-            rows = rows.filter(id__in=sorted(only_ids))
         # Replies to earlier triggers finished after this trigger arrived (queue mode, an
         # interrupted partial reply) belong before it; later user messages do not.
-        rows = rows.filter(
-            Q(id__lt=trigger_id)
-            | Q(id__gt=trigger_id, role__in=(Message.Role.ASSISTANT, Message.Role.TOOL))
-        )
+        self.params = [
+            chat.pk,
+            start_id,
+            Message.Role.SUMMARY,
+            Message.Role.MARKER,
+            trigger_id,
+            trigger_id,
+            Message.Role.ASSISTANT,
+            Message.Role.TOOL,
+        ]
+        self.where, self.where_params = "", []
+        column = _message_columns(connection.ops.quote_name)["id"]
+        if only_ids is not None:  # a narrowed history (registry.HistoryScope)
+            ids = sorted(only_ids) or [0]
+            self.where += f" AND {column} IN ({', '.join(['%s'] * len(ids))})"
+            self.where_params += ids
         if end_id is not None:
-            rows = rows.filter(id__lt=end_id)
-        self.queryset = rows.annotate(
-            parts_text=Cast("parts", TextField()), metadata_text=Cast("metadata", TextField())
-        )
+            self.where += f" AND {column} < %s"
+            self.where_params.append(end_id)
+        self.column = column
         self.turn_id = getattr(turn, "pk", None)
         self.wanted = self.FIRST_BATCH  # the consumer's estimate of rows it can still use
         self.exhausted = False
+
+    def _batch(self, before: int | None, size: int) -> list[tuple]:
+        where, params = self.where, [*self.params, *self.where_params]
+        if before is not None:
+            where += f" AND {self.column} < %s"
+            params.append(before)
+        return _fetch(_sql("scan").replace("{where}", where), [*params, size])
 
     def __iter__(self) -> Iterator[StoredMessage]:
         before = None
         while True:
             size = max(32, min(self.MAX_BATCH, self.wanted))
-            rows = self.queryset if before is None else self.queryset.filter(id__lt=before)
-            batch = list(rows.order_by("-id").values_list(*self.FIELDS)[:size])
+            batch = self._batch(before, size)
             for row in batch:
                 id_, role, text, parts, metadata, token_count, actor_name = row
                 message = StoredMessage(
@@ -232,6 +309,7 @@ def _unit_items(unit: _Unit, *, shared: bool, supports_tools: bool) -> list[_Ite
     if not supports_tools:
         text = flatten_tool_group(call, results)
         return [_Item.from_pieces("assistant", "", text, "", source_id=call.id)]
+    extras = message_extras(call)
     items = [
         _Item.from_pieces(
             "assistant",
@@ -239,7 +317,7 @@ def _unit_items(unit: _Unit, *, shared: bool, supports_tools: bool) -> list[_Ite
             call.text,
             "",
             body_tokens=_text_tokens(call, call.text),
-            extras=message_extras(call),
+            extras=extras,
             source_id=call.id,
         )
     ]
@@ -257,7 +335,7 @@ def _unit_items(unit: _Unit, *, shared: bool, supports_tools: bool) -> list[_Ite
                 source_id=result.id,
             )
         )
-    for entry in message_extras(call)["tool_calls"]:
+    for entry in extras["tool_calls"]:
         if entry["id"] not in answered:
             items.append(_Item.from_dict(missing_result_message(entry["id"])))
     return items
