@@ -10,15 +10,16 @@ button adds a handler module and a registration, and touches no other handler.""
 
 import re
 from collections.abc import Callable
-
-from telegram import CallbackQuery
-from telegram.constants import ChatType
+from typing import TYPE_CHECKING
 
 from bots.models import OutboundMessage
 from bots.outbox import UpdateOutcome
 from bots.updates import BotIdentity
 
-CallbackHandler = Callable[[CallbackQuery, BotIdentity], UpdateOutcome]
+if TYPE_CHECKING:  # python-telegram-bot loads only in the processes that talk to Telegram
+    from telegram import CallbackQuery
+
+CallbackHandler = Callable[["CallbackQuery", BotIdentity], UpdateOutcome]
 PREFIX_RE = re.compile(r"^[a-z][a-z0-9_]{0,15}$")
 _handlers: dict[str, CallbackHandler] = {}
 
@@ -40,7 +41,7 @@ def callback_handlers() -> dict[str, CallbackHandler]:
     return dict(_handlers)
 
 
-def callback_query_dispatch(query: CallbackQuery, identity: BotIdentity) -> UpdateOutcome:
+def callback_query_dispatch(query: "CallbackQuery", identity: BotIdentity) -> UpdateOutcome:
     """Apply a button press through the handler of its prefix; a press nobody handles (an old
     button, a removed app, forged data) gets a polite answer and decides nothing."""
     prefix, separator, _ = (query.data or "").partition(":")
@@ -52,19 +53,19 @@ def callback_query_dispatch(query: CallbackQuery, identity: BotIdentity) -> Upda
     return handler(query, identity)
 
 
-def in_own_private_chat(query: CallbackQuery) -> bool:
+def in_own_private_chat(query: "CallbackQuery") -> bool:
     """Was the button pressed in the presser's own private chat with the bot? Anywhere else (a
     group the message was forwarded to, say) a press must decide nothing: a decision is one
     person's, made where nobody else can press for them or watch the text it shows."""
     message = query.message
     return (
         message is not None
-        and message.chat.type == ChatType.PRIVATE
+        and message.chat.type == "private"  # telegram.constants.ChatType.PRIVATE
         and message.chat.id == query.from_user.id
     )
 
 
-def callback_answer(query: CallbackQuery, text: str) -> OutboundMessage:
+def callback_answer(query: "CallbackQuery", text: str) -> OutboundMessage:
     """Answer the press with a short notice to the presser."""
     chat_id = query.message.chat.id if query.message is not None else query.from_user.id
     return OutboundMessage.objects.create(
@@ -74,7 +75,7 @@ def callback_answer(query: CallbackQuery, text: str) -> OutboundMessage:
     )
 
 
-def callback_edit(query: CallbackQuery, text: str) -> list[OutboundMessage]:
+def callback_edit(query: "CallbackQuery", text: str) -> list[OutboundMessage]:
     """Replace the pressed message's text (HTML) and so its buttons; nothing when Telegram
     no longer says which message it was."""
     if query.message is None:

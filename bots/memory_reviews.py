@@ -11,12 +11,14 @@ version decides nothing, and neither does a press outside the presser's own priv
 rule of skill buttons too).
 """
 
+from __future__ import annotations
+
 import html
 import logging
 import re
+from typing import TYPE_CHECKING
 
 from django.db import transaction
-from telegram import CallbackQuery
 
 from bots.callbacks import callback_answer, callback_edit, in_own_private_chat
 from bots.models import OutboundMessage
@@ -25,6 +27,9 @@ from bots.updates import BotIdentity, display_name
 from chats.models import Channel
 from chats.services import actor_get_or_create
 from hermes_site.scanning import reveal_hidden
+
+if TYPE_CHECKING:  # python-telegram-bot loads only where Telegram is spoken
+    from telegram import CallbackQuery
 
 logger = logging.getLogger(__name__)
 

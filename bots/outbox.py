@@ -3,14 +3,19 @@
 `notice`; `outbox_open`, `outbox_progress` as the bot process works it). It imports no
 handler, so every handler (commands, review buttons, approvals) may import it."""
 
+from __future__ import annotations
+
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from django.utils import timezone
-from telegram import Message as TgMessage
 
 from bots.models import OutboundMessage
 from bots.updates import Place
 from chats.models import Chat, Message, Turn
+
+if TYPE_CHECKING:  # python-telegram-bot loads only where Telegram is spoken
+    from telegram import Message as TgMessage
 
 
 @dataclass

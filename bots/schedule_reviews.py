@@ -10,11 +10,12 @@ decision, never a decider. A press outside the presser's own private chat decide
 (the rule of every decision button), and a second press finds it decided.
 """
 
+from __future__ import annotations
+
 import html
 import logging
 import re
-
-from telegram import CallbackQuery
+from typing import TYPE_CHECKING
 
 from bots.callbacks import callback_answer, callback_edit, in_own_private_chat
 from bots.models import OutboundMessage
@@ -23,6 +24,9 @@ from bots.updates import BotIdentity, display_name
 from chats.models import Channel
 from chats.services import actor_get_or_create
 from hermes_site.scanning import reveal_hidden
+
+if TYPE_CHECKING:  # python-telegram-bot loads only where Telegram is spoken
+    from telegram import CallbackQuery
 
 logger = logging.getLogger(__name__)
 

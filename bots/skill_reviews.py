@@ -12,13 +12,15 @@ decision and a version, never a reviewer. Presses outside the reviewer's private
 nothing.
 """
 
+from __future__ import annotations
+
 import html
 import logging
 import re
+from typing import TYPE_CHECKING
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from telegram import CallbackQuery
 
 from bots.callbacks import callback_answer, callback_edit, in_own_private_chat
 from bots.models import OutboundMessage
@@ -29,6 +31,9 @@ from chats.models import Actor, Channel
 from chats.selectors import chats_readable_by
 from chats.services import actor_get_or_create
 from hermes_site.scanning import reveal_hidden
+
+if TYPE_CHECKING:  # python-telegram-bot loads only where Telegram is spoken
+    from telegram import CallbackQuery
 
 logger = logging.getLogger(__name__)
 

@@ -24,14 +24,16 @@ already sent is edited to show the outcome, without buttons; a copy still waitin
 outbox goes out in its decided form. The group reads who decided.
 """
 
+from __future__ import annotations
+
 import html
 import logging
 import re
+from typing import TYPE_CHECKING
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Q
-from telegram import CallbackQuery
 
 from bots.callbacks import callback_answer, callback_edit, in_own_private_chat
 from bots.models import OutboundMessage
@@ -45,6 +47,9 @@ from toolservers.approval_arguments import arguments_preview, full_view_url, is_
 from toolservers.approvals import Decision, approval_card, approval_decide
 from toolservers.models import ToolApproval
 from toolservers.policy import may_decide
+
+if TYPE_CHECKING:  # python-telegram-bot loads only where Telegram is spoken
+    from telegram import CallbackQuery
 
 logger = logging.getLogger(__name__)
 

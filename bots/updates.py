@@ -3,16 +3,18 @@
 Pure functions over python-telegram-bot objects; no database, no network.
 """
 
+from __future__ import annotations
+
 import warnings
 from dataclasses import dataclass
 from datetime import timedelta
-
-from telegram import Message as TgMessage
-from telegram import MessageEntity, Update, User
-from telegram.constants import ChatType
-from telegram.warnings import PTBDeprecationWarning
+from typing import TYPE_CHECKING
 
 from chats.models import ChatKind
+
+if TYPE_CHECKING:  # python-telegram-bot loads only where Telegram is spoken (the bridge)
+    from telegram import Message as TgMessage
+    from telegram import MessageEntity, Update, User
 
 # The update types the bridge asks for (and understands).
 ALLOWED_UPDATES = ["message", "edited_message", "callback_query"]
@@ -61,6 +63,8 @@ def parse_update(data: object) -> Update:
     if not isinstance(data, dict) or not isinstance(data.get("update_id"), int):
         raise BadUpdate("an update is a JSON object with an integer update_id")
     try:
+        from telegram import Update
+
         return Update.de_json(data, None)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise BadUpdate(f"not a valid Telegram update: {exc}") from exc
@@ -94,6 +98,8 @@ def display_name(user: User | None) -> str:
 
 def place_of(message: TgMessage) -> Place | None:
     """The hub chat a message belongs to; None for channels (not supported)."""
+    from telegram.constants import ChatType
+
     chat = message.chat
     if chat.type == ChatType.PRIVATE:
         name = " ".join(p for p in (chat.first_name, chat.last_name) if p) or chat.username or ""
@@ -143,6 +149,8 @@ def _file_fields(obj) -> dict:
         if value is not None:
             fields[name] = value
     with warnings.catch_warnings():  # PTB 22 moves durations to timedelta: either is fine
+        from telegram.warnings import PTBDeprecationWarning
+
         warnings.simplefilter("ignore", PTBDeprecationWarning)
         duration = _seconds(getattr(obj, "duration", None))
     if duration is not None:
@@ -220,6 +228,8 @@ def _entities(message: TgMessage) -> dict[MessageEntity, str]:
 
 def command_of(message: TgMessage, identity: BotIdentity) -> Command | None:
     """`/name args` at the start of a text, unless it is addressed to another bot."""
+    from telegram import MessageEntity
+
     text = message.text or ""
     for entity, value in _entities(message).items():
         if entity.type != MessageEntity.BOT_COMMAND or entity.offset != 0:
@@ -234,6 +244,8 @@ def command_of(message: TgMessage, identity: BotIdentity) -> Command | None:
 
 def addresses_bot(message: TgMessage, identity: BotIdentity) -> bool:
     """A mention of the bot, a text mention of it, or a reply to one of its messages."""
+    from telegram import MessageEntity
+
     username = identity.username.lower()
     for entity, value in _entities(message).items():
         if entity.type == MessageEntity.MENTION and username and value[1:].lower() == username:

@@ -1,17 +1,78 @@
 """The Celery app: the broker is REDIS_URL, configuration comes from Django settings.
 
-Beat (`celery -A hermes_site beat`, or `worker -B` for a single worker) runs the periodic
-tasks below; its schedule state lives in CELERY_BEAT_SCHEDULE_FILENAME (under var/)."""
+Beat (`celery -A hermes_site beat`, or `worker -B` / `worker --beat-thread` for a single
+worker) runs the periodic tasks below; its schedule state lives in
+CELERY_BEAT_SCHEDULE_FILENAME (under var/).
+
+`--beat-thread` (added here): beat as a thread of the worker's own process instead of the
+process Celery forks for `-B`, for `make run`'s embedded layout (hermes_site/runner.py). A
+worker with a threads pool also gets the pool-process signals (worker_process_init and
+_shutdown) once for its own process, as a solo worker does, so what is set up per process
+(tracing, the garbage collector's freeze) happens there too."""
 
 import os
 
-from celery import Celery
+from celery import Celery, bootsteps, signals
+from click import Option
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hermes_site.settings")
 
 app = Celery("hermes_site")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+class BeatThread(bootsteps.StartStopStep):
+    """`celery worker --beat-thread`: the embedded beat as a thread (celery.beat's threaded
+    service), started and stopped with the worker."""
+
+    label = "BeatThread"
+    conditional = True
+
+    def __init__(self, worker, beat_thread: bool = False, **kwargs):
+        self.enabled = bool(beat_thread)
+        super().__init__(worker, **kwargs)
+
+    def create(self, worker):
+        from celery.beat import EmbeddedService
+
+        if worker.beat is not None:
+            raise SystemExit("--beat-thread and -B both embed beat: use one of them")
+        return EmbeddedService(
+            worker.app,
+            schedule_filename=worker.schedule_filename,
+            scheduler_cls=worker.scheduler,
+            thread=True,
+        )
+
+
+app.user_options["worker"].add(
+    Option(
+        ("--beat-thread",),
+        is_flag=True,
+        default=False,
+        help="Run beat as a thread of this worker's process (instead of -B's child process).",
+    )
+)
+app.steps["worker"].add(BeatThread)
+
+
+def _threads_pool(worker) -> bool:
+    pool = getattr(worker, "pool_cls", None)
+    module = pool if isinstance(pool, str) else getattr(pool, "__module__", "")
+    return str(module).endswith(("thread", "threads"))
+
+
+@signals.worker_init.connect
+def _threads_pool_process_init(sender=None, **kwargs) -> None:
+    if sender is not None and _threads_pool(sender):
+        signals.worker_process_init.send(sender=None)
+
+
+@signals.worker_shutdown.connect
+def _threads_pool_process_shutdown(sender=None, **kwargs) -> None:
+    if sender is not None and _threads_pool(sender):
+        signals.worker_process_shutdown.send(sender=None, pid=os.getpid(), exitcode=0)
 
 
 def periodic_tasks() -> list[tuple[str, str, float]]:

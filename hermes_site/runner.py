@@ -104,64 +104,89 @@ def processes(env: dict[str, str]) -> dict[str, list[str]]:
         port,
         "hermes_site.asgi:application",
     ]
-    # -B: beat inside the worker runs the periodic turn sweep and sends the skills curator to
-    # the reviews queue and the schedules' dispatcher to its own queue (fine for the one
-    # worker of `make run`; a deployment with several workers runs one `celery beat`).
-    procs["worker"] = [
-        str(BIN / "celery"),
-        "-A",
-        "hermes_site",
-        "worker",
-        "-B",
-        "--loglevel",
-        "INFO",
-        "--concurrency",
-        env.get("CELERY_CONCURRENCY", "2"),
-        "--without-gossip",
-        "--without-mingle",
-    ]
-    # Background reviews (the learning loop) on their own queue and worker, one at a time,
-    # so a review never takes a slot a turn is waiting for.
-    prefix = env.get("REDIS_KEY_PREFIX") or "hermes"
-    procs["reviews"] = [
-        str(BIN / "celery"),
-        "-A",
-        "hermes_site",
-        "worker",
-        "-Q",
-        f"{prefix}-reviews",
-        "-n",
-        "reviews@%h",
-        "--loglevel",
-        "INFO",
-        "--concurrency",
-        "1",
-        "--without-gossip",
-        "--without-mingle",
-    ]
-    # The schedules' dispatcher on its own queue and worker: beat sends it every
-    # SCHEDULES_DISPATCH_SECONDS, and turns that keep the turn worker's slots busy for
-    # minutes cannot delay a slot. One pass at a time in the worker's own process (solo).
-    procs["schedules"] = [
-        str(BIN / "celery"),
-        "-A",
-        "hermes_site",
-        "worker",
-        "-Q",
-        f"{prefix}-schedules",
-        "-n",
-        "schedules@%h",
-        "--pool",
-        "solo",
-        "--loglevel",
-        "INFO",
-        "--without-gossip",
-        "--without-mingle",
-    ]
+    workers = split_workers(env) if process_layout(env) == "split" else embedded_workers(env)
+    procs.update(workers)
     if env.get("TELEGRAM_BOT_TOKEN"):
         # The Telegram bridge (long polling, or sending only in webhook mode).
         procs["telegram"] = [python, "manage.py", "run_telegram_bot"]
     return procs
+
+
+LAYOUTS = ("embedded", "split")
+
+
+def process_layout(env: dict[str, str]) -> str:
+    """HERMES_PROCESS_LAYOUT: "embedded" (the default, two lean worker processes) or "split"
+    (the earlier layout: three workers, the turn worker a prefork pool with a forked beat)."""
+    layout = (env.get("HERMES_PROCESS_LAYOUT") or "embedded").strip().lower()
+    if layout not in LAYOUTS:
+        sys.exit(f"HERMES_PROCESS_LAYOUT must be one of {', '.join(LAYOUTS)}, not {layout!r}")
+    return layout
+
+
+def _celery_worker(*args: str) -> list[str]:
+    return [
+        str(BIN / "celery"),
+        "-A",
+        "hermes_site",
+        "worker",
+        *args,
+        "--loglevel",
+        "INFO",
+        "--without-gossip",
+        "--without-mingle",
+    ]
+
+
+def embedded_workers(env: dict[str, str]) -> dict[str, list[str]]:
+    """The default layout, two worker processes (docs/RELIABILITY.md, "Process layout"):
+
+    - "worker": turns in a pool of CELERY_CONCURRENCY threads (a turn waits on the model's
+      stream, so threads carry it as well as processes, for one process's memory), with beat
+      as a thread of the same process (--beat-thread, hermes_site/celery.py).
+    - "background": the reviews' and the schedules' queues in a pool of two threads, a review
+      (or the curator) holding at most one of them (learning.tasks), so a dispatcher pass
+      always finds a free thread, and neither ever takes a turn's slot.
+    A crash of one is restarted by the supervisor without touching the other."""
+    prefix = env.get("REDIS_KEY_PREFIX") or "hermes"
+    return {
+        "worker": _celery_worker(
+            "--pool",
+            "threads",
+            "--concurrency",
+            env.get("CELERY_CONCURRENCY", "2"),
+            "--beat-thread",
+        ),
+        "background": _celery_worker(
+            "-Q",
+            f"{prefix}-reviews,{prefix}-schedules",
+            "-n",
+            "background@%h",
+            "--pool",
+            "threads",
+            "--concurrency",
+            "2",
+        ),
+    }
+
+
+def split_workers(env: dict[str, str]) -> dict[str, list[str]]:
+    """HERMES_PROCESS_LAYOUT=split, the earlier layout (kept for comparison in
+    bench/footprint_bench.py): three worker processes."""
+    prefix = env.get("REDIS_KEY_PREFIX") or "hermes"
+    return {
+        # -B: beat forked from the worker runs the periodic turn sweep and sends the skills
+        # curator to the reviews queue and the dispatcher to its own queue.
+        "worker": _celery_worker("-B", "--concurrency", env.get("CELERY_CONCURRENCY", "2")),
+        # Background reviews (the learning loop) on their own queue and worker, one at a time.
+        "reviews": _celery_worker(
+            "-Q", f"{prefix}-reviews", "-n", "reviews@%h", "--concurrency", "1"
+        ),
+        # The schedules' dispatcher on its own queue and worker, one pass at a time (solo).
+        "schedules": _celery_worker(
+            "-Q", f"{prefix}-schedules", "-n", "schedules@%h", "--pool", "solo"
+        ),
+    }
 
 
 # What each process prints once it started properly: an exit after it is a crash (restarted
@@ -169,6 +194,7 @@ def processes(env: dict[str, str]) -> dict[str, list[str]]:
 READY_LINES = {
     "web": r"Listening on TCP address",
     "worker": r" ready\.$",
+    "background": r" ready\.$",
     "reviews": r" ready\.$",
     "schedules": r" ready\.$",
 }

@@ -6,6 +6,7 @@ environment win over it.
 
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -49,7 +50,9 @@ PORT = env_int("PORT", 8000, minimum=1)
 DASHBOARD_URL = env_str("DASHBOARD_URL").rstrip("/")
 
 INSTALLED_APPS = [
-    "daphne",
+    # Daphne's app (its `runserver`) imports Twisted at start-up, ~25 MiB that a Celery
+    # worker never uses: left out of the workers' processes (docs/RELIABILITY.md).
+    *([] if Path(sys.argv[0]).name == "celery" else ["daphne"]),
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",

@@ -2,6 +2,7 @@
 both on the reviews' queue, never in a slot a turn waits for."""
 
 import logging
+import threading
 
 from celery import shared_task
 from celery.signals import worker_ready
@@ -27,22 +28,40 @@ def route_review(name, args, kwargs, options, task=None, **kw):
     return None
 
 
-@shared_task(bind=True, name=REVIEW_TASK, ignore_result=True, acks_late=True)
+# One review or curator pass at a time per process: `make run`'s background worker shares
+# its two threads with the schedules' dispatcher, which must always find one free. A second
+# review arriving meanwhile goes back to the queue (BUSY_RETRY_SECONDS later) instead of
+# holding the dispatcher's thread.
+_reviewing = threading.BoundedSemaphore(1)
+BUSY_RETRY_SECONDS = 5
+
+
+@shared_task(bind=True, name=REVIEW_TASK, ignore_result=True, acks_late=True, max_retries=None)
 def run_review(self, review_id: int) -> str:
     """Run a queued review once (a redelivered task finds it started and does nothing)."""
     from learning.review import review_run
 
-    review = review_run(review_id=review_id, worker=self.request.hostname or "worker")
+    if not _reviewing.acquire(blocking=False):
+        raise self.retry(countdown=BUSY_RETRY_SECONDS)
+    try:
+        review = review_run(review_id=review_id, worker=self.request.hostname or "worker")
+    finally:
+        _reviewing.release()
     return review.status if review is not None else "gone"
 
 
-@shared_task(name=CURATOR_TASK, ignore_result=True)
-def run_curator() -> str:
+@shared_task(bind=True, name=CURATOR_TASK, ignore_result=True, max_retries=None)
+def run_curator(self) -> str:
     """One curator pass (learning.curator): idempotent, so a doubled or redelivered run
     changes nothing more; its summary is the result."""
     from learning.curator import curator_run
 
-    return curator_run().summary()
+    if not _reviewing.acquire(blocking=False):
+        raise self.retry(countdown=BUSY_RETRY_SECONDS)
+    try:
+        return curator_run().summary()
+    finally:
+        _reviewing.release()
 
 
 @worker_ready.connect

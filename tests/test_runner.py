@@ -136,9 +136,9 @@ def test_the_telegram_bridge_runs_only_when_a_token_is_configured():
     from hermes_site.runner import processes
 
     without = processes({"PORT": "8000"})
-    assert set(without) == {"valkey", "web", "worker", "reviews", "schedules"}
+    assert set(without) == {"valkey", "web", "worker", "background"}
     with_token = processes({"PORT": "8000", "TELEGRAM_BOT_TOKEN": "123:abc"})
-    assert set(with_token) == {"valkey", "web", "worker", "reviews", "schedules", "telegram"}
+    assert set(with_token) == {"valkey", "web", "worker", "background", "telegram"}
     assert with_token["telegram"][-2:] == ["manage.py", "run_telegram_bot"]
     on_redis = processes({"PORT": "8000", "REDIS_URL": "redis://127.0.0.1:6379/0"})
     assert "valkey" not in on_redis
@@ -293,11 +293,11 @@ def test_make_run_restarts_a_killed_worker_which_then_answers(tmp_path, fake_llm
             == "completed"
         )
 
-        worker = run.pid("worker")
+        worker, background = run.pid("worker"), run.pid("background")
+        # The embedded layout runs turns in threads: no pool processes (split: prefork).
         pool = subprocess.run(
             ["pgrep", "-P", str(worker)], capture_output=True, text=True
         ).stdout.split()
-        assert pool, "the worker runs its turns in pool processes"
         mark = run.mark()
         os.kill(worker, signal.SIGKILL)  # the main process only, as the OOM killer might
 
@@ -306,6 +306,8 @@ def test_make_run_restarts_a_killed_worker_which_then_answers(tmp_path, fake_llm
         run.wait_for(r"worker\s*\|.* ready\.", 120, mark)
         assert run.pid("worker") != worker
         assert all(gone(int(pid)) for pid in pool), "the dead worker's pool processes are gone"
+        assert run.pid("background") == background, "the background worker kept running"
+        assert run.process.poll() is None
 
         answered = _wait_answered(base, token, _post(base, token, "m-2", "are you back?")["id"])
         assert answered["status"] == "completed"
@@ -313,3 +315,28 @@ def test_make_run_restarts_a_killed_worker_which_then_answers(tmp_path, fake_llm
     finally:
         leftovers = run.stop()
     assert leftovers == [], f"processes left running after Ctrl-C: {leftovers}"
+
+
+def test_the_embedded_layout_keeps_reviews_and_the_dispatcher_off_the_turn_worker():
+    from hermes_site.runner import processes
+
+    procs = processes({"PORT": "8000", "REDIS_KEY_PREFIX": "hub", "CELERY_CONCURRENCY": "3"})
+    worker, background = procs["worker"], procs["background"]
+    # Turns: threads in one process, beat a thread of it; only the default (turns') queue.
+    assert worker[worker.index("--pool") + 1] == "threads"
+    assert worker[worker.index("--concurrency") + 1] == "3"
+    assert "--beat-thread" in worker and "-B" not in worker
+    assert "-Q" not in worker  # CELERY_TASK_DEFAULT_QUEUE: the prefix, turns only
+    # Reviews and the dispatcher: their own process and queues, never a turn's slot.
+    assert background[background.index("-Q") + 1] == "hub-reviews,hub-schedules"
+    assert background[background.index("--pool") + 1] == "threads"
+    assert background[background.index("--concurrency") + 1] == "2"
+
+
+def test_the_split_layout_stays_selectable():
+    from hermes_site.runner import processes
+
+    procs = processes({"PORT": "8000", "HERMES_PROCESS_LAYOUT": "split"})
+    assert set(procs) == {"valkey", "web", "worker", "reviews", "schedules"}
+    assert "-B" in procs["worker"]
+    assert procs["schedules"][procs["schedules"].index("--pool") + 1] == "solo"

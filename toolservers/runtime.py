@@ -10,7 +10,12 @@ call. Everything that goes wrong becomes a `ToolServerError` whose text the mode
 A stdio child's environment is the base below plus the server's configured variables,
 whose references are resolved from the hub's environment now: never the hub's whole
 environment (SECRET_KEY, DATABASE_URL, REDIS_URL, model keys).
+
+The MCP SDK (about 40 MiB once imported) loads with the first session, in the process that
+opens it: never in the web process or a worker that calls no tool server.
 """
+
+from __future__ import annotations
 
 import asyncio
 import logging
@@ -21,15 +26,13 @@ import time
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import AsyncExitStack, suppress
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import mcp_types
 from django.conf import settings
-from mcp.client.session import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
-from mcp.shared.exceptions import MCPError
-from mcp_types.jsonrpc import CONNECTION_CLOSED
+
+if TYPE_CHECKING:
+    import mcp_types
+    from mcp.client.session import ClientSession
 
 from toolservers import sandbox
 from toolservers.references import reference_refusal
@@ -79,7 +82,7 @@ class ServerSpec:
     call_timeout: float = 30.0
 
     @classmethod
-    def from_server(cls, server) -> "ServerSpec":
+    def from_server(cls, server) -> ServerSpec:
         """Resolve `server`'s references; a missing hub variable is a ToolServerError."""
         return cls(
             slug=server.slug,
@@ -196,6 +199,11 @@ class _Connection:
             ) from None
 
     async def _own(self) -> None:
+        from mcp.client.session import ClientSession
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
         spec = self.spec
         try:
             async with AsyncExitStack() as stack:
@@ -258,6 +266,8 @@ class _Connection:
                 self.session_lost = True
 
     async def _message(self, message) -> None:
+        import mcp_types
+
         if isinstance(message, mcp_types.ToolListChangedNotification) and self._on_list_changed:
             self._on_list_changed(self.spec.slug)
 
@@ -398,6 +408,8 @@ class Runtime:
         return tools
 
     async def _list_once(self, spec: ServerSpec, session: ClientSession) -> list[mcp_types.Tool]:
+        import mcp_types
+
         tools, cursor = [], None
         try:
             for _ in range(50):  # pages; a server paging forever is not followed
@@ -425,6 +437,9 @@ class Runtime:
         return result
 
     async def _call_once(self, spec: ServerSpec, session: ClientSession, name: str, arguments):
+        from mcp.shared.exceptions import MCPError
+        from mcp_types.jsonrpc import CONNECTION_CLOSED
+
         try:
             return await asyncio.wait_for(session.call_tool(name, arguments), spec.call_timeout)
         except TimeoutError:

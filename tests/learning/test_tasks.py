@@ -47,13 +47,42 @@ def test_make_run_starts_a_review_worker_on_that_queue_one_review_at_a_time():
     from hermes_site.runner import READY_LINES, processes
 
     procs = processes({"PORT": "8000", "REDIS_KEY_PREFIX": "acme"})
-    reviews = procs["reviews"]
-    assert reviews[reviews.index("-Q") + 1] == "acme-reviews"
-    assert reviews[reviews.index("--concurrency") + 1] == "1"
-    assert "-B" not in reviews  # beat runs once, in the main worker
+    background = procs["background"]
+    assert background[background.index("-Q") + 1].split(",") == ["acme-reviews", "acme-schedules"]
+    assert "-B" not in background and "--beat-thread" not in background  # beat runs once
     assert "-Q" not in procs["worker"]  # the main worker takes the default queue only
-    assert "reviews" in READY_LINES
-    assert processes({"PORT": "8000"})["reviews"][reviews.index("-Q") + 1] == "hermes-reviews"
+    assert "background" in READY_LINES
+    split = processes({"PORT": "8000", "HERMES_PROCESS_LAYOUT": "split"})["reviews"]
+    assert split[split.index("-Q") + 1] == "hermes-reviews"
+    assert split[split.index("--concurrency") + 1] == "1"
+
+
+def test_a_second_review_while_one_runs_goes_back_to_the_queue_leaving_the_thread_free(
+    fake, queued, settings
+):
+    """The background worker's two threads: a review holds at most one of them, so the
+    schedules' dispatcher always finds the other."""
+    from celery.exceptions import Retry
+
+    from learning import tasks
+
+    settings.LEARNING_MEMORY_REVIEW_INTERVAL = 1
+    chat_turn(fake, "hello")
+    review = Review.objects.get()
+    assert tasks._reviewing.acquire(blocking=False)  # a review is running in this process
+    try:
+        with pytest.raises(Retry):
+            tasks.run_review.apply(args=(review.pk,), throw=True)
+        with pytest.raises(Retry):
+            tasks.run_curator.apply(throw=True)
+    finally:
+        tasks._reviewing.release()
+    review.refresh_from_db()
+    assert review.status == Review.Status.QUEUED  # untouched: it runs when retried
+    fake.script("nothing to keep")
+    tasks.run_review(review.pk)  # the thread is free again: it runs
+    review.refresh_from_db()
+    assert review.status != Review.Status.QUEUED
 
 
 def test_a_restarted_worker_fails_the_reviews_it_left_running(fake, queued, settings):

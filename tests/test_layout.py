@@ -1,0 +1,121 @@
+"""`make run`'s embedded process layout keeps what separate workers were for: beat, a thread
+of the turn worker, still sends the schedules' dispatcher, and the background worker runs it
+while every turn thread is busy streaming a long reply; the background worker is a process
+of its own, untouched when the turn worker dies."""
+
+import os
+import signal
+import subprocess
+import sys
+
+from hermes_site.embedded_valkey import free_port
+from tests.fakes import openai_server as fake_openai
+from tests.live import BASE_DIR, MakeRun
+from tests.test_runner import _wait_answered
+
+SLOW = "slow"
+
+
+def model_reply(body: dict) -> fake_openai.Reply:
+    """A long streamed reply (about 20 s) to "slow ..." messages, a quick one otherwise."""
+    text = fake_openai.last_user_text(body)
+    if text.startswith(SLOW):
+        return fake_openai.text("streaming " * 200, delay=0.1)
+    return fake_openai.text(f"answer to: {text}")
+
+
+def _post_in(base: str, token: str, chat: str, message_id: str, text: str) -> dict:
+    import json
+    import urllib.request
+
+    request = urllib.request.Request(
+        f"{base}/api/v1/messages",
+        data=json.dumps(
+            {"chat_id": chat, "user_id": "u1", "message_id": message_id, "text": text}
+        ).encode(),
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())["turn"]
+
+
+def _turn_status(base: str, token: str, turn_id: int) -> str:
+    import json
+    import urllib.request
+
+    request = urllib.request.Request(
+        f"{base}/api/v1/turns/{turn_id}", headers={"Authorization": f"Bearer {token}"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())["turn"]["status"]
+
+
+def test_the_dispatcher_runs_while_every_turn_thread_streams(tmp_path, fake_llm):
+    port, valkey_port = free_port(), free_port()
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY", "DJANGO_SETTINGS_MODULE"}
+    }
+    env.update(
+        HERMES_VAR_DIR=str(tmp_path / "var"),
+        PORT=str(port),
+        VALKEY_PORT=str(valkey_port),
+        PYTHONPATH=str(BASE_DIR),  # this checkout's code in the Celery processes too
+        HERMES_PROCESS_LAYOUT="embedded",
+        CELERY_CONCURRENCY="2",
+        SCHEDULES_DISPATCH_SECONDS="1",
+        LLM_PROVIDER="openai",
+        LLM_BASE_URL=fake_llm.base_url,
+        LLM_MODEL="fake-model",
+        LLM_RETRY_BASE_SECONDS="0",
+    )
+    fake_llm.default = model_reply
+    run = MakeRun(env)
+    try:
+        login, _ = run.wait_for(r"admin login: (\S+) / (\S+)", 180)
+        run.wait_for(r"worker\s*\|.* ready\.", 180)
+        run.wait_for(r"background\s*\|.* ready\.", 180)
+        run.wait_for(rf"Hermes Hub is up: http://127\.0\.0\.1:{port}/", 60)
+        assert not any(
+            "started reviews" in line or "started schedules" in line for line in run.lines
+        )
+        base = f"http://127.0.0.1:{port}"
+        token = subprocess.run(
+            [sys.executable, "manage.py", "create_api_token", login.group(1)],
+            cwd=BASE_DIR,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        # Both turn threads busy with a long reply each (two chats: one turn per chat).
+        turns = [
+            _post_in(base, token, chat, f"slow-{chat}", f"{SLOW} please ({chat})")["id"]
+            for chat in ("a", "b")
+        ]
+        fake_llm.wait_for_requests(2, timeout=120)
+        mark = run.mark()
+        # Beat (a thread of the busy worker) sends the dispatcher; the background worker runs
+        # it, while the streaming turn is still running.
+        run.wait_for(r"background\s*\|.*schedules\.tasks\.dispatch\[.*\] succeeded", 60, mark)
+        assert [_turn_status(base, token, turn) for turn in turns] == ["running", "running"]
+
+        # The turn worker killed mid-reply: the background worker keeps running; the worker
+        # comes back and answers.
+        worker, background = run.pid("worker"), run.pid("background")
+        mark = run.mark()
+        os.kill(worker, signal.SIGKILL)
+        run.wait_for(rf"worker \(pid {worker}\) exited with signal 9", 30, mark)
+        run.wait_for(r"worker\s*\|.* ready\.", 180, mark)
+        assert run.pid("background") == background
+        mark = run.mark()
+        run.wait_for(r"background\s*\|.*schedules\.tasks\.dispatch\[.*\] succeeded", 60, mark)
+        answered = _wait_answered(
+            base, token, _post_in(base, token, "c", "after", "are you back?")["id"]
+        )
+        assert answered["status"] == "completed"
+    finally:
+        leftovers = run.stop()
+    assert leftovers == [], f"processes left running after Ctrl-C: {leftovers}"
