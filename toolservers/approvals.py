@@ -268,8 +268,10 @@ def approval_decide(
         approval.save(update_fields=["status", "decided_by", "decided_at", "decided_via", "always"])
         if approval.always:
             _always_allow(approval, person, via)
-        turn_resume(turn_id=approval.turn_id, enqueue=enqueue)
+        # Announced before the turn is queued again (commit hooks run in this order): the
+        # notice of who decided is in the outbox before the call can run and answer.
         transaction.on_commit(lambda: _announce_decision(approval))
+        turn_resume(turn_id=approval.turn_id, enqueue=enqueue)
     return DecisionResult(Decision.DECIDED, approval)
 
 
@@ -310,8 +312,8 @@ def _expire(approval: ToolApproval, *, enqueue: bool = True) -> ToolApproval:
     approval.decided_at = timezone.now()
     approval.decided_via = "expiry"
     approval.save(update_fields=["status", "decided_at", "decided_via"])
-    turn_resume(turn_id=approval.turn_id, enqueue=enqueue)
     transaction.on_commit(lambda: _announce_decision(approval))
+    turn_resume(turn_id=approval.turn_id, enqueue=enqueue)
     return approval
 
 
