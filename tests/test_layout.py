@@ -119,3 +119,73 @@ def test_the_dispatcher_runs_while_every_turn_thread_streams(tmp_path, fake_llm)
     finally:
         leftovers = run.stop()
     assert leftovers == [], f"processes left running after Ctrl-C: {leftovers}"
+
+
+def test_a_review_waiting_on_the_model_does_not_delay_a_turn(tmp_path, fake_llm):
+    """A review (on the background worker) holds its model call; a person's turn posted
+    meanwhile is answered by the turn worker while that review still waits."""
+    import threading
+
+    review_started, release_review = threading.Event(), threading.Event()
+
+    def reply(body: dict) -> fake_openai.Reply:
+        system = " ".join(
+            str(m.get("content")) for m in body.get("messages") or [] if m.get("role") == "system"
+        )
+        if "background reviewer" in system:
+            review_started.set()
+            release_review.wait(timeout=240)
+            return fake_openai.text("Nothing worth keeping.")
+        return fake_openai.text(f"answer to: {fake_openai.last_user_text(body)}")
+
+    port, valkey_port = free_port(), free_port()
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY", "DJANGO_SETTINGS_MODULE"}
+    }
+    env.update(
+        HERMES_VAR_DIR=str(tmp_path / "var"),
+        PORT=str(port),
+        VALKEY_PORT=str(valkey_port),
+        PYTHONPATH=str(BASE_DIR),
+        HERMES_PROCESS_LAYOUT="embedded",
+        CELERY_CONCURRENCY="2",
+        # A memory review after every completed turn, none for skills.
+        LEARNING_MEMORY_REVIEW_INTERVAL="1",
+        LEARNING_SKILL_REVIEW_INTERVAL="0",
+        LLM_PROVIDER="openai",
+        LLM_BASE_URL=fake_llm.base_url,
+        LLM_MODEL="fake-model",
+        LLM_RETRY_BASE_SECONDS="0",
+    )
+    fake_llm.default = reply
+    run = MakeRun(env)
+    try:
+        login, _ = run.wait_for(r"admin login: (\S+) / (\S+)", 180)
+        run.wait_for(r"worker\s*\|.* ready\.", 180)
+        run.wait_for(r"background\s*\|.* ready\.", 180)
+        run.wait_for(rf"Hermes Hub is up: http://127\.0\.0\.1:{port}/", 60)
+        base = f"http://127.0.0.1:{port}"
+        token = subprocess.run(
+            [sys.executable, "manage.py", "create_api_token", login.group(1)],
+            cwd=BASE_DIR,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        first = _wait_answered(base, token, _post_in(base, token, "a", "m1", "hello")["id"])
+        assert first["status"] == "completed"
+        assert review_started.wait(timeout=120), "the completed turn started a review"
+        # The review waits on the model; a turn in another chat is answered meanwhile.
+        answered = _wait_answered(base, token, _post_in(base, token, "b", "m2", "quick?")["id"])
+        assert answered["status"] == "completed"
+        assert not release_review.is_set()
+        assert not any(
+            "learning.tasks.run_review" in line and "succeeded" in line for line in run.lines
+        ), "the review was still waiting"
+    finally:
+        release_review.set()
+        leftovers = run.stop()
+    assert leftovers == [], f"processes left running after Ctrl-C: {leftovers}"
