@@ -205,9 +205,15 @@ def one_run(layout: str, turns: int, *, fake_url: str | None, settle_seconds: fl
 
 
 def local_model_installed() -> bool:
-    import importlib.util
+    """The demo model's runtime and weights are there, as the provider itself decides."""
+    import django
 
-    return importlib.util.find_spec("llama_cpp") is not None
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hermes_site.settings")
+    os.environ.setdefault("SECRET_KEY", "bench-only")
+    django.setup()
+    from chats.agent.llm.local import LocalProvider
+
+    return LocalProvider.available()
 
 
 def total_mib(figures: dict[str, int]) -> float:

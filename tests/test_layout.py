@@ -51,7 +51,8 @@ def _turn_status(base: str, token: str, turn_id: int) -> str:
         return json.loads(response.read())["turn"]["status"]
 
 
-def test_the_dispatcher_runs_while_every_turn_thread_streams(tmp_path, fake_llm):
+def _start(tmp_path, fake_llm, **extra_env) -> tuple[MakeRun, str, str]:
+    """`make run` on the embedded layout with the fake model; (run, base URL, API token)."""
     port, valkey_port = free_port(), free_port()
     env = {
         k: v
@@ -65,23 +66,18 @@ def test_the_dispatcher_runs_while_every_turn_thread_streams(tmp_path, fake_llm)
         PYTHONPATH=str(BASE_DIR),  # this checkout's code in the Celery processes too
         HERMES_PROCESS_LAYOUT="embedded",
         CELERY_CONCURRENCY="2",
-        SCHEDULES_DISPATCH_SECONDS="1",
         LLM_PROVIDER="openai",
         LLM_BASE_URL=fake_llm.base_url,
         LLM_MODEL="fake-model",
         LLM_RETRY_BASE_SECONDS="0",
+        **extra_env,
     )
-    fake_llm.default = model_reply
     run = MakeRun(env)
     try:
         login, _ = run.wait_for(r"admin login: (\S+) / (\S+)", 180)
         run.wait_for(r"worker\s*\|.* ready\.", 180)
         run.wait_for(r"background\s*\|.* ready\.", 180)
         run.wait_for(rf"Hermes Hub is up: http://127\.0\.0\.1:{port}/", 60)
-        assert not any(
-            "started reviews" in line or "started schedules" in line for line in run.lines
-        )
-        base = f"http://127.0.0.1:{port}"
         token = subprocess.run(
             [sys.executable, "manage.py", "create_api_token", login.group(1)],
             cwd=BASE_DIR,
@@ -90,6 +86,19 @@ def test_the_dispatcher_runs_while_every_turn_thread_streams(tmp_path, fake_llm)
             text=True,
             check=True,
         ).stdout.strip()
+    except BaseException:
+        run.stop()
+        raise
+    return run, f"http://127.0.0.1:{port}", token
+
+
+def test_the_dispatcher_runs_while_every_turn_thread_streams(tmp_path, fake_llm):
+    fake_llm.default = model_reply
+    run, base, token = _start(tmp_path, fake_llm, SCHEDULES_DISPATCH_SECONDS="1")
+    try:
+        assert not any(
+            "started reviews" in line or "started schedules" in line for line in run.lines
+        )
         # Both turn threads busy with a long reply each (two chats: one turn per chat).
         turns = [
             _post_in(base, token, chat, f"slow-{chat}", f"{SLOW} please ({chat})")["id"]
@@ -138,43 +147,12 @@ def test_a_review_waiting_on_the_model_does_not_delay_a_turn(tmp_path, fake_llm)
             return fake_openai.text("Nothing worth keeping.")
         return fake_openai.text(f"answer to: {fake_openai.last_user_text(body)}")
 
-    port, valkey_port = free_port(), free_port()
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY", "DJANGO_SETTINGS_MODULE"}
-    }
-    env.update(
-        HERMES_VAR_DIR=str(tmp_path / "var"),
-        PORT=str(port),
-        VALKEY_PORT=str(valkey_port),
-        PYTHONPATH=str(BASE_DIR),
-        HERMES_PROCESS_LAYOUT="embedded",
-        CELERY_CONCURRENCY="2",
-        # A memory review after every completed turn, none for skills.
-        LEARNING_MEMORY_REVIEW_INTERVAL="1",
-        LEARNING_SKILL_REVIEW_INTERVAL="0",
-        LLM_PROVIDER="openai",
-        LLM_BASE_URL=fake_llm.base_url,
-        LLM_MODEL="fake-model",
-        LLM_RETRY_BASE_SECONDS="0",
-    )
     fake_llm.default = reply
-    run = MakeRun(env)
+    # A memory review after every completed turn, none for skills.
+    run, base, token = _start(
+        tmp_path, fake_llm, LEARNING_MEMORY_REVIEW_INTERVAL="1", LEARNING_SKILL_REVIEW_INTERVAL="0"
+    )
     try:
-        login, _ = run.wait_for(r"admin login: (\S+) / (\S+)", 180)
-        run.wait_for(r"worker\s*\|.* ready\.", 180)
-        run.wait_for(r"background\s*\|.* ready\.", 180)
-        run.wait_for(rf"Hermes Hub is up: http://127\.0\.0\.1:{port}/", 60)
-        base = f"http://127.0.0.1:{port}"
-        token = subprocess.run(
-            [sys.executable, "manage.py", "create_api_token", login.group(1)],
-            cwd=BASE_DIR,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
         first = _wait_answered(base, token, _post_in(base, token, "a", "m1", "hello")["id"])
         assert first["status"] == "completed"
         assert review_started.wait(timeout=120), "the completed turn started a review"
