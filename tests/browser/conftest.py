@@ -24,6 +24,11 @@ CHROMIUM_ARGS = [
 ]
 
 
+# A bound on each page action and wait (Playwright's default is 30 s): under `make test`'s
+# parallel workers on 2 cores a page load can take many times what it takes alone.
+BROWSER_TIMEOUT_MS = 90_000
+
+
 @pytest.fixture(scope="module")
 def chromium_browser():
     if not os.path.exists(CHROMIUM):
@@ -59,6 +64,7 @@ def page_for(chromium_browser, live_stack):
 
     def make(person, password=None):
         context = chromium_browser.new_context(base_url=live_stack.url)
+        context.set_default_timeout(BROWSER_TIMEOUT_MS)
         contexts.append(context)
         page = context.new_page()
         page.goto("/accounts/login/")

@@ -6,6 +6,7 @@ from playwright.sync_api import expect
 
 from chats.models import ChatMember
 from chats.services import chat_get_or_create, chat_member_ensure
+from tests.browser.conftest import BROWSER_TIMEOUT_MS
 from tests.fakes import openai_server as fake_openai
 from toolservers.services import VIA_COMMAND, server_add, server_tools_record
 
@@ -61,6 +62,7 @@ def test_no_page_trips_the_content_security_policy(page_for, make_person, fake_l
 def test_a_locked_out_login_says_why(chromium_browser, live_stack, make_person):
     make_person("alice")
     context = chromium_browser.new_context(base_url=live_stack.url)
+    context.set_default_timeout(BROWSER_TIMEOUT_MS)
     page = context.new_page()
     page.goto("/accounts/login/")
     for attempt in range(5):

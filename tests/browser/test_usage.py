@@ -9,6 +9,7 @@ from playwright.sync_api import expect
 
 from chats.models import ChatMember
 from chats.services import chat_get_or_create, chat_member_ensure
+from tests.browser.conftest import BROWSER_TIMEOUT_MS
 from tests.browser.test_security import watch_policy
 from usage.models import Kind, ModelPrice
 from usage.services import usage_record
@@ -86,6 +87,7 @@ def test_staff_see_everyones_usage(page_for, make_person):
 def test_without_javascript_the_table_holds_the_figures(chromium_browser, live_stack, make_person):
     alice, bob, stella = seed(make_person)
     context = chromium_browser.new_context(base_url=live_stack.url, java_script_enabled=False)
+    context.set_default_timeout(BROWSER_TIMEOUT_MS)
     page = context.new_page()
     page.goto("/accounts/login/")
     page.fill("#id_username", "alice")
