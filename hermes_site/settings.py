@@ -428,26 +428,28 @@ SKILLS_PROPOSAL_TTL_DAYS = env_float("SKILLS_PROPOSAL_TTL_DAYS", 14, minimum=0.0
 # django-storages package) with SKILLS_BLOB_STORAGE_OPTIONS={"bucket_name": "...",
 # "endpoint_url": "https://..."} (JSON: the backend's keyword arguments).
 SKILLS_BLOB_STORAGE = env_str("SKILLS_BLOB_STORAGE", "django.core.files.storage.FileSystemStorage")
-try:
-    SKILLS_BLOB_STORAGE_OPTIONS = json.loads(env_str("SKILLS_BLOB_STORAGE_OPTIONS") or "null")
-except ValueError as exc:
-    raise ImproperlyConfigured(f"SKILLS_BLOB_STORAGE_OPTIONS must be JSON: {exc}") from exc
-if SKILLS_BLOB_STORAGE_OPTIONS is None:
-    SKILLS_BLOB_STORAGE_OPTIONS = {"location": str(VAR_DIR / "skill-blobs")}
-if not isinstance(SKILLS_BLOB_STORAGE_OPTIONS, dict):
-    raise ImproperlyConfigured("SKILLS_BLOB_STORAGE_OPTIONS must be a JSON object")
+
+
+def _storage_options(name: str, folder: str) -> dict:
+    """A storage backend's keyword arguments from the JSON object in `name`; unset: a folder
+    under var/."""
+    try:
+        options = json.loads(env_str(name) or "null")
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must be JSON: {exc}") from exc
+    if options is None:
+        return {"location": str(VAR_DIR / folder)}
+    if not isinstance(options, dict):
+        raise ImproperlyConfigured(f"{name} must be a JSON object")
+    return options
+
+
+SKILLS_BLOB_STORAGE_OPTIONS = _storage_options("SKILLS_BLOB_STORAGE_OPTIONS", "skill-blobs")
 # Files on messages (docs/FILES.md): their blobs, one per SHA-256, in the `attachments` alias
 # of STORAGES; a folder under var/ by default, any Django storage backend by setting (an
 # S3-compatible bucket through django-storages, as for the skills' blobs above).
 ATTACHMENTS_STORAGE = env_str("ATTACHMENTS_STORAGE", "django.core.files.storage.FileSystemStorage")
-try:
-    ATTACHMENTS_STORAGE_OPTIONS = json.loads(env_str("ATTACHMENTS_STORAGE_OPTIONS") or "null")
-except ValueError as exc:
-    raise ImproperlyConfigured(f"ATTACHMENTS_STORAGE_OPTIONS must be JSON: {exc}") from exc
-if ATTACHMENTS_STORAGE_OPTIONS is None:
-    ATTACHMENTS_STORAGE_OPTIONS = {"location": str(VAR_DIR / "attachments")}
-if not isinstance(ATTACHMENTS_STORAGE_OPTIONS, dict):
-    raise ImproperlyConfigured("ATTACHMENTS_STORAGE_OPTIONS must be a JSON object")
+ATTACHMENTS_STORAGE_OPTIONS = _storage_options("ATTACHMENTS_STORAGE_OPTIONS", "attachments")
 # Limits: one file, files on one message, bytes a chat receives in 24 hours (rolling).
 ATTACHMENTS_MAX_FILE_BYTES = env_int("ATTACHMENTS_MAX_FILE_BYTES", 20 * 1024 * 1024, minimum=1)
 ATTACHMENTS_MAX_PER_MESSAGE = env_int("ATTACHMENTS_MAX_PER_MESSAGE", 10, minimum=1)
