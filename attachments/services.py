@@ -16,6 +16,8 @@ from django.utils import timezone
 
 from attachments.models import Attachment, Blob, attachment_storage
 from attachments.names import clean_file_name
+from attachments.processing import ProcessingFailed, processor_for
+from attachments.signals import attachment_settled
 from attachments.sniffing import kind_for, sniff_media_type
 from chats.models import Message
 
@@ -143,10 +145,61 @@ def attachment_store(
             return Attachment.objects.create(
                 **fields, state=Attachment.State.FAILED, failure="The file is empty (0 bytes)."
             )
-        # Nothing is derived from files yet (extraction comes later): stored is ready.
-        return Attachment.objects.create(
-            **fields, blob=_blob_for(data, sniffed.sha256), state=Attachment.State.READY
-        )
+        attachment = Attachment(**fields, blob=_blob_for(data, sniffed.sha256))
+        processor = processor_for(attachment)
+        attachment.state = Attachment.State.PENDING if processor else Attachment.State.READY
+        attachment.save()
+        if processor is not None:
+            transaction.on_commit(lambda: _process_enqueue(attachment.pk))
+        return attachment
+
+
+def _process_enqueue(attachment_id: int) -> None:
+    """Send the file to the files' queue; a dead broker leaves it `pending`, and the waiting
+    turn goes ahead after its bounded wait (the message and the file are kept)."""
+    from attachments.tasks import process_attachment
+
+    try:
+        process_attachment.delay(attachment_id)
+    except Exception:  # noqa: BLE001 - the broker being down must not fail the upload
+        logger.exception("could not enqueue the processing of attachment %s", attachment_id)
+
+
+def attachment_process(attachment_id: int) -> Attachment | None:
+    """Run the processor that wants this `pending` file and store what it derived, setting
+    `ready` or `failed`; then send `attachment_settled`. Nothing is locked while the
+    processor computes. Returns the attachment, or None when it is gone or already settled."""
+    attachment = Attachment.objects.filter(pk=attachment_id).select_related("blob").first()
+    if attachment is None or attachment.state != Attachment.State.PENDING:
+        return None
+    processor = processor_for(attachment)
+    changes: dict = {"state": Attachment.State.READY, "failure": ""}
+    if processor is not None:
+        try:
+            derived = processor.run(attachment)
+        except ProcessingFailed as exc:
+            changes = {"state": Attachment.State.FAILED, "failure": str(exc)[:500]}
+        except Exception:  # noqa: BLE001 - one file never kills the worker
+            logger.exception("processor %r failed on attachment %s", processor.name, attachment_id)
+            changes = {
+                "state": Attachment.State.FAILED,
+                "failure": "The hub could not read this file.",
+            }
+        else:
+            for name in ("extracted_text", "page_count", "description"):
+                value = getattr(derived, name)
+                if value is not None:
+                    changes[name] = value
+    updated = Attachment.objects.filter(pk=attachment_id, state=Attachment.State.PENDING).update(
+        **changes
+    )
+    if not updated:
+        return None
+    attachment.refresh_from_db()
+    transaction.on_commit(
+        lambda: attachment_settled.send(sender=Attachment, attachment=attachment)
+    )
+    return attachment
 
 
 def blobs_sweep(*, now=None) -> int:

@@ -1,8 +1,47 @@
-"""Celery tasks of attachments."""
+"""Celery tasks of attachments: processing a stored file (on the files' queue) and the
+periodic sweep of unused blobs."""
+
+import threading
 
 from celery import shared_task
+from django.conf import settings
 
-from attachments.services import blobs_sweep
+from attachments.services import attachment_process, blobs_sweep
+
+PROCESS_TASK = "attachments.tasks.process_attachment"
+
+
+def files_queue() -> str:
+    """The files' queue, "<REDIS_KEY_PREFIX>-files": extraction, descriptions and
+    transcription run there, never in a slot a turn waits for (`make run`'s background
+    worker consumes it)."""
+    return f"{settings.REDIS_KEY_PREFIX}-files"
+
+
+def route_files(name, args, kwargs, options, task=None, **kw):
+    """The Celery router of CELERY_TASK_ROUTES for the files' queue."""
+    if name == PROCESS_TASK:
+        return {"queue": files_queue()}
+    return None
+
+
+# One file at a time per process: `make run`'s background worker shares its threads with
+# reviews and the schedules' dispatcher, which must always find one free. A second file
+# arriving meanwhile goes back to the queue (BUSY_RETRY_SECONDS later).
+_processing = threading.BoundedSemaphore(1)
+BUSY_RETRY_SECONDS = 1
+
+
+@shared_task(bind=True, name=PROCESS_TASK, ignore_result=True, acks_late=True, max_retries=None)
+def process_attachment(self, attachment_id: int) -> str | None:
+    """Derive what the hub knows of one stored file (docs/FILES.md)."""
+    if not _processing.acquire(blocking=False):
+        raise self.retry(countdown=BUSY_RETRY_SECONDS)
+    try:
+        attachment = attachment_process(attachment_id)
+    finally:
+        _processing.release()
+    return attachment.state if attachment is not None else None
 
 
 @shared_task(name="attachments.tasks.sweep_blobs", ignore_result=True)

@@ -144,9 +144,10 @@ def embedded_workers(env: dict[str, str]) -> dict[str, list[str]]:
     - "worker": turns in a pool of CELERY_CONCURRENCY threads (a turn waits on the model's
       stream, so threads carry it as well as processes, for one process's memory), with beat
       as a thread of the same process (--beat-thread, hermes_site/celery.py).
-    - "background": the reviews' and the schedules' queues in a pool of two threads, a review
-      (or the curator) holding at most one of them (learning.tasks), so a dispatcher pass
-      always finds a free thread, and neither ever takes a turn's slot.
+    - "background": the reviews', the schedules' and the files' queues in a pool of three
+      threads, a review (or the curator) holding at most one of them (learning.tasks) and a
+      file's processing at most one (attachments.tasks), so a dispatcher pass always finds a
+      free thread, and none ever takes a turn's slot.
     A crash of one is restarted by the supervisor without touching the other."""
     prefix = env.get("REDIS_KEY_PREFIX") or "hermes"
     return {
@@ -159,13 +160,13 @@ def embedded_workers(env: dict[str, str]) -> dict[str, list[str]]:
         ),
         "background": _celery_worker(
             "-Q",
-            f"{prefix}-reviews,{prefix}-schedules",
+            f"{prefix}-reviews,{prefix}-schedules,{prefix}-files",
             "-n",
             "background@%h",
             "--pool",
             "threads",
             "--concurrency",
-            "2",
+            "3",
         ),
     }
 
@@ -178,9 +179,9 @@ def split_workers(env: dict[str, str]) -> dict[str, list[str]]:
         # -B: beat forked from the worker runs the periodic turn sweep and sends the skills
         # curator to the reviews queue and the dispatcher to its own queue.
         "worker": _celery_worker("-B", "--concurrency", env.get("CELERY_CONCURRENCY", "2")),
-        # Background reviews (the learning loop) on their own queue and worker, one at a time.
+        # Background reviews (one at a time) and the files' processing share this worker's queue list.
         "reviews": _celery_worker(
-            "-Q", f"{prefix}-reviews", "-n", "reviews@%h", "--concurrency", "1"
+            "-Q", f"{prefix}-reviews,{prefix}-files", "-n", "reviews@%h", "--concurrency", "1"
         ),
         # The schedules' dispatcher on its own queue and worker, one pass at a time (solo).
         "schedules": _celery_worker(

@@ -486,7 +486,12 @@ REVIEW_LLM_MODEL = env_str("REVIEW_LLM_MODEL")
 # Reviews run on a Celery queue of their own, "<REDIS_KEY_PREFIX>-reviews" (`make run`
 # starts a worker for it with concurrency 1), so a review never delays a turn; the schedules'
 # dispatcher runs on "<REDIS_KEY_PREFIX>-schedules" (its own worker), so turns never delay it.
-CELERY_TASK_ROUTES = ("learning.tasks.route_review", "schedules.tasks.route_dispatch")
+# What the hub derives from files (extraction, descriptions) runs on "<REDIS_KEY_PREFIX>-files".
+CELERY_TASK_ROUTES = (
+    "learning.tasks.route_review",
+    "schedules.tasks.route_dispatch",
+    "attachments.tasks.route_files",
+)
 # The skills curator (docs/LEARNING.md#curator), run by beat on the reviews queue every this
 # many hours (0: never). A skill unused for STALE_DAYS is marked stale, for ARCHIVE_DAYS
 # archived (pinned skills and skills a schedule references never are).

@@ -32,10 +32,10 @@ def _by(model, field: str, choices, **filters) -> dict[str, int]:
 
 
 def celery_queues() -> list[str]:
-    """The Celery queues this installation uses: turns, the background reviews and the
-    schedules' dispatcher."""
+    """The Celery queues this installation uses: turns, the background reviews, the
+    schedules' dispatcher and the files' processing."""
     prefix = settings.REDIS_KEY_PREFIX
-    return [prefix, f"{prefix}-reviews", f"{prefix}-schedules"]
+    return [prefix, f"{prefix}-reviews", f"{prefix}-schedules", f"{prefix}-files"]
 
 
 def celery_queue_lengths() -> dict[str, int]:

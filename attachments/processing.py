@@ -1,0 +1,72 @@
+"""What the hub derives from a stored file, through a registry: extraction of documents'
+text, descriptions of images, transcripts of audio. Each capability registers a processor
+for the files it knows in its `AppConfig.ready()`; `attachment_store` marks a file `pending`
+when some processor wants it and enqueues `attachments.tasks.process_attachment` after the
+commit. The task runs the processor (off the request path, on the files' queue), stores what
+it derived and sets `ready` or `failed` (with a reason a person can read), then sends
+`attachment_settled`. A file no processor wants is `ready` as soon as it is stored.
+
+A processor is `(name, wants, run)`:
+- `wants(attachment) -> bool`: cheap, no I/O (it runs inside the storing transaction);
+- `run(attachment) -> Derived`: may take time and memory within its own bounds; raises
+  `ProcessingFailed("reason for a person")` for a file it cannot read. Any other exception
+  is logged and the file marked failed with a generic reason: no worker dies of one file.
+"""
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from attachments.models import Attachment
+
+logger = logging.getLogger(__name__)
+
+
+class ProcessingFailed(Exception):
+    """A file a processor cannot read: `str(exc)` is the reason shown to people."""
+
+
+@dataclass
+class Derived:
+    """What a processor derived: any field left None is not changed."""
+
+    extracted_text: str | None = None
+    page_count: int | None = None
+    description: str | None = None
+    # A note a person and the model may read beside the text ("pages 3–7 are scanned images").
+    note: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Processor:
+    name: str
+    wants: Callable[["Attachment"], bool]
+    run: Callable[["Attachment"], Derived]
+
+
+_processors: dict[str, Processor] = {}
+
+
+def processor_register(
+    name: str, *, wants: Callable[["Attachment"], bool], run: Callable[["Attachment"], Derived]
+) -> None:
+    """Register (or replace, by name) a processor of stored files."""
+    _processors[name] = Processor(name, wants, run)
+
+
+def processor_unregister(name: str) -> None:
+    _processors.pop(name, None)
+
+
+def processor_for(attachment: "Attachment") -> Processor | None:
+    """The first registered processor that wants this file, or None."""
+    for processor in _processors.values():
+        try:
+            if processor.wants(attachment):
+                return processor
+        except Exception:  # noqa: BLE001 - a broken predicate must not block storing
+            logger.exception("processor %r failed to answer wants()", processor.name)
+    return None
