@@ -8,10 +8,17 @@ class AttachmentsConfig(AppConfig):
     def ready(self) -> None:
         from django.conf import settings
 
+        from attachments.inbound import json_files_parse, json_files_store
+        from attachments.openai_parts import content_part_handler
         from attachments.render import attachments_extras
+        from chats.api.post_fields import PostField, register_post_field
         from chats.extras import register_message_extras
         from hermes_site.body_limits import body_limit_register
+        from openai_api.content_parts import register_content_part_handler
 
         register_message_extras("attachments", attachments_extras, default=list)
+        # Small files as base64 in the JSON message post; images and files in /v1 messages.
+        register_post_field(PostField("files", json_files_parse, json_files_store))
+        register_content_part_handler(content_part_handler)
         # Multipart posts carry files: their path may send more than the API's JSON bodies.
         body_limit_register("/api/v1/uploads/", settings.ATTACHMENTS_API_MAX_BODY_BYTES)
