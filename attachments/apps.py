@@ -11,8 +11,11 @@ class AttachmentsConfig(AppConfig):
         from attachments.inbound import json_files_parse, json_files_store
         from attachments.openai_parts import content_part_handler
         from attachments.render import attachments_extras
+        from attachments.terminal import attach_command, staged_files_store
         from chats.api.post_fields import PostField, register_post_field
         from chats.extras import register_message_extras
+        from chats.slash_commands import register_slash_command
+        from chats.staged import register_staged_consumer
         from hermes_site.body_limits import body_limit_register
         from openai_api.content_parts import register_content_part_handler
 
@@ -20,5 +23,8 @@ class AttachmentsConfig(AppConfig):
         # Small files as base64 in the JSON message post; images and files in /v1 messages.
         register_post_field(PostField("files", json_files_parse, json_files_store))
         register_content_part_handler(content_part_handler)
+        # The terminal's /attach PATH, stored on the next message.
+        register_slash_command(attach_command)
+        register_staged_consumer("attach", staged_files_store)
         # Multipart posts carry files: their path may send more than the API's JSON bodies.
         body_limit_register("/api/v1/uploads/", settings.ATTACHMENTS_API_MAX_BODY_BYTES)
