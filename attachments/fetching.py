@@ -87,7 +87,15 @@ class _PinnedHTTPSConnection(http.client.HTTPSConnection):
         self._address = address
 
     def connect(self) -> None:
-        sock = socket.create_connection((self._address, self.port), self.timeout)
+        # Not socket.create_connection: it would resolve the address again.
+        family = socket.AF_INET6 if ":" in self._address else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect((self._address, self.port))
+        except OSError:
+            sock.close()
+            raise
         self.sock = self._context.wrap_socket(sock, server_hostname=self.host)
         # Kept: http.client drops `sock` once a response says it closes the connection,
         # and the reads after that still need their timeout set.
