@@ -228,3 +228,22 @@ def test_someone_who_does_not_own_the_chat_attaches_nothing(
     assert response.status_code == 404
     assert Attachment.objects.count() == 1
     assert not Message.objects.filter(text="mine now").exists()
+
+
+def test_an_image_posted_into_a_named_web_room_lands_on_that_message(owner, team_chat, png):
+    request = _Request()
+    request.headers = {"X-Hermes-Chat": team_chat.chat_key}
+    body = completion(image_message(data_url(png, "image/png"), "for the room"))
+    landed, _ = land(owner, parse_chat_completion(request, body))
+    assert landed.chat == team_chat
+    assert landed.trigger.attachments.get().media_type == "image/png"
+
+
+def test_a_limit_met_while_storing_rolls_the_request_back(key_of, owner, settings, png):
+    settings.ATTACHMENTS_MAX_BYTES_PER_CHAT_DAY = len(png) + 10
+    message = image_message(data_url(png, "image/png"), "two images")
+    message["content"].append({"type": "image_url", "image_url": {"url": data_url(png, "x/y")}})
+    response = key_of(owner).post(COMPLETIONS, completion(message))
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "attachment_refused"
+    assert not Message.objects.exists() and not Attachment.objects.exists()
