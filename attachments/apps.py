@@ -8,10 +8,19 @@ class AttachmentsConfig(AppConfig):
     def ready(self) -> None:
         from django.conf import settings
 
+        from attachments.history import attachments_export, attachments_parse, attachments_restore
         from attachments.render import attachments_extras
         from chats.extras import register_message_extras
+        from chats.history_bundle import register_record_extra
         from hermes_site.body_limits import body_limit_register
 
         register_message_extras("attachments", attachments_extras, default=list)
+        # History exports carry each message's files (bytes in the bundle, by SHA-256).
+        register_record_extra(
+            "attachments",
+            export=attachments_export,
+            parse=attachments_parse,
+            restore=attachments_restore,
+        )
         # Multipart posts carry files: their path may send more than the API's JSON bodies.
         body_limit_register("/api/v1/uploads/", settings.ATTACHMENTS_API_MAX_BODY_BYTES)
