@@ -8,18 +8,27 @@ class AttachmentsConfig(AppConfig):
     def ready(self) -> None:
         from django.conf import settings
 
+        from attachments.history import attachments_export, attachments_parse, attachments_restore
         from attachments.inbound import json_files_parse, json_files_store
         from attachments.openai_parts import content_part_handler
         from attachments.render import attachments_extras
         from attachments.terminal import attach_command, staged_files_store
         from chats.api.post_fields import PostField, register_post_field
         from chats.extras import register_message_extras
+        from chats.history_bundle import register_record_extra
         from chats.slash_commands import register_slash_command
         from chats.staged import register_staged_consumer
         from hermes_site.body_limits import body_limit_register
         from openai_api.content_parts import register_content_part_handler
 
         register_message_extras("attachments", attachments_extras, default=list)
+        # History exports carry each message's files (bytes in the bundle, by SHA-256).
+        register_record_extra(
+            "attachments",
+            export=attachments_export,
+            parse=attachments_parse,
+            restore=attachments_restore,
+        )
         # Small files as base64 in the JSON message post; images and files in /v1 messages.
         register_post_field(PostField("files", json_files_parse, json_files_store))
         register_content_part_handler(content_part_handler)

@@ -6,9 +6,8 @@ import threading
 from celery import shared_task
 from django.conf import settings
 
+from attachments.processing import PROCESS_TASK
 from attachments.services import attachment_process, blobs_sweep
-
-PROCESS_TASK = "attachments.tasks.process_attachment"
 
 
 def files_queue() -> str:
