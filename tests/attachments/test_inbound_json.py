@@ -64,8 +64,16 @@ def test_mime_line_breaks_are_accepted(api_for, owner, png):
 
 @pytest.mark.parametrize(
     "data",
-    ["not base64!", "QUJD=", "QUJDRA", "QUJD\u00e9", "QU=JD"],
-    ids=["punctuation", "bad-padding", "no-padding", "non-ascii", "padding-inside"],
+    ["not base64!", "QUJD=", "QUJDRA", "QUJD\u00e9", "QU=JD", "QU==QUJD", "QUJD===="],
+    ids=[
+        "punctuation",
+        "bad-padding",
+        "no-padding",
+        "non-ascii",
+        "padding-inside",
+        "data-after-padding",
+        "too-much-padding",
+    ],
 )
 def test_bad_base64_is_400_and_nothing_is_stored(api_for, owner, png, data):
     response = _post(
