@@ -12,6 +12,7 @@ from django.http import HttpRequest
 
 from chats.services import IngestError, validate_text
 from openai_api.content_parts import ContentPart, accepted_part_types
+from openai_api.digests import parts_fingerprint
 from openai_api.errors import OpenAIError, bad_request
 from openai_api.render import MODEL_ID
 
@@ -37,6 +38,8 @@ class ConversationRequest:
     stream: bool
     include_usage: bool
     parts: tuple[ContentPart, ...] = ()
+    # Per item, what its parts add to its digest ("" for none; openai_api.digests).
+    fingerprints: tuple[str, ...] = ()
 
 
 def read_json(request: HttpRequest) -> dict:
@@ -182,6 +185,10 @@ def _sort_message(message: dict, param: str, items: list, notes: list) -> list[C
     return parts
 
 
+def _fingerprint(parts: list[ContentPart]) -> str:
+    return parts_fingerprint([part.body for part in parts])
+
+
 def _last_user_message_ok(items: list, parts: list) -> bool:
     """The conversation ends with a user message that says something: text, or a file."""
     return bool(items) and items[-1][0] == "user" and bool(items[-1][1].strip() or parts)
@@ -196,7 +203,7 @@ def parse_chat_completion(request: HttpRequest, payload: dict) -> ConversationRe
     messages = payload.get("messages")
     if not isinstance(messages, list) or not messages:
         raise bad_request("messages must be a non-empty list.", param="messages")
-    items, notes, parts = [], [], []
+    items, notes, parts, fingerprints = [], [], [], []
     for index, message in enumerate(messages):
         param = f"messages[{index}]"
         if not isinstance(message, dict):
@@ -208,6 +215,7 @@ def parse_chat_completion(request: HttpRequest, payload: dict) -> ConversationRe
         found = _sort_message(message, param, items, notes)
         if len(items) > before:
             parts = found
+            fingerprints.append(_fingerprint(found))
     if not _last_user_message_ok(items, parts):
         raise bad_request("The last message must be a non-empty user message.", param="messages")
     stream, include_usage = _stream_flags(payload)
@@ -218,16 +226,18 @@ def parse_chat_completion(request: HttpRequest, payload: dict) -> ConversationRe
         stream=stream,
         include_usage=include_usage,
         parts=tuple(parts),
+        fingerprints=tuple(fingerprints),
     )
 
 
-def _input_items(value: object) -> tuple[list[tuple[str, str]], list[str], list[ContentPart]]:
-    """The Responses API's `input`: its messages, notes, and the last message's parts."""
+def _input_items(value: object) -> tuple[list, list[str], list[ContentPart], list[str]]:
+    """The Responses API's `input`: its messages, notes, the last message's parts and each
+    message's parts' fingerprint."""
     if isinstance(value, str):
-        return [("user", _text(value, "input"))], [], []
+        return [("user", _text(value, "input"))], [], [], [""]
     if not isinstance(value, list) or not value:
         raise bad_request("input must be a string or a non-empty list of messages.", param="input")
-    items, notes, parts = [], [], []
+    items, notes, parts, fingerprints = [], [], [], []
     for index, item in enumerate(value):
         param = f"input[{index}]"
         if not isinstance(item, dict) or item.get("type", "message") != "message":
@@ -239,7 +249,8 @@ def _input_items(value: object) -> tuple[list[tuple[str, str]], list[str], list[
         found = _sort_message(item, param, items, notes)
         if len(items) > before:
             parts = found
-    return items, notes, parts
+            fingerprints.append(_fingerprint(found))
+    return items, notes, parts, fingerprints
 
 
 @dataclass(frozen=True)
@@ -252,7 +263,7 @@ def parse_responses(request: HttpRequest, payload: dict) -> ResponsesRequest:
     """A `POST /v1/responses` body, or OpenAIError 400/404."""
     check_model(payload)
     refuse_client_tools(payload)
-    items, notes, parts = _input_items(payload.get("input"))
+    items, notes, parts, fingerprints = _input_items(payload.get("input"))
     instructions = payload.get("instructions")
     if instructions is not None:
         notes.insert(0, _text(instructions, "instructions"))
@@ -288,6 +299,7 @@ def parse_responses(request: HttpRequest, payload: dict) -> ResponsesRequest:
             stream=stream,
             include_usage=True,
             parts=tuple(parts),
+            fingerprints=tuple(fingerprints),
         ),
         previous_response_id=previous,
     )

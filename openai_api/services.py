@@ -162,7 +162,7 @@ def conversation_post(
     if request.chat_key is not None:
         return _post_to_named_chat(person=person, request=request, parts=parts)
     items = request.items
-    digests = prefix_digests(items)
+    digests = prefix_digests(items, request.fingerprints)
     with transaction.atomic():
         _one_at_a_time(person)
         conversation, length = _find(person, digests)
@@ -204,7 +204,7 @@ def _post_to_named_chat(*, person, request: ConversationRequest, parts: Resolved
         conversation = Conversation.objects.filter(chat=chat, person=person).first()
         if conversation is None:
             raise ChatNotAllowed(chat.channel)
-    digest = prefix_digests(request.items)[-1]
+    digest = prefix_digests(request.items, request.fingerprints)[-1]
     with transaction.atomic():
         _one_at_a_time(person)
         retried = _unanswered(chat, digest, person)

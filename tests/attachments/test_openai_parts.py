@@ -10,6 +10,7 @@ from chats.models import ApiToken, Message, Turn
 from chats.services import api_token_create
 from openai_api.following import land
 from openai_api.parsing import parse_chat_completion, parse_responses
+from tests.attachments.conftest import png_bytes
 from tests.conftest import ApiClient
 
 pytestmark = pytest.mark.django_db
@@ -78,8 +79,31 @@ def test_only_the_last_user_message_brings_its_files(owner, png):
         {"role": "user", "content": "Thanks"},
     )
     Turn.objects.filter(pk=landed.turn.pk).update(status=Turn.Status.COMPLETED)
-    land(owner, parse_chat_completion(_Request(), again))
+    later, _ = land(owner, parse_chat_completion(_Request(), again))
+    assert later.chat == landed.chat  # the image is part of the message's digest, both times
     assert Attachment.objects.count() == 1
+
+
+def test_the_same_words_with_another_image_are_another_message(owner, png):
+    """Two new conversations saying the same words with different images, the first still
+    unanswered: the second is not taken for a retry of the first."""
+    first, _ = land(
+        owner,
+        parse_chat_completion(_Request(), completion(image_message(data_url(png, "image/png")))),
+    )
+    other = png_bytes(7, 7)
+    second, _ = land(
+        owner,
+        parse_chat_completion(_Request(), completion(image_message(data_url(other, "image/png")))),
+    )
+    assert second.trigger != first.trigger and second.turn != first.turn
+    assert _blob_bytes(second.trigger.attachments.get()) == other
+    # The very same request again is a retry: it follows the first turn, stores nothing.
+    again, _ = land(
+        owner,
+        parse_chat_completion(_Request(), completion(image_message(data_url(png, "image/png")))),
+    )
+    assert again.trigger == first.trigger and Attachment.objects.count() == 2
 
 
 def test_an_image_alone_is_a_message(owner, png):
