@@ -10,11 +10,16 @@ class AttachmentsConfig(AppConfig):
 
         from attachments.history import attachments_export, attachments_parse, attachments_restore
         from attachments.render import attachments_extras
+        from attachments.search_filters import has_check, has_condition, type_check, type_condition
         from chats.extras import register_message_extras
         from chats.history_bundle import register_record_extra
+        from chats.search_query import register_search_filter
         from hermes_site.body_limits import body_limit_register
 
         register_message_extras("attachments", attachments_extras, default=list)
+        # The search syntax's has:file and type:pdf.
+        register_search_filter("has", example="file", check=has_check, condition=has_condition)
+        register_search_filter("type", example="pdf", check=type_check, condition=type_condition)
         # History exports carry each message's files (bytes in the bundle, by SHA-256).
         register_record_extra(
             "attachments",
