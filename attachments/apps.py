@@ -12,16 +12,21 @@ class AttachmentsConfig(AppConfig):
         from attachments.inbound import json_files_parse, json_files_store
         from attachments.openai_parts import content_part_handler
         from attachments.render import attachments_extras
+        from attachments.search_filters import has_check, has_condition, type_check, type_condition
         from attachments.terminal import attach_command, staged_files_store
         from chats.api.post_fields import PostField, register_post_field
         from chats.extras import register_message_extras
         from chats.history_bundle import register_record_extra
+        from chats.search_query import register_search_filter
         from chats.slash_commands import register_slash_command
         from chats.staged import register_staged_consumer
         from hermes_site.body_limits import body_limit_register
         from openai_api.content_parts import register_content_part_handler
 
         register_message_extras("attachments", attachments_extras, default=list)
+        # The search syntax's has:file and type:pdf.
+        register_search_filter("has", example="file", check=has_check, condition=has_condition)
+        register_search_filter("type", example="pdf", check=type_check, condition=type_condition)
         # History exports carry each message's files (bytes in the bundle, by SHA-256).
         register_record_extra(
             "attachments",
