@@ -188,3 +188,10 @@ def test_someone_who_does_not_read_the_chat_attaches_nothing(
     assert response.status_code == 403
     assert response.json()["error"]["code"] == "not_a_member"
     assert Message.objects.count() == 1 and not Attachment.objects.exists()
+
+
+def test_an_unknown_field_names_files_among_the_allowed(api_for, owner):
+    response = _post(api_for(owner), None, file=[])
+    assert response.status_code == 400
+    assert response.json()["error"]["field"] == "file"
+    assert ", files." in response.json()["error"]["message"]
