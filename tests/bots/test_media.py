@@ -221,3 +221,45 @@ def test_stickers_stay_a_label_and_are_answered_at_once(fake_telegram):
     )
     assert outcome.message.text == "[sticker 👍]" and outcome.turn is not None
     assert not Attachment.objects.exists() and fake_telegram.downloads == []
+
+
+VOICE = {"voice": {"file_id": "v", "file_unique_id": "v", "duration": 7}}
+
+
+def test_another_app_plugs_in_a_handler_beside_the_files_one(fake_telegram):
+    """A second handler (voice, say) registers on its own: the photo one is untouched, and
+    its message's caption rule and hold apply to what it takes."""
+    from bots.media import register_media_handler, unregister_media_handler
+    from chats.agent.holds import turn_hold_place
+
+    taken = []
+
+    def take(item):
+        taken.append(item.message.pk)
+        turn_hold_place(message=item.message, reason="voice", deadline_seconds=60, respond=True)
+        return True
+
+    register_media_handler("test-voice", takes=lambda m: m.get("type") == "voice", take=take)
+    try:
+        outcome = process(fake_telegram.message(private_chat(ALICE), ALICE, None, extra=VOICE))
+        photo = process(fake_telegram.photo(private_chat(ALICE), ALICE, png_bytes(), caption="p"))
+    finally:
+        unregister_media_handler("test-voice")
+    assert taken == [outcome.message.pk] and outcome.result == "held"
+    assert outcome.message.text == "[voice message, 7 s]"  # no caption: the label
+    assert Attachment.objects.get().message_id == photo.message.pk
+
+
+def test_a_failing_media_handler_loses_nothing(fake_telegram):
+    from bots.media import register_media_handler, unregister_media_handler
+
+    def broken(item):
+        raise RuntimeError("boom")
+
+    register_media_handler("test-broken", takes=lambda m: m.get("type") == "voice", take=broken)
+    try:
+        outcome = process(fake_telegram.message(private_chat(ALICE), ALICE, None, extra=VOICE))
+    finally:
+        unregister_media_handler("test-broken")
+    assert outcome.result == "answering" and outcome.turn is not None
+    assert Message.objects.get().text == "[voice message, 7 s]"
