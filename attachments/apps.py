@@ -8,11 +8,20 @@ class AttachmentsConfig(AppConfig):
     def ready(self) -> None:
         from django.conf import settings
 
+        from attachments.history import attachments_export, attachments_parse, attachments_restore
         from attachments.render import attachments_extras
         from chats.extras import register_message_extras
+        from chats.history_bundle import register_record_extra
         from hermes_site.body_limits import body_limit_register
 
         register_message_extras("attachments", attachments_extras, default=list)
+        # History exports carry each message's files (bytes in the bundle, by SHA-256).
+        register_record_extra(
+            "attachments",
+            export=attachments_export,
+            parse=attachments_parse,
+            restore=attachments_restore,
+        )
         # The turn waits for its files: the last one to settle lets it go.
         from attachments.signals import attachment_settled
         from attachments.waiting import on_attachment_settled

@@ -6,9 +6,9 @@ import threading
 from celery import shared_task
 from django.conf import settings
 
+from attachments.processing import PROCESS_TASK
 from attachments.services import attachment_process, blobs_sweep
 
-PROCESS_TASK = "attachments.tasks.process_attachment"
 # Defined in attachments.telegram (beside what it runs), routed here with the files' work.
 FETCH_TELEGRAM_TASK = "attachments.tasks.fetch_telegram_file"
 
