@@ -40,5 +40,15 @@ class AttachmentsConfig(AppConfig):
         # The terminal's /attach PATH, stored on the next message.
         register_slash_command(attach_command)
         register_staged_consumer("attach", staged_files_store)
+        # The turn waits for its files: the last one to settle lets it go.
+        from attachments.signals import attachment_settled
+        from attachments.waiting import on_attachment_settled
+
+        attachment_settled.connect(on_attachment_settled, dispatch_uid="attachments-turn-waits")
+        # Photos and documents sent on Telegram (the bridge's media registry).
+        from attachments.telegram import telegram_media_take, telegram_media_takes
+        from bots.media import register_media_handler
+
+        register_media_handler("attachments", takes=telegram_media_takes, take=telegram_media_take)
         # Multipart posts carry files: their path may send more than the API's JSON bodies.
         body_limit_register("/api/v1/uploads/", settings.ATTACHMENTS_API_MAX_BODY_BYTES)
