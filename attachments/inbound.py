@@ -24,6 +24,7 @@ from django.conf import settings
 
 from attachments.render import attachment_json
 from attachments.services import AttachmentRefused, attachment_store
+from attachments.waiting import turn_request_when_ready
 from chats.api.errors import ApiError, bad_request
 from chats.api.post_fields import PostFieldOutcome
 from chats.models import Message
@@ -188,16 +189,26 @@ def json_files_parse(value: object) -> list[InboundFile]:
     return [_json_file(item, index) for index, item in enumerate(value)]
 
 
+def _turn_when_files_ready(message: Message) -> tuple:
+    """The turn now, or held until the message's files settle (as the multipart upload)."""
+    turn = turn_request_when_ready(message=message)
+    return turn, {"turn_waits_for_files": turn is None}
+
+
 def json_files_store(message: Message, files: list[InboundFile]) -> PostFieldOutcome:
-    """Store the post's files on its new message; a refused one is named in the answer."""
+    """Store the post's files on its new message; a refused one is named in the answer. The
+    turn waits for files still `pending` (attachments.waiting)."""
     stored, refused = files_store(message, files)
     body = {"attachments": [attachment_json(a) for a in stored]}
+    hold = _turn_when_files_ready
     if not refused:
-        return PostFieldOutcome(body=body)
+        return PostFieldOutcome(body=body, turn_request=hold)
     status = max(item.pop("status") for item in refused)
     error = {
         "code": "attachment_refused",
         "message": "; ".join(f"{item['name']}: {item['reason']}" for item in refused)
         + " The message was stored without these files.",
     }
-    return PostFieldOutcome(body=body | {"refused": refused}, status=status, error=error)
+    return PostFieldOutcome(
+        body=body | {"refused": refused}, status=status, error=error, turn_request=hold
+    )

@@ -8,7 +8,9 @@ An app registers a `PostField` in its `AppConfig.ready()`:
 - `store(message, parsed)` runs once the message is newly stored (never for a duplicate),
   before its turn is requested, so the agent's turn starts with what it stored; it returns
   the keys it adds to the answer and, when it refused part of it (the message is kept), an
-  `error` and the status to answer with.
+  `error` and the status to answer with; and, when what it stored must be ready before the
+  turn (files still being processed), a `turn_request` that requests the turn or holds it
+  (chats.agent.holds), returning the turn (None when held) and keys for the answer.
 """
 
 from collections.abc import Callable
@@ -27,6 +29,8 @@ class PostFieldOutcome:
     body: dict = field(default_factory=dict)
     status: int | None = None
     error: dict | None = None  # {"code": …, "message": …}, the API's error shape
+    # (message) -> (the turn or None when held, keys for the answer); None: request it now.
+    turn_request: Callable[["Message"], tuple[Any, dict]] | None = None
 
 
 @dataclass(frozen=True)
@@ -63,17 +67,18 @@ def post_fields_parse(payload: dict) -> list[tuple[PostField, Any]]:
 def post_fields_store(message: "Message", parsed: list[tuple[PostField, Any]]) -> PostFieldOutcome:
     """Store every parsed field on the newly stored `message`; their answers merged (the
     highest status and every error, when some refused)."""
-    body, statuses, errors = {}, [], []
+    body, statuses, errors, turn_request = {}, [], [], None
     for post_field, value in parsed:
         outcome = post_field.store(message, value)
         body.update(outcome.body)
+        turn_request = turn_request or outcome.turn_request
         if outcome.error is not None:
             statuses.append(outcome.status or 400)
             errors.append(outcome.error)
     if not errors:
-        return PostFieldOutcome(body=body)
+        return PostFieldOutcome(body=body, turn_request=turn_request)
     error = {
         "code": errors[0]["code"],
         "message": " ".join(e["message"] for e in errors),
     }
-    return PostFieldOutcome(body=body, status=max(statuses), error=error)
+    return PostFieldOutcome(body=body, status=max(statuses), error=error, turn_request=turn_request)

@@ -49,11 +49,14 @@ def message_post(request: HttpRequest, person) -> JsonResponse:
     if result.duplicate:  # stored before, with whatever the fields stored then
         return JsonResponse(_posted(result, None), status=200)
     outcome = post_fields_store(result.message, extra)
-    turn = None
+    turn, turn_body = None, {}
     if post.respond and result.message.role == Message.Role.USER:
         with transaction.atomic():
-            turn = turn_request(message=result.message)
-    body = _posted(result, turn) | outcome.body
+            if outcome.turn_request is not None:  # e.g. held until its files are ready
+                turn, turn_body = outcome.turn_request(result.message)
+            else:
+                turn = turn_request(message=result.message)
+    body = _posted(result, turn) | outcome.body | turn_body
     if outcome.error is not None:
         return JsonResponse(body | {"error": outcome.error}, status=outcome.status or 400)
     return JsonResponse(body, status=201)

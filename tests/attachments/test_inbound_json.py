@@ -195,3 +195,30 @@ def test_an_unknown_field_names_files_among_the_allowed(api_for, owner):
     assert response.status_code == 400
     assert response.json()["error"]["field"] == "file"
     assert ", files." in response.json()["error"]["message"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_turn_of_a_json_post_waits_for_its_pending_files(api_for, owner, monkeypatch):
+    """As the multipart upload: a file still being processed holds the turn until it settles."""
+    from attachments.processing import Derived, processor_register, processor_unregister
+    from attachments.services import attachment_process
+
+    monkeypatch.setattr("attachments.tasks.process_attachment.delay", lambda pk: None)
+    processor_register(
+        "test-slow", wants=lambda a: a.name.endswith(".txt"), run=lambda a: Derived("words")
+    )
+    try:
+        response = _post(api_for(owner), [{"name": "notes.txt", "data_base64": b64(b"runbook\n")}])
+        assert response.status_code == 201, response.content
+        body = response.json()
+        assert body["turn"] is None and body["turn_waits_for_files"] is True
+        assert not Turn.objects.exists()
+        attachment_process(body["attachments"][0]["id"])
+        assert Turn.objects.get().trigger_id == body["message"]["id"]
+    finally:
+        processor_unregister("test-slow")
+
+
+def test_a_json_post_whose_files_are_ready_gets_its_turn_at_once(api_for, owner, png):
+    body = _post(api_for(owner), [{"name": "a.png", "data_base64": b64(png)}]).json()
+    assert body["turn"] is not None and body["turn_waits_for_files"] is False
