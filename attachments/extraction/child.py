@@ -4,8 +4,9 @@ one JSON answer on standard output. No Django: it imports only its reader.
 
 Request: {"path", "format": pdf|docx|xlsx|pptx|html|text, "max_chars", "max_pages",
 "memory_mb", "cpu_seconds"}. Answer: {"ok": true, "text", "page_count", "notes",
-"peak_rss_kb"} or {"ok": false, "reason"}. Running out of memory exits with MEMORY_EXIT
-(printing may fail then too); the parent reads any other death as a crash."""
+"peak_rss_kb", "cpu_seconds"} or {"ok": false, "reason"}. Running out of memory exits
+with MEMORY_EXIT (printing may fail then too); the parent reads any other death as a
+crash."""
 
 import json
 import resource
@@ -45,6 +46,11 @@ def _peak_rss_kb() -> int:
     parent across fork and exec)."""
     peak = _status_kb("VmHWM")
     return peak if peak is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _read(request: dict):
@@ -97,6 +103,7 @@ def main() -> int:
             "page_count": extracted.page_count,
             "notes": extracted.notes,
             "peak_rss_kb": _peak_rss_kb(),
+            "cpu_seconds": _cpu_seconds(),
         }
     try:
         sys.stdout.write(json.dumps(answer))

@@ -2,7 +2,6 @@
 look at the zip's directory that refuses decompression bombs before anything is unpacked.
 Runs in the extraction child."""
 
-import datetime
 import zipfile
 
 from attachments.extraction.pages import (
@@ -103,70 +102,40 @@ def read_docx(path: str, sink: PageSink) -> Extracted:
 # --- XLSX -------------------------------------------------------------------------------
 
 
-def _cell(value) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, datetime.datetime):
-        return value.isoformat(sep=" ", timespec="seconds").removesuffix(" 00:00:00")
-    if isinstance(value, datetime.date | datetime.time):
-        return value.isoformat()
-    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
-        return str(int(value))
-    return str(value).replace("\t", " ").replace("\r", " ").replace("\n", " ")
-
-
 def read_xlsx(path: str, sink: PageSink) -> Extracted:
     """Each sheet's rows as tab-separated lines, in pages of about PAGE_CHARS characters,
-    each headed "Sheet: NAME (rows A–B)"; empty rows are left out."""
+    each headed "Sheet: NAME (rows A–B)"; empty rows are left out (xlsx.py streams them)."""
     check_zip(path, "XLSX")
-    import openpyxl
+    from attachments.extraction.xlsx import workbook_rows
 
-    # A file object, not the path: openpyxl refuses a path whose extension it does not know.
-    with open(path, "rb") as file:
-        try:
-            workbook = openpyxl.load_workbook(file, read_only=True, data_only=True)
-        except Exception as exc:  # noqa: BLE001 - openpyxl raises many kinds for a bad file
-            raise unreadable_unless_memory(
-                exc, "The XLSX file is damaged and could not be read."
-            ) from exc
-        try:
-            return _xlsx_pages(workbook, sink)
-        finally:
-            workbook.close()
-
-
-def _xlsx_pages(workbook, sink: PageSink) -> Extracted:
     pages = 0
-    for sheet in workbook.worksheets:
-        if not hasattr(sheet, "reset_dimensions"):
-            continue  # a chart sheet: no cells
-        # A sheet's declared size may be wrong (or huge): read only the cells present.
-        sheet.reset_dimensions()
-        lines: list[str] = []
-        size = 0
-        first = None
-        last = 0
-        for number, row in enumerate(sheet.iter_rows(values_only=True), start=1):
-            cells = [_cell(value) for value in row]
-            while cells and not cells[-1]:
-                cells.pop()
-            if not cells:
-                continue
-            line = "\t".join(cells)
-            if lines and size + len(line) > PAGE_CHARS:
-                pages += 1
-                if not sink.add(_sheet_page(sheet.title, first, last, lines)):
-                    return Extracted(sink.text(), pages, cut_notes(sink))
-                lines, size, first = [], 0, None
-            if first is None:
-                first = number
-            last = number
-            lines.append(line)
-            size += len(line) + 1
-        if lines or first is None:
+    try:
+        for title, rows in workbook_rows(path):
+            lines: list[str] = []
+            size = 0
+            first = None
+            last = 0
+            for number, cells in rows:
+                line = "\t".join(cells)
+                if lines and size + len(line) > PAGE_CHARS:
+                    pages += 1
+                    if not sink.add(_sheet_page(title, first, last, lines)):
+                        return Extracted(sink.text(), pages, cut_notes(sink))
+                    lines, size, first = [], 0, None
+                if first is None:
+                    first = number
+                last = number
+                lines.append(line)
+                size += len(line) + 1
             pages += 1
-            if not sink.add(_sheet_page(sheet.title, first, last, lines)):
+            if not sink.add(_sheet_page(title, first, last, lines)):
                 return Extracted(sink.text(), pages, cut_notes(sink))
+    except (KeyError, ValueError, zipfile.BadZipFile) as exc:
+        raise Unreadable("The XLSX file is damaged and could not be read.") from exc
+    except Exception as exc:  # noqa: BLE001 - lxml's parse errors, a memory error among them
+        raise unreadable_unless_memory(
+            exc, "The XLSX file is damaged and could not be read."
+        ) from exc
     return Extracted(sink.text(), pages, cut_notes(sink))
 
 

@@ -32,12 +32,13 @@ class ExtractionResult:
     page_count: int
     notes: list[str] = field(default_factory=list)
     peak_rss_kb: int = 0
+    cpu_seconds: float = 0.0
 
 
 def _child_environment() -> dict[str, str]:
     """Only what the child needs: never the hub's secrets."""
     env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "PATH": os.defpath,
         "PYTHONPATH": str(PROJECT_ROOT),
         "PYTHONIOENCODING": "utf-8",
         "PYTHONDONTWRITEBYTECODE": "1",
@@ -123,6 +124,7 @@ def extract_file(
         page_count=int(answer["page_count"]),
         notes=list(answer["notes"]),
         peak_rss_kb=int(answer.get("peak_rss_kb") or 0),
+        cpu_seconds=float(answer.get("cpu_seconds") or 0),
     )
 
 

@@ -2,6 +2,8 @@
 stored with attachment_store, read by attachment_process in the bounded child; each bad input
 ends `failed` with a reason a person can read, or `ready` with a note."""
 
+import datetime
+
 import pytest
 
 from attachments.extraction.pages import PAGE_BREAK
@@ -77,13 +79,18 @@ def test_a_docx_keeps_headings_paragraphs_and_tables_in_order(extract):
 
 
 def test_an_xlsx_is_read_sheet_by_sheet(extract):
-    data = xlsx_bytes(
-        {"Budget": [["item", "cost"], ["tea", 3.5], [None, None], ["cake", 4]], "Notes": []}
-    )
-    done = extract("budget.xlsx", data)
+    rows = [
+        ["item", "cost", "bought", "paid"],
+        ["tea", 3.5, datetime.date(2026, 1, 2), True],
+        [None, None],
+        ["cake", 4, datetime.datetime(2026, 1, 2, 10, 30), False],
+        [None, "gap", None, None, "far"],
+    ]
+    done = extract("budget.xlsx", xlsx_bytes({"Budget": rows, "Notes": []}))
     assert done.state == "ready", done.failure
     assert pages(done) == [
-        "Sheet: Budget (rows 1–4)\nitem\tcost\ntea\t3.5\ncake\t4",
+        "Sheet: Budget (rows 1–5)\nitem\tcost\tbought\tpaid\ntea\t3.5\t2026-01-02\tTRUE\n"
+        "cake\t4\t2026-01-02 10:30:00\tFALSE\n\tgap\t\t\tfar",
         "Sheet: Notes (empty)",
     ]
 

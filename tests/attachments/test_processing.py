@@ -35,6 +35,8 @@ def processor(monkeypatch):
     """A processor of `.txt` files whose behaviour each test sets."""
     behaviour = {}
     enqueued = []
+    # The registry alone: the apps' own processors (documents' text …) are set aside.
+    monkeypatch.setattr("attachments.processing._processors", {})
     monkeypatch.setattr(
         "attachments.tasks.process_attachment.delay", lambda pk: enqueued.append(pk)
     )
