@@ -94,7 +94,7 @@ def _heavy_docx() -> bytes:
 
 def test_the_files_worker_reads_documents_and_survives_bad_ones(files_worker, say):
     message = say("three files")
-    bomb = attachment_store(message=message, name="bomb.docx", data=zip_bomb_docx(300))
+    bomb = attachment_store(message=message, name="bomb.docx", data=zip_bomb_docx(100))
     heavy = attachment_store(message=message, name="heavy.docx", data=_heavy_docx())
     good = attachment_store(
         message=message, name="runbook.pdf", data=pdf_bytes([["Step 1"], None, ["Step 3"]])
