@@ -71,15 +71,16 @@ def html_text(source: str) -> str:
     return f"{title}\n\n{body}" if title and not body.startswith(f"# {title}") else body
 
 
-def _decode(path: str) -> str:
+def _decode(path: str, limit: int | None = None) -> str:
     with open(path, "rb") as file:
-        data = file.read()
+        data = file.read(limit) if limit is not None else file.read()
     text = data.decode("utf-8", errors="replace").removeprefix("\ufeff")
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def read_text(path: str, sink: PageSink) -> Extracted:
-    return flowing_extracted(_decode(path), sink)
+    # A character is at most 4 bytes in UTF-8: bytes past that many can never be stored.
+    return flowing_extracted(_decode(path, sink.max_chars * 4 + 4), sink)
 
 
 def read_html(path: str, sink: PageSink) -> Extracted:
