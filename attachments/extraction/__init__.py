@@ -3,8 +3,9 @@ source code), plugged into the attachments' processing registry (docs/FILES.md#e
 
 The reading itself runs in a child process (`python -m attachments.extraction.child`) with
 an address-space limit and a wall-clock timeout, so a bomb or a hang fails one file, never
-the worker. The modules the child imports (`child`, `pages`, `pdf`, `office`, `text`) use no
-Django; `runner` starts the child; `processor` and `reading` are the hub's side.
+the worker. The modules the child imports (`child`, `pages`, `pdf`, `office`, `xlsx`,
+`text`) use no Django; `runner` starts the child; `processor` (the registry's entry) and
+`tools` (`attachment_read`) are the hub's side.
 
 **The stored format.** `Attachment.extracted_text` is the document's pages joined by a form
 feed (`\\f`, U+000C): page N (1-based) is `extracted_text.split("\\f")[N - 1]`; a form feed
