@@ -8,12 +8,20 @@ class AttachmentsConfig(AppConfig):
     def ready(self) -> None:
         from django.conf import settings
 
+        from attachments.extraction.processor import (
+            PROCESSOR_NAME,
+            extract_document,
+            wants_document,
+        )
+        from attachments.extraction.tools import attachment_tools
         from attachments.history import attachments_export, attachments_parse, attachments_restore
         from attachments.inbound import json_files_parse, json_files_store
         from attachments.openai_parts import content_part_handler
+        from attachments.processing import processor_register
         from attachments.render import attachments_extras
         from attachments.search_filters import has_check, has_condition, type_check, type_condition
         from attachments.terminal import attach_command, staged_files_store
+        from chats.agent.registry import register_tool_provider
         from chats.api.post_fields import PostField, register_post_field
         from chats.extras import register_message_extras
         from chats.history_bundle import register_record_extra
@@ -52,3 +60,6 @@ class AttachmentsConfig(AppConfig):
         register_media_handler("attachments", takes=telegram_media_takes, take=telegram_media_take)
         # Multipart posts carry files: their path may send more than the API's JSON bodies.
         body_limit_register("/api/v1/uploads/", settings.ATTACHMENTS_API_MAX_BODY_BYTES)
+        # Documents' text, read off the request path in a bounded child (docs/FILES.md).
+        processor_register(PROCESSOR_NAME, wants=wants_document, run=extract_document)
+        register_tool_provider(attachment_tools)

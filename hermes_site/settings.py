@@ -472,6 +472,13 @@ ATTACHMENTS_JSON_MAX_BYTES = env_int("ATTACHMENTS_JSON_MAX_BYTES", 5 * 1024 * 10
 OPENAI_API_FETCH_IMAGE_URLS = env_bool("OPENAI_API_FETCH_IMAGE_URLS", False)
 OPENAI_API_FETCH_TIMEOUT_SECONDS = env_int("OPENAI_API_FETCH_TIMEOUT_SECONDS", 10, minimum=1)
 ATTACHMENTS_SWEEP_SECONDS = env_int("ATTACHMENTS_SWEEP_SECONDS", 3600, minimum=60)
+# Extraction of documents' text (docs/FILES.md#extraction), in a child process per file:
+# its wall-clock bound, its address-space bound, the most text stored per file, and the
+# most PDF pages read.
+ATTACHMENTS_EXTRACT_SECONDS = env_float("ATTACHMENTS_EXTRACT_SECONDS", 60.0, minimum=1)
+ATTACHMENTS_EXTRACT_MEMORY_MB = env_int("ATTACHMENTS_EXTRACT_MEMORY_MB", 512, minimum=128)
+ATTACHMENTS_EXTRACT_MAX_CHARS = env_int("ATTACHMENTS_EXTRACT_MAX_CHARS", 1_000_000, minimum=1000)
+ATTACHMENTS_EXTRACT_MAX_PAGES = env_int("ATTACHMENTS_EXTRACT_MAX_PAGES", 2000, minimum=1)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
