@@ -41,7 +41,9 @@ def test_base64_files_are_stored_with_sniffed_types_and_exact_bytes(api_for, own
         ("notes.txt", "text/plain"),
     ]
     assert [a["name"] for a in body["message"]["attachments"]] == ["截图.jpg", "notes.txt"]
-    assert body["turn"]["status"] == Turn.Status.QUEUED
+    # A document is read (extraction) before the turn: it waits for it (see below).
+    assert body["attachments"][1]["state"] == "pending"
+    assert body["turn"] is None and body["turn_waits_for_files"] is True
     stored = Attachment.objects.get(name="截图.jpg")
     assert stored.declared_type == "image/jpeg"
     download = api.get(body["attachments"][0]["download_url"])
@@ -132,17 +134,17 @@ def test_too_many_files_are_refused_before_the_message_is_stored(api_for, owner,
 
 def test_a_file_over_the_chats_day_keeps_the_message_and_says_why(api_for, owner, settings):
     settings.ATTACHMENTS_MAX_BYTES_PER_CHAT_DAY = 10
-    files = [
-        {"name": "small.txt", "data_base64": b64(b"12345")},
-        {"name": "more.txt", "data_base64": b64(b"x" * 8)},
+    files = [  # binary, so nothing holds the turn for an extraction
+        {"name": "small.bin", "data_base64": b64(b"\x00\x01\x02\x03\x04")},
+        {"name": "more.bin", "data_base64": b64(b"\x00" * 8)},
     ]
     response = _post(api_for(owner), files)
     assert response.status_code == 413
     body = response.json()
     assert body["error"]["code"] == "attachment_refused"
-    assert "more.txt" in body["error"]["message"]
-    assert [a["name"] for a in body["attachments"]] == ["small.txt"]
-    assert [item["name"] for item in body["refused"]] == ["more.txt"]
+    assert "more.bin" in body["error"]["message"]
+    assert [a["name"] for a in body["attachments"]] == ["small.bin"]
+    assert [item["name"] for item in body["refused"]] == ["more.bin"]
     assert Message.objects.get().text == "see attached" and body["turn"] is not None
 
 
