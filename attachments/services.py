@@ -19,6 +19,7 @@ from attachments.names import clean_file_name
 from attachments.processing import ProcessingFailed, processor_for
 from attachments.signals import attachment_settled
 from attachments.sniffing import kind_for, sniff_media_type
+from attachments.thumbnails import thumbnail_delete
 from chats.models import Message
 
 logger = logging.getLogger(__name__)
@@ -196,9 +197,7 @@ def attachment_process(attachment_id: int) -> Attachment | None:
     if not updated:
         return None
     attachment.refresh_from_db()
-    transaction.on_commit(
-        lambda: attachment_settled.send(sender=Attachment, attachment=attachment)
-    )
+    transaction.on_commit(lambda: attachment_settled.send(sender=Attachment, attachment=attachment))
     return attachment
 
 
@@ -216,6 +215,7 @@ def blobs_sweep(*, now=None) -> int:
                 continue
             try:
                 attachment_storage().delete(blob.file.name)
+                thumbnail_delete(sha256)
             except Exception:  # noqa: BLE001 - a storage error leaves the row for the next run
                 logger.exception("could not delete the file of blob %s", sha256)
                 continue
