@@ -161,3 +161,31 @@ def test_a_body_declared_over_the_limit_is_refused_before_storing(team_chat, mem
     response = post(login(member), team_chat, files=[SimpleUploadedFile("big.bin", b"x" * 4096)])
     assert response.status_code == 413
     assert not Message.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_settled_file_tells_every_open_page_to_fetch_its_message_again(
+    team_chat, member, monkeypatch
+):
+    from attachments.processing import Derived, processor_register, processor_unregister
+    from attachments.services import attachment_process
+    from chats.agent.events import events_since
+
+    monkeypatch.setattr("attachments.tasks.process_attachment.delay", lambda pk: None)
+    processor_register(
+        "test-pending", wants=lambda a: a.name == "slow.txt", run=lambda a: Derived()
+    )
+    try:
+        response = post(login(member), team_chat, files=[SimpleUploadedFile("slow.txt", b"x")])
+        attachment = Attachment.objects.get()
+        assert attachment.state == Attachment.State.PENDING
+        assert "processing…" in response.json()["html"]
+        attachment_process(attachment.pk)
+    finally:
+        processor_unregister("test-pending")
+    updated = [e for e in events_since(team_chat.pk, 0) if e["type"] == "message.updated"]
+    assert [(e["message"]["id"], e["attachment"]) for e in updated] == [
+        (attachment.message_id, {"id": attachment.pk, "state": "ready"})
+    ]
+    page = login(member).get(f"/chats/{team_chat.chat_key}/messages/{attachment.message_id}")
+    assert "processing…" not in page.content.decode()
