@@ -20,13 +20,13 @@ def download_response(attachment: Attachment) -> HttpResponse:
     response = FileResponse(attachment.blob.file.open("rb"), content_type=media_type)
     response["Content-Disposition"] = download_disposition(attachment.name)
     response["Content-Length"] = str(attachment.size)
-    return _guarded(response, cache="private, no-store")
+    return _guarded(response)
 
 
-def _guarded(response: HttpResponse, *, cache: str) -> HttpResponse:
+def _guarded(response: HttpResponse) -> HttpResponse:
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = "sandbox; default-src 'none'"
-    response["Cache-Control"] = cache
+    response["Cache-Control"] = "private, no-store"
     return response
 
 
@@ -39,11 +39,12 @@ def image_response(attachment: Attachment) -> HttpResponse:
         "attachment;", "inline;", 1
     )
     response["Content-Length"] = str(attachment.size)
-    return _guarded(response, cache="private, no-store")
+    return _guarded(response)
 
 
 def thumbnail_response(thumbnail: bytes) -> HttpResponse:
-    """A thumbnail: the same bytes for the same attachment, so the browser may keep it."""
+    """A thumbnail, not kept by the browser either: someone removed from the chat sees none
+    of its images from then on (making one again costs a read of the kept WebP)."""
     response = HttpResponse(thumbnail, content_type=THUMBNAIL_TYPE)
     response["Content-Disposition"] = 'inline; filename="thumbnail.webp"'
-    return _guarded(response, cache="private, max-age=86400")
+    return _guarded(response)

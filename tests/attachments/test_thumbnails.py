@@ -170,3 +170,11 @@ def test_the_sweep_deletes_a_thumbnail_with_its_blob(say, member):
     attachment.message.delete()
     assert blobs_sweep(now=timezone.now() + timedelta(hours=2)) == 1
     assert not attachment_storage().exists(name)
+
+
+def test_thumbnails_and_views_are_not_kept_by_the_browser(say, member):
+    attachment = store(say, "photo.png", image_bytes("PNG"))
+    client = login(member)
+    for view in ("thumbnail", "view"):
+        response = client.get(f"/attachments/{attachment.pk}/{view}")
+        assert response["Cache-Control"] == "private, no-store"
