@@ -11,6 +11,7 @@ from django.urls import reverse
 from attachments.models import Attachment
 from attachments.selectors import attachments_by_message
 from attachments.thumbnails import shows_inline
+from attachments.web import upload_body_limit
 from chats.models import Message
 
 TEMPLATE = "attachments/files.html"
@@ -59,5 +60,6 @@ def composer_html(chat, person) -> str:
             "upload_url": reverse("attachments_post", args=[chat.chat_key]),
             "max_file_bytes": settings.ATTACHMENTS_MAX_FILE_BYTES,
             "max_files": settings.ATTACHMENTS_MAX_PER_MESSAGE,
+            "max_body_bytes": upload_body_limit(),
         },
     )

@@ -44,6 +44,7 @@
     var send = form.querySelector("button[type=submit]");
     var maxBytes = parseInt(box.dataset.maxFileBytes, 10) || Infinity;
     var maxFiles = parseInt(box.dataset.maxFiles, 10) || Infinity;
+    var maxBody = parseInt(box.dataset.maxBodyBytes, 10) || Infinity;
     var pending = []; // {file, chip, tooLarge}
     var sending = false;
 
@@ -180,6 +181,13 @@
         showError("Files over " + sizeText(maxBytes) + " cannot be sent: remove them, or write a message.");
         return;
       }
+      var total = items.reduce(function (sum, item) { return sum + item.file.size; }, 0);
+      if (total + text.value.length * 4 + 4096 > maxBody) {
+        // The server would refuse the whole request (message included) before reading it.
+        showError("These files add up to " + sizeText(total) + "; one message may carry at most " +
+          sizeText(maxBody) + ". Remove some and send them in another message.");
+        return;
+      }
       if (!clientId.value) clientId.value = newId(); // a resend after a failure stores once
       var data = new FormData();
       data.append("client_id", clientId.value);
@@ -205,7 +213,8 @@
           showError([body.error, note].filter(Boolean).join(" "));
         } else {
           items.forEach(function (item) { item.chip.querySelector(".chip-state").textContent = ""; });
-          showError(body.error || "The upload failed (" + xhr.status + "): send it again.");
+          var error = body.error && typeof body.error === "object" ? body.error.message : body.error;
+          showError(error || "The upload failed (" + xhr.status + "): send it again.");
         }
         text.focus();
       });

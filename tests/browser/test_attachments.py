@@ -158,3 +158,46 @@ def test_files_go_up_with_progress_and_come_down_live_intact(
     for view in ("download", "thumbnail", "view"):
         assert oscar_page.request.get(f"/attachments/{attachment.pk}/{view}").status == 404
     assert violations == []
+
+
+@pytest.fixture
+def small_limits(monkeypatch):
+    """Files of at most 4 KB, 6 KB per chat a day: set before the live stack starts."""
+    monkeypatch.setenv("ATTACHMENTS_MAX_FILE_BYTES", "4096")
+    monkeypatch.setenv("ATTACHMENTS_MAX_BYTES_PER_CHAT_DAY", "6000")
+
+
+def test_files_over_a_limit_are_refused_with_the_reason_and_the_message_kept(
+    small_limits, blobs_folder, page_for, make_person, fake_llm
+):
+    alice = make_person("alice")
+    room, _ = chat_get_or_create(channel="web", chat_id="limits-room", title="Limits room")
+    chat_member_ensure(chat=room, person=alice, role=ChatMember.Role.OWNER)
+    fake_llm.script(fake_openai.text("Noted."))
+    page = page_for(alice)
+    open_room(page, room)
+    page.set_input_files(
+        "#composer-file-input",
+        files=[
+            {"name": "big.bin", "mimeType": "application/octet-stream", "buffer": b"x" * 5000},
+            {"name": "a.bin", "mimeType": "application/octet-stream", "buffer": b"a" * 3000},
+            {"name": "b.bin", "mimeType": "application/octet-stream", "buffer": b"b" * 3500},
+        ],
+    )
+    # Over the file limit: marked on its chip before anything is sent.
+    expect(page.locator(".file-chip.is-too-large")).to_contain_text("big.bin")
+    expect(page.locator(".file-chip.is-too-large")).to_contain_text("not sent")
+    page.fill("#composer-text", "three files")
+    page.keyboard.press("Enter")
+    mine = page.locator("article.message-user")
+    expect(mine).to_contain_text("three files", timeout=30_000)
+    expect(mine.locator(".file")).to_have_count(1)
+    expect(mine.locator(".file")).to_contain_text("a.bin")
+    error = page.locator("#composer-error")
+    # The server's reason for b.bin (the chat's day) and the page's for big.bin.
+    expect(error).to_contain_text("b.bin")
+    expect(error).to_contain_text("last 24 hours")
+    expect(error).to_contain_text("big.bin: larger than 4.0 KB, not sent")
+    message = Message.objects.get(role="user")
+    assert message.text == "three files"
+    assert [a.name for a in message.attachments.all()] == ["a.bin"]
