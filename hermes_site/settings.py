@@ -456,7 +456,8 @@ ATTACHMENTS_MAX_PER_MESSAGE = env_int("ATTACHMENTS_MAX_PER_MESSAGE", 10, minimum
 ATTACHMENTS_MAX_BYTES_PER_CHAT_DAY = env_int(
     "ATTACHMENTS_MAX_BYTES_PER_CHAT_DAY", 500 * 1024 * 1024, minimum=1
 )
-# The largest multipart body of the API's upload path (/api/v1/uploads/), files included.
+# The largest multipart body of an upload, files included: the API's (/api/v1/uploads/) and
+# the dashboard composer's (/attachments/chats/).
 ATTACHMENTS_API_MAX_BODY_BYTES = env_int(
     "ATTACHMENTS_API_MAX_BODY_BYTES", 64 * 1024 * 1024, minimum=1024
 )
