@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from urllib.parse import unquote_to_bytes
 
 from django.conf import settings
+from django.core.files.uploadedfile import SimpleUploadedFile
 
+from attachments.message_files import message_files_store
 from attachments.render import attachment_json
-from attachments.services import AttachmentRefused, attachment_store
 from attachments.waiting import turn_request_when_ready
 from chats.api.errors import ApiError, bad_request
 from chats.api.post_fields import PostFieldOutcome
@@ -111,22 +112,13 @@ def default_name(stem: str, declared_type: str) -> str:
 
 
 def files_store(message: Message, files: list[InboundFile]) -> tuple[list, list[dict]]:
-    """Store each file on `message` with `attachment_store` (each in its own transaction);
-    the stored attachments and, for each refused file, its name, reason and status."""
-    stored, refused = [], []
-    for file in files:
-        try:
-            stored.append(
-                attachment_store(
-                    message=message,
-                    name=file.name,
-                    data=file.data,
-                    declared_type=file.declared_type,
-                )
-            )
-        except AttachmentRefused as exc:
-            refused.append({"name": file.name, "reason": str(exc), "status": exc.status})
-    return stored, refused
+    """Store each file on `message` through the service every upload door shares
+    (attachments.message_files); the stored attachments and, for each refused file, its
+    name, reason and status."""
+    uploads = [SimpleUploadedFile(f.name, f.data, content_type=f.declared_type) for f in files]
+    outcome = message_files_store(message=message, files=uploads)
+    refused = [{"name": r.name, "reason": r.reason, "status": r.status} for r in outcome.refused]
+    return outcome.stored, refused
 
 
 # --- `files` in the JSON message post (chats.api.post_fields) --------------------------------
