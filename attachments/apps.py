@@ -16,13 +16,17 @@ class AttachmentsConfig(AppConfig):
         from attachments.extraction.tools import attachment_tools
         from attachments.history import attachments_export, attachments_parse, attachments_restore
         from attachments.html import attachments_html, composer_html
+        from attachments.inbound import json_files_parse, json_files_store
         from attachments.live import attachment_settled_announce
+        from attachments.openai_parts import content_part_handler
         from attachments.processing import processor_register
         from attachments.render import attachments_extras
         from attachments.search_filters import has_check, has_condition, type_check, type_condition
         from attachments.signals import attachment_settled
+        from attachments.terminal import attach_command, staged_files_store
         from attachments.web import PATH_PREFIX, upload_body_limit
         from chats.agent.registry import register_tool_provider
+        from chats.api.post_fields import PostField, register_post_field
         from chats.extras import (
             register_composer_html,
             register_message_extras,
@@ -30,7 +34,10 @@ class AttachmentsConfig(AppConfig):
         )
         from chats.history_bundle import register_record_extra
         from chats.search_query import register_search_filter
+        from chats.slash_commands import register_slash_command
+        from chats.staged import register_staged_consumer
         from hermes_site.body_limits import body_limit_register
+        from openai_api.content_parts import register_content_part_handler
 
         register_message_extras("attachments", attachments_extras, default=list)
         register_message_html("attachments", attachments_html)
@@ -48,6 +55,12 @@ class AttachmentsConfig(AppConfig):
             parse=attachments_parse,
             restore=attachments_restore,
         )
+        # Small files as base64 in the JSON message post; images and files in /v1 messages.
+        register_post_field(PostField("files", json_files_parse, json_files_store))
+        register_content_part_handler(content_part_handler)
+        # The terminal's /attach PATH, stored on the next message.
+        register_slash_command(attach_command)
+        register_staged_consumer("attach", staged_files_store)
         # The turn waits for its files: the last one to settle lets it go.
         from attachments.waiting import on_attachment_settled
 
