@@ -9,10 +9,13 @@ class AttachmentsConfig(AppConfig):
         from django.conf import settings
 
         from attachments.history import attachments_export, attachments_parse, attachments_restore
+        from attachments.outbound import message_reply_files, outbound_tools, reply_files_attach
         from attachments.render import attachments_extras
         from attachments.search_filters import has_check, has_condition, type_check, type_condition
+        from chats.agent.registry import register_reply_stored, register_tool_provider
         from chats.extras import register_message_extras
         from chats.history_bundle import register_record_extra
+        from chats.reply_files import register_reply_files
         from chats.search_query import register_search_filter
         from hermes_site.body_limits import body_limit_register
 
@@ -27,5 +30,10 @@ class AttachmentsConfig(AppConfig):
             parse=attachments_parse,
             restore=attachments_restore,
         )
+        # The agent's file_send: files wait for the turn's reply and are attached when it is
+        # stored; channels (Telegram) send a reply's files through chats.reply_files.
+        register_tool_provider(outbound_tools)
+        register_reply_stored(reply_files_attach)
+        register_reply_files(message_reply_files)
         # Multipart posts carry files: their path may send more than the API's JSON bodies.
         body_limit_register("/api/v1/uploads/", settings.ATTACHMENTS_API_MAX_BODY_BYTES)
