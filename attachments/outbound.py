@@ -221,7 +221,7 @@ def reply_files_attach(turn: Turn, reply: Message | None) -> None:
 def _reader(blob_name: str):
     def read() -> bytes:
         with attachment_storage().open(blob_name, "rb") as handle:
-            return handle.read(settings.ATTACHMENTS_MAX_FILE_BYTES + 1)
+            return handle.read()  # its size was bounded when it was stored
 
     return read
 

@@ -170,3 +170,43 @@ def test_a_pending_files_blob_is_not_swept(fake, team_chat, owner):
     assert PendingReplyFile.objects.get().blob.file.storage.exists(
         PendingReplyFile.objects.get().blob.file.name
     )
+
+
+def running(turn):
+    Turn.objects.filter(pk=turn.pk).update(status=Turn.Status.RUNNING)
+    turn.refresh_from_db()
+    return turn
+
+
+def test_a_turn_without_a_reply_drops_its_files(team_chat, owner):
+    from attachments.outbound import file_send
+    from chats.agent.registry import TurnContext
+    from chats.agent.turns import turn_finish
+
+    turn = running(ask(team_chat, owner))
+    file_send(
+        TurnContext(chat=team_chat, trigger=turn.trigger, turn=turn),
+        {"name": "lost.txt", "text": "never sent"},
+    )
+    assert turn_finish(turn=turn, status=Turn.Status.FAILED, reply_text=None, error="boom")
+    assert not PendingReplyFile.objects.exists()
+    assert not Attachment.objects.exists()
+
+
+def test_a_failing_reply_hook_is_undone_alone_and_the_reply_kept(team_chat, owner):
+    from chats.agent.registry import registry
+    from chats.agent.turns import turn_finish
+    from chats.models import Message
+
+    def broken(turn, reply):
+        Message.objects.filter(pk=reply.pk).update(text="rewritten by a broken hook")
+        raise RuntimeError("broken hook")
+
+    turn = running(ask(team_chat, owner))
+    registry.reply_stored.append(broken)
+    try:
+        assert turn_finish(turn=turn, status=Turn.Status.COMPLETED, reply_text="kept")
+    finally:
+        registry.reply_stored.remove(broken)
+    reply = Turn.objects.select_related("reply").get(pk=turn.pk).reply
+    assert reply.text == "kept"  # the hook's write was rolled back with its savepoint
