@@ -163,11 +163,9 @@ def file_send(context: TurnContext, arguments: dict) -> str:
 FILE_SEND_TOOL = Tool(
     name=FILE_SEND,
     description=(
-        "Attach a file to your reply (a generated CSV, Markdown report, chart data, …): the "
-        "person gets it with your answer, as a download on the dashboard and as a document "
-        "or photo on Telegram. Give the file name and exactly one of: text (the file's "
-        "UTF-8 text), base64 (its bytes), or attachment_id (re-send a file of this chat). "
-        "Its type is taken from its bytes. Call it once per file, before you answer."
+        "Attach a file to your reply (a CSV, a Markdown report, chart data, …); the person "
+        "gets it with your answer. Give its name and one of: text (UTF-8 content), base64 "
+        "(bytes), attachment_id (a file of this chat, sent again). One call per file."
     ),
     parameters={
         "type": "object",
