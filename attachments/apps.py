@@ -8,8 +8,15 @@ class AttachmentsConfig(AppConfig):
     def ready(self) -> None:
         from django.conf import settings
 
+        from attachments.extraction.processor import (
+            PROCESSOR_NAME,
+            extract_document,
+            wants_document,
+        )
+        from attachments.extraction.tools import attachment_tools
         from attachments.history import attachments_export, attachments_parse, attachments_restore
         from attachments.outbound import message_reply_files, outbound_tools, reply_files_attach
+        from attachments.processing import processor_register
         from attachments.render import attachments_extras
         from attachments.search_filters import has_check, has_condition, type_check, type_condition
         from chats.agent.registry import register_reply_stored, register_tool_provider
@@ -35,5 +42,18 @@ class AttachmentsConfig(AppConfig):
         register_tool_provider(outbound_tools)
         register_reply_stored(reply_files_attach)
         register_reply_files(message_reply_files)
+        # The turn waits for its files: the last one to settle lets it go.
+        from attachments.signals import attachment_settled
+        from attachments.waiting import on_attachment_settled
+
+        attachment_settled.connect(on_attachment_settled, dispatch_uid="attachments-turn-waits")
+        # Photos and documents sent on Telegram (the bridge's media registry).
+        from attachments.telegram import telegram_media_take, telegram_media_takes
+        from bots.media import register_media_handler
+
+        register_media_handler("attachments", takes=telegram_media_takes, take=telegram_media_take)
         # Multipart posts carry files: their path may send more than the API's JSON bodies.
         body_limit_register("/api/v1/uploads/", settings.ATTACHMENTS_API_MAX_BODY_BYTES)
+        # Documents' text, read off the request path in a bounded child (docs/FILES.md).
+        processor_register(PROCESSOR_NAME, wants=wants_document, run=extract_document)
+        register_tool_provider(attachment_tools)

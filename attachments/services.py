@@ -215,7 +215,7 @@ def attachment_process(attachment_id: int) -> Attachment | None:
                 "failure": "The hub could not read this file.",
             }
         else:
-            for name in ("extracted_text", "page_count", "description"):
+            for name in ("extracted_text", "page_count", "description", "note"):
                 value = getattr(derived, name)
                 if value is not None:
                     changes[name] = value

@@ -36,6 +36,8 @@ def processor(monkeypatch):
     """A processor of `.txt` files whose behaviour each test sets."""
     behaviour = {}
     enqueued = []
+    # The registry alone: the apps' own processors (documents' text …) are set aside.
+    monkeypatch.setattr("attachments.processing._processors", {})
     monkeypatch.setattr(
         "attachments.services.current_app.send_task",
         lambda name, args: enqueued.append((name, *args)),

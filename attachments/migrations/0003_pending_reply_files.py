@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("attachments", "0001_attachments_and_blobs"),
+        ("attachments", "0002_attachment_note"),
         ("chats", "0012_search_ascii_pairs"),
     ]
 
