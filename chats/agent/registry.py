@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from django.db import transaction
+
 if TYPE_CHECKING:
     from chats.models import Actor, Chat, Message, Turn
 
@@ -121,6 +123,10 @@ class TurnSpend:
     completion_tokens: int = 0
 
 
+# Told (turn, reply message or None) in the transaction that stores the turn's reply.
+ReplyStoredHook = Callable[["Turn", "Message | None"], None]
+
+
 # A turn gate: (context, the turn's unrecorded spend) -> None to go on, or the answer the
 # person gets instead of a model reply (the turn ends without calling the model).
 TurnGate = Callable[[TurnContext, TurnSpend], "str | None"]
@@ -182,6 +188,17 @@ class Registry:
     prompt_sections: list[PromptSectionProvider] = field(default_factory=list)
     history_scopes: list[HistoryScopeProvider] = field(default_factory=list)
     turn_gates: list[TurnGate] = field(default_factory=list)
+    reply_stored: list[ReplyStoredHook] = field(default_factory=list)
+
+    def reply_stored_tell(self, turn: "Turn", reply: "Message | None") -> None:
+        """Tell every reply-stored hook, each in a savepoint of the caller's transaction: a
+        hook that fails is logged and undone alone; the reply is stored all the same."""
+        for hook in self.reply_stored:
+            try:
+                with transaction.atomic():
+                    hook(turn, reply)
+            except Exception:  # noqa: BLE001 - a hook's failure must not lose the reply
+                logger.exception("reply-stored hook %r failed for turn %s", hook, turn.pk)
 
     def history_scope_for(self, context: TurnContext) -> HistoryScope | None:
         """The first scope a provider gives this turn, or None (the chat's whole history).
@@ -265,3 +282,8 @@ def register_history_scope(provider: HistoryScopeProvider) -> None:
 def register_turn_gate(gate: TurnGate) -> None:
     if gate not in registry.turn_gates:
         registry.turn_gates.append(gate)
+
+
+def register_reply_stored(hook: ReplyStoredHook) -> None:
+    if hook not in registry.reply_stored:
+        registry.reply_stored.append(hook)
