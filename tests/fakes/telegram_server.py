@@ -14,8 +14,8 @@ sendChatAction, answerCallbackQuery, getChatAdministrators of the groups given
 form-encoded, JSON or multipart parameters as python-telegram-bot sends them (an uploaded
 file is an `Upload`: its UTF-8 file name and bytes, in the call's params), and the files
 `add_file` holds at `/file/bot<token>/<file_path>` (getFile refuses a file over 20 MB as
-Telegram does: "Bad Request: file is too big"). `photo` and `document` build media updates, in an album
-with `media_group_id`. Every call is recorded with a timestamp
+Telegram does: "Bad Request: file is too big"). `photo` and `document` build media
+updates, in an album with `media_group_id`. Every call is recorded with a timestamp
 (`calls`), and the messages the bot sent are kept as a chat would show them, with their
 edit history. HTML is checked as Telegram does (known tags, balanced nesting, the
 4,096-character limit on the visible text); `fail_next` scripts a 429 with
