@@ -330,6 +330,27 @@ def unit_rows(unit: _Unit | StoredMessage) -> list[StoredMessage]:
 _USER, _ASSISTANT = Message.Role.USER, Message.Role.ASSISTANT
 
 
+# (speaker prefix, text) -> tokens of both joined, for the user messages of shared chats: the
+# same history is counted on every turn, and the exact join costs more than the rest of a
+# row. Keyed by the texts themselves, so an edit or a rename is counted anew.
+_PREFIXED: dict[tuple[str, str, int], int] = {}
+_PREFIXED_MAX = 8192
+_PREFIXED_TEXT_MAX = 2048  # longer texts are counted each time rather than held here
+
+
+def _prefixed_tokens(prefix: str, text: str, text_tokens: int) -> int:
+    """Exactly count_tokens(prefix + text), from the text's cached count."""
+    key = (prefix, text, text_tokens)
+    total = _PREFIXED.get(key)
+    if total is None:
+        total = _joined_tokens(prefix, text, "", text_tokens)
+        if len(text) <= _PREFIXED_TEXT_MAX:
+            if len(_PREFIXED) >= _PREFIXED_MAX:
+                _PREFIXED.clear()
+            _PREFIXED[key] = total
+    return total
+
+
 def _row_item(row: StoredMessage, *, shared: bool) -> _Item:
     """The request item of a message that is a unit of its own: `_Item.from_pieces` of its
     `content_pieces`, written out for the two roles nearly every row has."""
@@ -338,7 +359,7 @@ def _row_item(row: StoredMessage, *, shared: bool) -> _Item:
     tokens = row.token_count if text and not row.parts else 0
     if tokens and role == _USER:
         prefix = speaker_prefix(row.actor_name) if shared else ""
-        total = _joined_tokens(prefix, text, "", tokens) if shared else tokens
+        total = _prefixed_tokens(prefix, text, tokens) if shared else tokens
         return _Item(_USER, prefix, text, "", _NO_EXTRAS, tokens, MESSAGE_OVERHEAD + total, row.id)
     if tokens and role == _ASSISTANT and not row.metadata.get("interrupted"):
         return _Item(
