@@ -332,10 +332,11 @@ _USER, _ASSISTANT = Message.Role.USER, Message.Role.ASSISTANT
 
 # (speaker prefix, text) -> tokens of both joined, for the user messages of shared chats: the
 # same history is counted on every turn, and the exact join costs more than the rest of a
-# row. Keyed by the texts themselves, so an edit or a rename is counted anew.
+# row. Keyed by the texts themselves, so an edit or a rename is counted anew. At most a few
+# MB (4,096 texts of up to 1,024 characters; a worker's history window is ~600 rows).
 _PREFIXED: dict[tuple[str, str, int], int] = {}
-_PREFIXED_MAX = 8192
-_PREFIXED_TEXT_MAX = 2048  # longer texts are counted each time rather than held here
+_PREFIXED_MAX = 4096
+_PREFIXED_TEXT_MAX = 1024  # longer texts are counted each time rather than held here
 
 
 def _prefixed_tokens(prefix: str, text: str, text_tokens: int) -> int:
