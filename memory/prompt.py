@@ -1,7 +1,7 @@
 """The memory block of the system prompt, rendered once when a turn starts."""
 
 from chats.agent.registry import TurnContext
-from memory.selectors import memory_for_prompt
+from memory.selectors import memory_for_prompt, memory_maybe_in_prompt
 from memory.services import Usage
 
 HEADER = (
@@ -19,6 +19,12 @@ class MemorySection:
     order = 30
 
     def render(self, context: TurnContext) -> str:
+        # Most turns of a chat without memory stop here: one small statement instead of
+        # the books' and entries' querysets (the hook rule in bench/context_bench.py).
+        if not memory_maybe_in_prompt(
+            chat=context.chat, person=context.person, actor=context.actor
+        ):
+            return ""
         held = memory_for_prompt(chat=context.chat, person=context.person, actor=context.actor)
         blocks = []
         for shown, title in ((held.team, "Team"), (held.chat, "This chat"), (held.user, None)):

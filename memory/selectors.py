@@ -7,6 +7,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from chats.models import Actor, Chat, ChatMember, Message
+from chats.rows import fetch_prepared
 from memory.audience import chat_audience, readers_may_see
 from memory.models import MemoryBook, MemoryEntry, MemoryEvent, Scope
 
@@ -111,6 +112,36 @@ class PromptMemory:
     team: PromptBook | None
     chat: PromptBook | None
     user: PromptBook | None
+
+
+def memory_maybe_in_prompt(*, chat: Chat, person=None, actor: Actor | None = None) -> bool:
+    """False only when `memory_for_prompt` shows nothing: no approved entry in the team's
+    book, this chat's or the author's own (by person or by actor). Asked first on every turn,
+    so it is one statement written once (no queryset compiled) and always current: nothing
+    is cached, so an approval or a removal counts from the next turn on."""
+    if person is None and actor is not None:
+        person_id = actor.person_id
+    else:
+        person_id = getattr(person, "pk", None)
+    params = [Status.ACTIVE, Scope.TEAM, Scope.CHAT, chat.pk, Scope.USER, person_id]
+    params.append(actor.pk if actor is not None else None)
+    return bool(fetch_prepared("memory_maybe_in_prompt", _maybe_in_prompt_sql, params))
+
+
+def _maybe_in_prompt_sql(quote) -> str:
+    entry, book = MemoryEntry._meta, MemoryBook._meta
+
+    def column(meta, name: str) -> str:
+        return f"{quote(meta.db_table)}.{quote(meta.get_field(name).column)}"
+
+    return (
+        f"SELECT 1 FROM {quote(entry.db_table)} INNER JOIN {quote(book.db_table)} "
+        f"ON ({column(entry, 'book')} = {column(book, 'id')}) "
+        f"WHERE {column(entry, 'status')} = %s AND ({column(book, 'scope')} = %s "
+        f"OR ({column(book, 'scope')} = %s AND {column(book, 'chat')} = %s) "
+        f"OR ({column(book, 'scope')} = %s AND ({column(book, 'person')} = %s "
+        f"OR {column(book, 'actor')} = %s))) LIMIT 1"
+    )
 
 
 def memory_for_prompt(*, chat: Chat, person=None, actor: Actor | None = None) -> PromptMemory:

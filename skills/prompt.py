@@ -9,7 +9,7 @@ from django.conf import settings
 from chats.agent.registry import SectionText, TurnContext
 from skills.index import choose_index, index_line, line_tokens, pointer_line
 from skills.scope import for_turn
-from skills.selectors import skills_index_rows
+from skills.selectors import skills_index_rows, skills_maybe_indexed
 from skills.toolneeds import mark_missing_tools
 
 HEADER = (
@@ -30,6 +30,10 @@ class SkillsSection:
     order = 40
 
     def render(self, context: TurnContext | None) -> str:
+        # A hub or author without skills stops here: one small statement instead of the
+        # audience and the index's queryset (the hook rule in bench/context_bench.py).
+        if not skills_maybe_indexed(context):
+            return ""
         rows = skills_index_rows(audience=for_turn(context))
         if not rows:
             return ""

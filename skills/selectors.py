@@ -28,7 +28,8 @@ from django.db.models import (
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Coalesce
 
-from chats.models import Chat, Message
+from chats.models import Actor, Chat, Message
+from chats.rows import fetch_prepared
 from chats.selectors import chats_readable_by
 from skills import policy
 from skills.models import Scope, Skill, SkillEvent, SkillProposal, SkillUsage, SkillVersion
@@ -83,6 +84,39 @@ def skills_index_rows(*, audience: Q | None = None) -> list[IndexRow]:
         )
         for slug, category, description, pinned, status, scope, needs in rows
     ]
+
+
+def skills_maybe_indexed(context) -> bool:
+    """False only when `skills_index_rows(audience=scope.for_turn(context))` is empty: no
+    team skill in the index and no personal skill of the turn's author (by person, by actor,
+    or by an actor linked to the person). Asked first on every turn, so it is one statement
+    written once (no queryset compiled, no audience resolved) and always current: nothing is
+    cached, so a new, restored or archived skill counts from the next turn on."""
+    person_id = actor_id = None
+    if context is not None:
+        actor = context.actor
+        actor_id = getattr(actor, "pk", None)
+        person_id = getattr(context.person, "pk", None)
+        if person_id is None and actor is not None:
+            person_id = actor.person_id
+    params = [*INDEX_STATUSES, Scope.TEAM, Scope.PERSONAL, person_id, actor_id, person_id]
+    return bool(fetch_prepared("skills_maybe_indexed", _maybe_indexed_sql, params))
+
+
+def _maybe_indexed_sql(quote) -> str:
+    skill, actor = Skill._meta, Actor._meta
+
+    def column(meta, name: str) -> str:
+        return f"{quote(meta.db_table)}.{quote(meta.get_field(name).column)}"
+
+    return (
+        f"SELECT 1 FROM {quote(skill.db_table)} WHERE {column(skill, 'status')} IN (%s, %s) "
+        f"AND {column(skill, 'current_version')} IS NOT NULL AND ({column(skill, 'scope')} = %s "
+        f"OR ({column(skill, 'scope')} = %s AND ({column(skill, 'owner_person')} = %s "
+        f"OR {column(skill, 'owner_actor')} = %s OR {column(skill, 'owner_actor')} IN "
+        f"(SELECT {column(actor, 'id')} FROM {quote(actor.db_table)} "
+        f"WHERE {column(actor, 'person')} = %s)))) LIMIT 1"
+    )
 
 
 def _skills_matching(*, category: str, query: str, audience: Q | None = None) -> QuerySet[Skill]:

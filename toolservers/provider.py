@@ -33,7 +33,12 @@ from toolservers.approvals import tool_gate
 from toolservers.models import Policy, ServerTool, ToolCall, ToolServer
 from toolservers.runtime import ServerSpec, ToolServerError, runtime
 from toolservers.schemas import tool_problem
-from toolservers.selectors import ActiveTool, chat_active_tools, enabled_servers_for_chat
+from toolservers.selectors import (
+    ActiveTool,
+    chat_active_tools,
+    chat_may_have_tools,
+    enabled_servers_for_chat,
+)
 from toolservers.services import server_error_record, server_tools_record, tool_call_record
 
 logger = logging.getLogger(__name__)
@@ -207,8 +212,11 @@ class ToolServerTools:
     def tools_for_turn(self, context: TurnContext) -> list[Tool]:
         if context.origin != ORIGIN_CHAT or context.chat is None:
             return []
-        self._ensure_listed(context)
-        active = [item for item in chat_active_tools(context.chat) if self._offerable(item)]
+        if not chat_may_have_tools(context.chat):  # most chats: one small statement per turn
+            active = []
+        else:
+            self._ensure_listed(context)
+            active = [item for item in chat_active_tools(context.chat) if self._offerable(item)]
         tools, cut = select_within_budget(active, budget=settings.TOOLSERVERS_DEFINITIONS_TOKENS)
         self._remember(context, cut)
         return tools

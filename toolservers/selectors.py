@@ -6,6 +6,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Max, Prefetch, Q, QuerySet
 
 from chats.models import Chat
+from chats.rows import fetch_prepared
 from toolservers.models import ChatToolset, ServerTool, ToolCall, ToolServer
 from toolservers.policy import may_read
 from toolservers.schemas import tool_problem
@@ -65,6 +66,28 @@ def chat_active_tools(chat: Chat) -> list[ActiveTool]:
             ActiveTool(tool.server, tool, _effective_policy(row, tool), named=own is not None)
         )
     return active
+
+
+def chat_may_have_tools(chat: Chat) -> bool:
+    """False only when neither `enabled_servers_for_chat` nor `chat_active_tools` can find
+    anything: no enabled server that is on by default or has a row in this chat. Asked first
+    on every turn, so it is one statement written once (no queryset compiled) and always
+    current: nothing is cached, so a server turned on counts from the next turn on."""
+    return bool(fetch_prepared("chat_may_have_tools", _may_have_tools_sql, [True, True, chat.pk]))
+
+
+def _may_have_tools_sql(quote) -> str:
+    server, toolset = ToolServer._meta, ChatToolset._meta
+
+    def column(meta, name: str) -> str:
+        return f"{quote(meta.db_table)}.{quote(meta.get_field(name).column)}"
+
+    return (
+        f"SELECT 1 FROM {quote(server.db_table)} WHERE {column(server, 'enabled')} = %s "
+        f"AND ({column(server, 'on_by_default')} = %s OR {column(server, 'id')} IN "
+        f"(SELECT {column(toolset, 'server')} FROM {quote(toolset.db_table)} "
+        f"WHERE {column(toolset, 'chat')} = %s)) LIMIT 1"
+    )
 
 
 def enabled_servers_for_chat(chat: Chat) -> list[ToolServer]:

@@ -13,8 +13,10 @@ everywhere; reading history (`chats.agent.history`) reuses each stored message's
 so the builder reaches the same number without re-encoding history.
 """
 
+import gc
 import logging
 from collections.abc import Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 from django.conf import settings
@@ -38,10 +40,12 @@ from chats.agent.history import (
     HistoryBounds,
     _Grouper,
     _HistoryScan,
+    _row_item,
     _text_tokens,
     _Unit,
     _unit_items,
     history_bounds,
+    unit_rows,
 )
 from chats.agent.registry import PromptSectionProvider, TurnContext, registry
 from chats.agent.tokens import count_tokens
@@ -378,7 +382,7 @@ def _dropped(row: StoredMessage) -> list:
 
 @dataclass
 class _Selection:
-    accepted: list[tuple[_Unit, list[_Item]]]  # newest first
+    accepted: list[tuple[_Unit | StoredMessage, list[_Item]]]  # newest first
     statuses: dict[int, list]  # id -> [id, role, tokens, status] of the rows read
     stopped: bool  # the budget was spent before the history was
 
@@ -400,23 +404,31 @@ def _select_history(
     used = kept_messages = seen_rows = 0
     grouper = _Grouper(iter(scan))
     for unit in grouper:
-        seen_rows += len(unit.rows)
-        if unit.orphan:
-            statuses[unit.anchor] = _dropped(unit.rows[0])
-            continue
-        items = _unit_items(unit, shared=shared, supports_tools=supports_tools)
-        cost = 0
-        for item in items:
+        if type(unit) is StoredMessage:  # the common case: a message that is a unit alone
+            item = _row_item(unit, shared=shared)
             if item.body_tokens > single_cap:
                 item.cut_body(single_cap)
-            cost += item.tokens
+            items, cost, count = [item], item.tokens, 1
+        else:
+            count = len(unit.rows)
+            if unit.orphan:
+                seen_rows += count
+                statuses[unit.anchor] = _dropped(unit.rows[0])
+                continue
+            items = _unit_items(unit, shared=shared, supports_tools=supports_tools)
+            cost = 0
+            for item in items:
+                if item.body_tokens > single_cap:
+                    item.cut_body(single_cap)
+                cost += item.tokens
+        seen_rows += count
         if used + cost > budget_tokens and kept_messages >= min_history:
-            statuses.update((row.id, _dropped(row)) for row in unit.rows)
+            statuses.update((row.id, _dropped(row)) for row in unit_rows(unit))
             selection.stopped = True
             break
         accepted.append((unit, items))
         used += cost
-        kept_messages += len(unit.rows)
+        kept_messages += count
         if len(accepted) % 16 == 1:  # how many more rows the budget can use, roughly
             average = max(used / seen_rows, 1)
             scan.wanted = int((budget_tokens - used) / average * 1.05) + 16
@@ -436,18 +448,22 @@ def _select_history(
         while used > budget_tokens and accepted:
             unit, unit_items = accepted.pop()
             used -= sum(item.tokens for item in unit_items)
-            statuses.update((row.id, _dropped(row)) for row in unit.rows)
+            statuses.update((row.id, _dropped(row)) for row in unit_rows(unit))
             selection.stopped = True
     return selection
 
 
-def _record_statuses(selection: _Selection, alive: set[int], *, supports_tools: bool) -> None:
-    """The status of every accepted row once the guard has run: included, cut or dropped."""
+def _record_statuses(
+    selection: _Selection, alive: set[int] | None, *, supports_tools: bool
+) -> None:
+    """The status of every accepted row once the guard has run: included, cut or dropped
+    (`alive`: the ids of the items the guard kept; None: it kept them all)."""
     statuses = selection.statuses
     for unit, unit_items in selection.accepted:
-        if len(unit_items) == 1 and len(unit.rows) == 1:  # the common case: one message
-            row, item = unit.rows[0], unit_items[0]
-            if id(item) in alive:
+        if type(unit) is StoredMessage or (len(unit_items) == 1 and len(unit.rows) == 1):
+            row = unit if type(unit) is StoredMessage else unit.rows[0]  # one message
+            item = unit_items[0]
+            if alive is None or id(item) in alive:
                 status = "cut" if item.original is not None else "included"
                 statuses[row.id] = [row.id, row.role, item.tokens, status]
             else:
@@ -457,11 +473,28 @@ def _record_statuses(selection: _Selection, alive: set[int], *, supports_tools: 
         flattened = unit.call is not None and not supports_tools
         for row in unit.rows:
             item = by_source.get(unit.call.id if flattened else row.id)
-            if item is None or id(item) not in alive:
+            if item is None or (alive is not None and id(item) not in alive):
                 statuses[row.id] = _dropped(row)
             else:
                 tokens = item.tokens if not flattened or row is unit.call else 0
                 statuses[row.id] = [row.id, row.role, tokens, "cut" if item.was_cut else "included"]
+
+
+@contextmanager
+def _collector_paused():
+    """No cyclic garbage collection while a request is assembled: it allocates a few
+    thousand short-lived objects (rows, items, report rows), every ~700 of which would start
+    a collection that walks them all while they are still in use, and they form no cycles
+    (reference counting frees them when the build returns). Restores the previous state;
+    another thread's collections only wait those few milliseconds."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def build_context(
@@ -480,6 +513,26 @@ def build_context(
     with their results, at least CONTEXT_MIN_HISTORY_MESSAGES messages), the trigger cut to
     its share. Unused shares flow to the history. Raises ContextWindowExceeded only if even
     the system prompt, trigger and tool specs cannot fit."""
+    with _collector_paused():
+        return _build_context(
+            chat=chat,
+            trigger=trigger,
+            provider_info=provider_info,
+            tool_specs=tool_specs,
+            turn_context=turn_context,
+            sections=sections,
+        )
+
+
+def _build_context(
+    *,
+    chat: Chat,
+    trigger: Message,
+    provider_info,
+    tool_specs: Sequence[dict] | None,
+    turn_context: TurnContext,
+    sections: Sequence[PromptSectionProvider] | None,
+) -> BuiltContext:
     budget = ContextBudget.from_settings(provider_info.context_tokens)
     supports_tools = bool(getattr(provider_info, "supports_tools", True))
     tool_specs = list(tool_specs or [])
@@ -526,11 +579,12 @@ def build_context(
         shared=shared,
         supports_tools=supports_tools,
     )
-    selection.accepted.sort(key=lambda pair: pair[0].anchor)
+    selection.accepted.reverse()  # the units came newest first (by where they start)
     history_items = [item for _, items in selection.accepted for item in items]
     items = [system_item, *history_items, trigger_item]
     kept, guard_dropped, guard_cut = _enforce(items, tool_tokens, budget.input_limit, min_history)
-    alive = {id(item) for item in kept}
+    # Nearly always the guard keeps every item (the shares already fit the window).
+    alive = None if guard_dropped == 0 else {id(item) for item in kept}
     _record_statuses(selection, alive, supports_tools=supports_tools)
 
     statuses = selection.statuses
@@ -547,7 +601,9 @@ def build_context(
             "system": system_item.tokens - summary_tokens,
             "sections": {section["name"]: section["tokens"] for section in section_reports},
             "summary": summary_tokens,
-            "history": sum(item.tokens for item in history_items if id(item) in alive),
+            "history": sum(
+                item.tokens for item in history_items if alive is None or id(item) in alive
+            ),
             "current": trigger_item.tokens,
             "tools": tool_tokens,
             "total": prompt_tokens,

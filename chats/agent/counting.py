@@ -266,7 +266,8 @@ class _Item:
         if self.raw is not None:
             return self.raw
         message = {"role": self.role, "content": self.prefix + self.body + self.suffix}
-        message.update(self.extras)
+        if self.extras:
+            message.update(self.extras)
         return message
 
     def cut_body(self, max_body_tokens: int) -> bool:

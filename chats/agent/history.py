@@ -16,8 +16,9 @@ from chats.agent.convert import (
     message_extras,
     missing_result_message,
     openai_role,
+    speaker_prefix,
 )
-from chats.agent.counting import _Item
+from chats.agent.counting import _NO_EXTRAS, MESSAGE_OVERHEAD, _Item, _joined_tokens
 from chats.models import Actor, Chat, Message
 
 
@@ -53,15 +54,7 @@ def history_bounds(chat: Chat, *, before_id: int | None = None) -> HistoryBounds
     # The newest summary is almost always the one (LIMIT 1 stops the scan at once); older
     # ones are read only when it ends after the trigger (a turn rebuilt for an old message).
     newest = _fetch(_sql("newest_summary"), [chat.pk, Message.Role.SUMMARY])
-    older = (
-        (message_id, text, json.dumps(metadata), token_count)
-        for message_id, text, metadata, token_count in Message.objects.filter(
-            chat=chat, role=Message.Role.SUMMARY
-        )
-        .order_by("-id")
-        .values_list("id", "text", "metadata", "token_count")[1:]
-    )
-    for rows in (newest, older):
+    for rows in (newest, _older_summaries(chat)):
         for message_id, text, metadata_text, token_count in rows:
             metadata = _json(metadata_text, _NO_METADATA)
             covers_from = metadata.get("covers_from_id")
@@ -86,6 +79,19 @@ def history_bounds(chat: Chat, *, before_id: int | None = None) -> HistoryBounds
     if summary is None:
         return HistoryBounds(None, end_id, None, 0)
     return HistoryBounds(None, end_id, summary, lower)
+
+
+def _older_summaries(chat: Chat) -> Iterator[tuple]:
+    """The chat's summaries but the newest, newest first, as the newest's query reads them:
+    a generator, so its queryset is built (a cost on every turn) only when the newest summary
+    does not apply."""
+    rows = (
+        Message.objects.filter(chat=chat, role=Message.Role.SUMMARY)
+        .order_by("-id")
+        .values_list("id", "text", "metadata", "token_count")[1:]
+    )
+    for message_id, text, metadata, token_count in rows:
+        yield message_id, text, json.dumps(metadata), token_count
 
 
 # --- SQL ---------------------------------------------------------------------------------
@@ -167,11 +173,27 @@ _NO_PARTS: list = []
 _NO_METADATA: dict = {}
 
 
+_EMPTY_JSON = frozenset((None, "", "{}", "[]", "null"))
+
+# Parsed metadata and parts by their JSON text: the same history is read again on every
+# turn, and parsing costs more than the rest of a row. The values are shared and never
+# modified (like _NO_METADATA); the texts are the keys, so an edited row is parsed anew.
+_PARSED: dict[str, object] = {}
+_PARSED_MAX = 8192
+_PARSED_TEXT_MAX = 512
+
+
 def _json(raw: str | None, empty: list | dict):
     """JSON read as text and parsed only when not empty (`empty` is returned as is)."""
-    if not raw or raw in ("{}", "[]", "null"):
+    if raw in _EMPTY_JSON:
         return empty
-    value = json.loads(raw)
+    value = _PARSED.get(raw)
+    if value is None:
+        value = json.loads(raw)
+        if len(raw) <= _PARSED_TEXT_MAX:  # a few MB at most; long tool arguments are parsed
+            if len(_PARSED) >= _PARSED_MAX:
+                _PARSED.clear()
+            _PARSED[raw] = value
     return value if isinstance(value, type(empty)) else empty
 
 
@@ -226,25 +248,30 @@ class _HistoryScan:
 
     def __iter__(self) -> Iterator[StoredMessage]:
         before = None
+        turn_id = self.turn_id
+        empty = _EMPTY_JSON
         while True:
             size = max(32, min(self.MAX_BATCH, self.wanted))
             batch = self._batch(before, size)
-            for row in batch:
-                id_, role, text, parts, metadata, token_count, actor_name = row
-                message = StoredMessage(
+            for id_, role, text, parts, metadata, token_count, actor_name in batch:
+                if metadata in empty:
+                    metadata = _NO_METADATA
+                else:
+                    metadata = _json(metadata, _NO_METADATA)
+                    if metadata.get("notice"):
+                        continue  # a notice for people (e.g. "Saved for review: …"), not the model
+                    turn = metadata.get("turn")
+                    if turn_id is not None and turn == turn_id and isinstance(turn, int):
+                        continue  # this turn's own steps are appended by the turn loop
+                yield StoredMessage(
                     id_,
                     role,
                     text or "",
-                    _json(parts, _NO_PARTS),
-                    _json(metadata, _NO_METADATA),
+                    _NO_PARTS if parts in empty else _json(parts, _NO_PARTS),
+                    metadata,
                     token_count or 0,
                     actor_name or "",
                 )
-                if self.turn_id is not None and message.turn_id == self.turn_id:
-                    continue  # this turn's own steps are appended by the turn loop
-                if message.metadata.get("notice"):
-                    continue  # a notice for people (e.g. "Saved for review: …"), not the model
-                yield message
             if len(batch) < size:
                 self.exhausted = True
                 return
@@ -252,23 +279,27 @@ class _HistoryScan:
 
 
 class _Grouper:
-    """Units newest first (by where they start): a tool result is held until its call."""
+    """Units newest first (by where they start): a tool result is held until its call. A
+    message that is a unit of its own (most of them) comes as its StoredMessage, not wrapped:
+    the builder reads hundreds of them before every model request."""
 
     def __init__(self, rows: Iterator[StoredMessage]):
         self.rows = rows
         self.pending: dict[str, StoredMessage] = {}  # results seen before (newer than) their call
 
-    def __iter__(self) -> Iterator[_Unit]:
+    def __iter__(self) -> Iterator[_Unit | StoredMessage]:
         pending = self.pending
+        tool, assistant = Message.Role.TOOL, Message.Role.ASSISTANT
         for row in self.rows:
-            if row.role == Message.Role.TOOL:
+            role = row.role
+            if role == tool:
                 call_id = row.tool_call_id
                 if call_id and call_id not in pending:
                     pending[call_id] = row
                 else:
                     yield _Unit(row.id, [row], orphan=True)
                 continue
-            calls = row.tool_calls
+            calls = row.tool_calls if role == assistant and row.parts else None
             if calls:
                 results = [
                     pending.pop(str(call["id"])) for call in calls if str(call["id"]) in pending
@@ -276,7 +307,7 @@ class _Grouper:
                 results.sort(key=lambda result: result.id)
                 yield _Unit(row.id, [row, *results], call=row)
             else:
-                yield _Unit(row.id, [row])
+                yield row
         while pending:
             row = pending.pop(max(pending, key=lambda key: pending[key].id))
             yield _Unit(row.id, [row], orphan=True)
@@ -291,20 +322,66 @@ def _text_tokens(row: StoredMessage, body: str) -> int | None:
     return row.token_count
 
 
-def _unit_items(unit: _Unit, *, shared: bool, supports_tools: bool) -> list[_Item]:
+def unit_rows(unit: _Unit | StoredMessage) -> list[StoredMessage]:
+    """The stored messages of what `_Grouper` yields."""
+    return [unit] if type(unit) is StoredMessage else unit.rows
+
+
+_USER, _ASSISTANT = Message.Role.USER, Message.Role.ASSISTANT
+
+
+# (speaker prefix, text) -> tokens of both joined, for the user messages of shared chats: the
+# same history is counted on every turn, and the exact join costs more than the rest of a
+# row. Keyed by the texts themselves, so an edit or a rename is counted anew. At most a few
+# MB (4,096 texts of up to 1,024 characters; a worker's history window is ~600 rows).
+_PREFIXED: dict[tuple[str, str, int], int] = {}
+_PREFIXED_MAX = 4096
+_PREFIXED_TEXT_MAX = 1024  # longer texts are counted each time rather than held here
+
+
+def _prefixed_tokens(prefix: str, text: str, text_tokens: int) -> int:
+    """Exactly count_tokens(prefix + text), from the text's cached count."""
+    key = (prefix, text, text_tokens)
+    total = _PREFIXED.get(key)
+    if total is None:
+        total = _joined_tokens(prefix, text, "", text_tokens)
+        if len(text) <= _PREFIXED_TEXT_MAX:
+            if len(_PREFIXED) >= _PREFIXED_MAX:
+                _PREFIXED.clear()
+            _PREFIXED[key] = total
+    return total
+
+
+def _row_item(row: StoredMessage, *, shared: bool) -> _Item:
+    """The request item of a message that is a unit of its own: `_Item.from_pieces` of its
+    `content_pieces`, written out for the two roles nearly every row has."""
+    role, text = row.role, row.text
+    # The stored text is the body and its cached count is exact (no parts, not empty).
+    tokens = row.token_count if text and not row.parts else 0
+    if tokens and role == _USER:
+        prefix = speaker_prefix(row.actor_name) if shared else ""
+        total = _prefixed_tokens(prefix, text, tokens) if shared else tokens
+        return _Item(_USER, prefix, text, "", _NO_EXTRAS, tokens, MESSAGE_OVERHEAD + total, row.id)
+    if tokens and role == _ASSISTANT and not row.metadata.get("interrupted"):
+        return _Item(
+            _ASSISTANT, "", text, "", _NO_EXTRAS, tokens, MESSAGE_OVERHEAD + tokens, row.id
+        )
+    prefix, body, suffix = content_pieces(row, shared=shared)
+    return _Item.from_pieces(
+        openai_role(row),
+        prefix,
+        body,
+        suffix,
+        body_tokens=_text_tokens(row, body),
+        source_id=row.id,
+    )
+
+
+def _unit_items(unit: _Unit | StoredMessage, *, shared: bool, supports_tools: bool) -> list[_Item]:
+    if type(unit) is StoredMessage:
+        return [_row_item(unit, shared=shared)]
     if unit.call is None:
-        row = unit.rows[0]
-        prefix, body, suffix = content_pieces(row, shared=shared)
-        return [
-            _Item.from_pieces(
-                openai_role(row),
-                prefix,
-                body,
-                suffix,
-                body_tokens=_text_tokens(row, body),
-                source_id=row.id,
-            )
-        ]
+        return [_row_item(unit.rows[0], shared=shared)]
     call, results = unit.call, unit.rows[1:]
     if not supports_tools:
         text = flatten_tool_group(call, results)

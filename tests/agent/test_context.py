@@ -29,7 +29,13 @@ from chats.agent.llm.base import ProviderInfo
 from chats.agent.registry import Registry, TurnContext
 from chats.agent.tokens import count_tokens
 from chats.models import Message, Turn
-from chats.services import chat_reset, message_append, message_ingest
+from chats.services import (
+    actor_refresh,
+    chat_reset,
+    message_append,
+    message_ingest,
+    message_record_edit,
+)
 
 pytestmark = [pytest.mark.django_db]
 
@@ -649,3 +655,27 @@ def test_every_registered_tool_block_is_counted_no_lower_than_its_spaced_json(ch
     specs = [tool.spec() for tool in registry.tools_for(channel)]
     assert specs, "the apps register tools"
     assert tools_tokens(specs) >= count_tokens(json.dumps(specs, ensure_ascii=False))
+
+
+def test_an_edit_a_rename_and_changed_metadata_reach_the_next_context():
+    """The builder remembers parsed JSON and name-prefix counts by their texts across
+    requests: any change to a row or a name is read anew by the next build, exactly counted."""
+    first = say("-100", words(40, seed=3), user="alice", name="Alice", channel="telegram")
+    chat = first.chat
+    chat.kind = "group"
+    chat.save()
+    reply = store(chat, "assistant", words(30, seed=4), metadata={"turn": 1})
+    trigger = say("-100", "so?", user="bob", name="Bob", channel="telegram")
+    before = build(chat, trigger, window=8000)
+    assert f"[Alice] {first.text}" in sent_text(before)
+    assert INTERRUPTED_NOTE not in sent_text(before)
+
+    original, edited = first.text, words(41, seed=5)
+    message_record_edit(message=first, text=edited)
+    actor_refresh(actor=first.actor, display_name="Alicia")
+    Message.objects.filter(pk=reply.pk).update(metadata={"turn": 1, "interrupted": True})
+    after = build(chat, trigger, window=8000)
+    text = sent_text(after)
+    assert f"[Alicia] {edited}" in text and original not in text
+    assert INTERRUPTED_NOTE in text
+    assert_fits(after)

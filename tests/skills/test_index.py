@@ -302,6 +302,7 @@ def test_five_hundred_long_skills_stay_within_every_budget(monkeypatch, settings
         for n in range(500)
     ]
     monkeypatch.setattr(prompt, "skills_index_rows", lambda **audience: rows)
+    monkeypatch.setattr(prompt, "skills_maybe_indexed", lambda context: True)  # rows not stored
     context = turn("task 42 comes up again")
     for budget in (100, 400, 1200, 3000):
         settings.SKILLS_INDEX_TOKENS = budget

@@ -94,7 +94,8 @@ def test_within_the_budget_nothing_is_cut_or_said(crowded, settings):
 
 def test_a_turn_reads_the_toolset_in_constant_queries(crowded, django_assert_num_queries):
     tool_server_tools.tools_for_turn(crowded)  # the first turn may warm caches
-    with django_assert_num_queries(2):  # the chat's rows, then their tools (listing aside)
+    # Whether any server can be on here, the chat's rows, then their tools (listing aside).
+    with django_assert_num_queries(3):
         assert len(tool_server_tools.tools_for_turn(crowded)) > 0
 
 

@@ -16,7 +16,11 @@ from tests.toolservers.conftest import add_server, enable
 from toolservers.commands import tools_command
 from toolservers.models import ToolAudit
 from toolservers.provider import tool_server_tools
-from toolservers.selectors import chat_active_tools, enabled_servers_for_chat
+from toolservers.selectors import (
+    chat_active_tools,
+    chat_may_have_tools,
+    enabled_servers_for_chat,
+)
 from toolservers.services import server_set_default, server_tools_record, toolset_set
 
 pytestmark = [pytest.mark.storage, pytest.mark.django_db]
@@ -133,11 +137,31 @@ def test_a_chat_shows_a_team_default_as_on_and_its_deciders_turn_it_off(
     assert "off here" in client.get(f"/chats/{room.chat_key}/tools").content.decode()
 
 
-def test_a_turn_in_a_chat_with_no_settings_costs_two_queries(
-    chat, notes, django_assert_num_queries, django_assert_max_num_queries
+def test_a_turn_in_a_chat_with_no_settings_costs_one_small_query(
+    chat, notes, django_assert_num_queries
 ):
     with django_assert_num_queries(1):
         assert chat_active_tools(chat) == []
     context = TurnContext(chat, chat.messages.first())
-    with django_assert_max_num_queries(2):  # the servers to list, then the tools: none
+    with django_assert_num_queries(1):  # no server can be on here: nothing listed or read
         assert tool_server_tools.tools_for_turn(context) == []
+
+
+def test_the_cheap_answer_follows_every_change_from_the_next_turn(staff, notes, chat):
+    other = message_ingest(channel="api", chat_id="other", user_id="u1", text="hi").chat
+    context = TurnContext(chat, chat.messages.first())
+    assert not chat_may_have_tools(chat) and tool_server_tools.tools_for_turn(context) == []
+    server_set_default(by=staff, server=notes, on=True)
+    assert chat_may_have_tools(chat) and chat_may_have_tools(other)
+    assert {tool.description for tool in tool_server_tools.tools_for_turn(context)} == {
+        "[tool server notes] Read a note.",
+        "[tool server notes] Write a note.",
+    }
+    server_set_default(by=staff, server=notes, on=False)
+    assert not chat_may_have_tools(chat) and tool_server_tools.tools_for_turn(context) == []
+    enable(chat, notes)  # this chat's own row: on here, not in the other chat
+    assert chat_may_have_tools(chat) and not chat_may_have_tools(other)
+    assert len(tool_server_tools.tools_for_turn(context)) == 2
+    notes.enabled = False
+    notes.save()
+    assert not chat_may_have_tools(chat) and tool_server_tools.tools_for_turn(context) == []
