@@ -30,6 +30,7 @@ import time
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -256,7 +257,10 @@ HOOK_CALLS = {
         "per-turn tools",
         lambda hook, context: list(getattr(hook, "tools_for_turn", lambda context: ())(context)),
     ),
+    # Told once the reply is stored; a turn that attached nothing is the case measured.
+    "reply_stored": ("reply stored", lambda hook, context: hook(_NO_TURN, None)),
 }
+_NO_TURN = SimpleNamespace(pk=-1)
 
 
 def _spend():
