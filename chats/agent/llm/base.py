@@ -73,6 +73,7 @@ class ProviderInfo:
     context_tokens: int
     supports_tools: bool
     is_demo: bool = False  # the small offline demo model: UIs say so
+    supports_images: bool = False  # takes image parts in messages (LLM_VISION, llm.vision)
     notice: str = ""  # one sentence for status pages and the CLI
     extra: dict = field(default_factory=dict)
 

@@ -31,6 +31,7 @@ from chats.agent.llm.base import (
 )
 from chats.agent.llm.keepalive import reusable_body
 from chats.agent.llm.retry import RetryPolicy, is_retryable_status, parse_retry_after
+from chats.agent.llm.vision import model_takes_images
 from chats.agent.tokens import count_tokens
 
 logger = logging.getLogger(__name__)
@@ -184,6 +185,7 @@ class OpenAICompatProvider:
             model=self.model or "(server default)",
             context_tokens=self.context_tokens,
             supports_tools=True,
+            supports_images=model_takes_images(self.model, settings.LLM_VISION),
             extra={"base_url": self.base_url},
         )
 
