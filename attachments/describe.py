@@ -104,7 +104,9 @@ def run(attachment: Attachment) -> Derived:
                 usage = event
     except LLMError as exc:
         logger.warning("vision model failed on attachment %s: %s", attachment.pk, exc)
-        raise ProcessingFailed(f"The vision model could not describe it: {exc.user_message}") from exc
+        raise ProcessingFailed(
+            f"The vision model could not describe it: {exc.user_message}"
+        ) from exc
     finally:
         provider.close()
     _record_usage(attachment, provider.model, usage)

@@ -45,6 +45,7 @@ DESCRIBED = (
     "model. Rely on it, and say it is a description if that matters."
 )
 MIN_DOCUMENT_TOKENS = 48  # less room than this: a document is named, not shown
+MIN_BLOCK_TOKENS = 120  # a message's cap below this: its files are only named, on one line
 CHARS_PER_TOKEN_READ = 6  # characters read from the database per token of room
 _CLOSING = re.compile(r"</\s*(file|image_description)", re.IGNORECASE)
 
@@ -82,7 +83,7 @@ def _warning(attachment_id: int, text: str) -> str:
 def _framed(tag: str, attachment: Attachment, body: str, extra: str = "") -> str:
     body = _defuse(body)
     return (
-        f"{_warning(attachment.pk, body)}<{tag} id=\"{attachment.pk}\" "
+        f'{_warning(attachment.pk, body)}<{tag} id="{attachment.pk}" '
         f'name="{_attr(attachment.name)}" type="{attachment.media_type}"{extra}>\n'
         f"{body}\n</{tag}>"
     )
@@ -116,7 +117,9 @@ class _Block:
 
 
 def _image(block: _Block, attachment: Attachment, *, vision: bool) -> None:
-    label = f"{attachment.name} ({attachment.media_type}, {_size(attachment.size)}, id {attachment.pk})"
+    label = (
+        f"{attachment.name} ({attachment.media_type}, {_size(attachment.size)}, id {attachment.pk})"
+    )
     report = {"id": attachment.pk, "kind": "image"}
     if vision and attachment.blob_id is not None:
         try:
@@ -126,7 +129,10 @@ def _image(block: _Block, attachment: Attachment, *, vision: bool) -> None:
             return
         except OSError:
             logger.exception("could not read the blob of attachment %s", attachment.pk)
-            block.add(f"- {label}: not shown: its bytes could not be read.", report | {"sent": "unreadable"})
+            block.add(
+                f"- {label}: not shown: its bytes could not be read.",
+                report | {"sent": "unreadable"},
+            )
             return
         line = f"- {label}, {image.width}×{image.height}: attached below as an image."
         if image.tokens + count_tokens(line) + 1 > block.room:
@@ -164,11 +170,11 @@ def _image(block: _Block, attachment: Attachment, *, vision: bool) -> None:
 
 def _document(block: _Block, attachment: Attachment, share: int) -> None:
     pages = f", {attachment.page_count} pages" if attachment.page_count else ""
-    label = f"{attachment.name} ({attachment.media_type}, {_size(attachment.size)}{pages}, id {attachment.pk})"
+    size = _size(attachment.size)
+    label = f"{attachment.name} ({attachment.media_type}, {size}{pages}, id {attachment.pk})"
     report = {"id": attachment.pk, "kind": attachment.kind}
-    pointer = (
-        f"To read more, call attachment_read with attachment_id={attachment.pk}"
-        + (' and pages (e.g. pages="2-4").' if attachment.page_count else " and a range.")
+    pointer = f"To read more, call attachment_read with attachment_id={attachment.pk}" + (
+        ' and pages (e.g. pages="2-4").' if attachment.page_count else " and a range."
     )
     room = min(share, settings.ATTACHMENTS_INLINE_TOKENS) - 80
     if room < MIN_DOCUMENT_TOKENS:
@@ -190,7 +196,9 @@ def _document(block: _Block, attachment: Attachment, share: int) -> None:
 
 
 def _other(block: _Block, attachment: Attachment) -> None:
-    label = f"{attachment.name} ({attachment.media_type}, {_size(attachment.size)}, id {attachment.pk})"
+    label = (
+        f"{attachment.name} ({attachment.media_type}, {_size(attachment.size)}, id {attachment.pk})"
+    )
     report = {"id": attachment.pk, "kind": attachment.kind, "state": attachment.state}
     if attachment.state == Attachment.State.FAILED:
         reason = attachment.failure or "no reason given"
@@ -205,6 +213,10 @@ def _other(block: _Block, attachment: Attachment) -> None:
 
 
 def _message_block(files: Sequence[Attachment], cap: int, *, vision: bool) -> Carried:
+    if cap < MIN_BLOCK_TOKENS:
+        names = ", ".join(f"{a.name} (id {a.pk})" for a in files)
+        note = f"[Files on this message, not shown: no room in this request: {names}]"
+        return Carried(text=note, report=[{"id": a.pk, "sent": "no_room"} for a in files])
     block = _Block(cap)
     documents = []
     for attachment in files:
@@ -228,7 +240,9 @@ def attachments_carried(request: CarryRequest) -> dict[int, Carried]:
         Attachment.objects.filter(message_id__in=list(request.caps))
         .select_related("blob")
         .defer("extracted_text")
-        .annotate(head=Substr("extracted_text", 1, head_chars), text_length=Length("extracted_text"))
+        .annotate(
+            head=Substr("extracted_text", 1, head_chars), text_length=Length("extracted_text")
+        )
         .order_by("message_id", "id")
     )
     by_message: dict[int, list[Attachment]] = {}

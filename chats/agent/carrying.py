@@ -59,7 +59,7 @@ def carry_parts(
             items[row.id] = item
     if not wanted:
         return None
-    reports: dict[int, object] = {}
+    reports: dict[str, object] = {}
     for name, caps in wanted.items():
         provider = registry.message_parts.get(name)
         if provider is None:
@@ -83,5 +83,5 @@ def carry_parts(
             parts += [image_part(image.url, image.tokens) for image in value.images]
             item.carry(parts)
             if value.report is not None:
-                reports[message_id] = value.report
+                reports[str(message_id)] = value.report  # JSON keys, as stored
     return reports or None

@@ -4,25 +4,54 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('usage', '0004_person_chat_days'),
+        ("usage", "0004_person_chat_days"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='usageday',
-            name='kind',
-            field=models.CharField(choices=[('turn', 'Turns'), ('scheduled', 'Scheduled runs'), ('review', 'Reviews'), ('compression', 'Compression summaries'), ('vision', 'Image descriptions'), ('tool', 'Tool calls')], max_length=16),
+            model_name="usageday",
+            name="kind",
+            field=models.CharField(
+                choices=[
+                    ("turn", "Turns"),
+                    ("scheduled", "Scheduled runs"),
+                    ("review", "Reviews"),
+                    ("compression", "Compression summaries"),
+                    ("vision", "Image descriptions"),
+                    ("tool", "Tool calls"),
+                ],
+                max_length=16,
+            ),
         ),
         migrations.AlterField(
-            model_name='usagehubday',
-            name='kind',
-            field=models.CharField(choices=[('turn', 'Turns'), ('scheduled', 'Scheduled runs'), ('review', 'Reviews'), ('compression', 'Compression summaries'), ('vision', 'Image descriptions'), ('tool', 'Tool calls')], max_length=16),
+            model_name="usagehubday",
+            name="kind",
+            field=models.CharField(
+                choices=[
+                    ("turn", "Turns"),
+                    ("scheduled", "Scheduled runs"),
+                    ("review", "Reviews"),
+                    ("compression", "Compression summaries"),
+                    ("vision", "Image descriptions"),
+                    ("tool", "Tool calls"),
+                ],
+                max_length=16,
+            ),
         ),
         migrations.AlterField(
-            model_name='usagerecord',
-            name='kind',
-            field=models.CharField(choices=[('turn', 'Turns'), ('scheduled', 'Scheduled runs'), ('review', 'Reviews'), ('compression', 'Compression summaries'), ('vision', 'Image descriptions'), ('tool', 'Tool calls')], max_length=16),
+            model_name="usagerecord",
+            name="kind",
+            field=models.CharField(
+                choices=[
+                    ("turn", "Turns"),
+                    ("scheduled", "Scheduled runs"),
+                    ("review", "Reviews"),
+                    ("compression", "Compression summaries"),
+                    ("vision", "Image descriptions"),
+                    ("tool", "Tool calls"),
+                ],
+                max_length=16,
+            ),
         ),
     ]
