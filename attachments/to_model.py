@@ -47,6 +47,7 @@ DESCRIBED = (
 MIN_DOCUMENT_TOKENS = 48  # less room than this: a document is named, not shown
 MIN_BLOCK_TOKENS = 120  # a message's cap below this: its files are only named, on one line
 CHARS_PER_TOKEN_READ = 6  # characters read from the database per token of room
+REQUEST_IMAGE_CHARACTERS = 40 * 1024 * 1024  # data URLs in one request (OpenAI takes 50 MB)
 _CLOSING = re.compile(r"</\s*(file|image_description)", re.IGNORECASE)
 
 
@@ -116,7 +117,36 @@ class _Block:
         return Carried(text="\n".join(self.lines), images=tuple(self.images), report=self.report)
 
 
-def _image(block: _Block, attachment: Attachment, *, vision: bool) -> None:
+class _ImageAllowance:
+    """How many more images a request may carry: the trigger's always go (within its cap);
+    of the history's, only the newest ATTACHMENTS_HISTORY_IMAGES, and never more than
+    REQUEST_IMAGE_CHARACTERS of data URLs in one request (a chat full of photos would
+    otherwise send every one of them again with every turn)."""
+
+    def __init__(self):
+        self.history = settings.ATTACHMENTS_HISTORY_IMAGES
+        self.characters = REQUEST_IMAGE_CHARACTERS
+
+    def take(self, url: str, *, trigger: bool) -> str:
+        """ "" when the image may go, else why not."""
+        if not trigger and self.history <= 0:
+            return "shown to you earlier; not sent again (only the newest images are)"
+        if len(url) > self.characters:
+            return "not sent: this request already carries as many image bytes as it may"
+        self.characters -= len(url)
+        if not trigger:
+            self.history -= 1
+        return ""
+
+
+def _image(
+    block: _Block,
+    attachment: Attachment,
+    *,
+    vision: bool,
+    allowance: _ImageAllowance,
+    trigger: bool,
+) -> None:
     label = (
         f"{attachment.name} ({attachment.media_type}, {_size(attachment.size)}, id {attachment.pk})"
     )
@@ -140,6 +170,10 @@ def _image(block: _Block, attachment: Attachment, *, vision: bool) -> None:
                 f"- {label}: not shown: no room left for it in this request.",
                 report | {"sent": "no_room"},
             )
+            return
+        refused = allowance.take(image.url, trigger=trigger)
+        if refused:
+            block.add(f"- {label}: an image {refused}.", report | {"sent": "not_repeated"})
             return
         block.room -= image.tokens
         block.images.append(CarriedImage(image.url, image.tokens))
@@ -212,7 +246,14 @@ def _other(block: _Block, attachment: Attachment) -> None:
         block.add(f"- {label}: no text was extracted from it.", report | {"sent": "named"})
 
 
-def _message_block(files: Sequence[Attachment], cap: int, *, vision: bool) -> Carried:
+def _message_block(
+    files: Sequence[Attachment],
+    cap: int,
+    *,
+    vision: bool,
+    allowance: _ImageAllowance,
+    trigger: bool,
+) -> Carried:
     if cap < MIN_BLOCK_TOKENS:
         names = ", ".join(f"{a.name} (id {a.pk})" for a in files)
         note = f"[Files on this message, not shown: no room in this request: {names}]"
@@ -221,7 +262,7 @@ def _message_block(files: Sequence[Attachment], cap: int, *, vision: bool) -> Ca
     documents = []
     for attachment in files:
         if attachment.kind == Attachment.Kind.IMAGE:
-            _image(block, attachment, vision=vision)
+            _image(block, attachment, vision=vision, allowance=allowance, trigger=trigger)
         elif attachment.text_length:
             documents.append(attachment)
         else:
@@ -249,7 +290,15 @@ def attachments_carried(request: CarryRequest) -> dict[int, Carried]:
     for attachment in rows:
         by_message.setdefault(attachment.message_id, []).append(attachment)
     vision = bool(getattr(request.provider_info, "supports_images", False))
-    return {
-        message_id: _message_block(files, request.caps[message_id], vision=vision)
-        for message_id, files in by_message.items()
-    }
+    allowance = _ImageAllowance()
+    carried = {}
+    # The trigger first, then the history newest first: the newest images are the ones sent.
+    for message_id in sorted(by_message, key=lambda pk: (pk != request.trigger_id, -pk)):
+        carried[message_id] = _message_block(
+            by_message[message_id],
+            request.caps[message_id],
+            vision=vision,
+            allowance=allowance,
+            trigger=message_id == request.trigger_id,
+        )
+    return carried

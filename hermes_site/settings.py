@@ -475,6 +475,9 @@ ATTACHMENTS_SWEEP_SECONDS = env_int("ATTACHMENTS_SWEEP_SECONDS", 3600, minimum=6
 # A document whose text is at most this many tokens reaches the model whole; a longer one as
 # its beginning and a pointer to `attachment_read` (a small window shrinks both).
 ATTACHMENTS_INLINE_TOKENS = env_int("ATTACHMENTS_INLINE_TOKENS", 4000, minimum=100)
+# Images of earlier messages sent again as images with each request: the newest this many
+# (the current message's always go); older ones are named as shown before.
+ATTACHMENTS_HISTORY_IMAGES = env_int("ATTACHMENTS_HISTORY_IMAGES", 4, minimum=0)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},

@@ -83,6 +83,17 @@ def _part_tokens(part: object) -> int:
     return 0
 
 
+def image_parts_tokens(content: object) -> int:
+    """Tokens of the image parts of a message content (0 for a string)."""
+    if not isinstance(content, list):
+        return 0
+    return sum(
+        _part_tokens(part)
+        for part in content
+        if isinstance(part, dict) and part.get("type") == "image_url"
+    )
+
+
 def content_tokens(content: object) -> int:
     """Tokens of a message content: a string, or a list of parts (text and images)."""
     if isinstance(content, str):

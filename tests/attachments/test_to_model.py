@@ -292,3 +292,23 @@ def test_files_in_history_are_counted_the_same_by_the_guard(settings, main_model
     assert history_user["content"][-1]["type"] == "image_url"
     assert built.prompt_tokens == count_messages_tokens(built.messages)
     assert str(first.trigger_id) in built.report["carried"]
+
+
+def test_only_the_newest_history_images_are_sent_again(settings, main_model):
+    settings.LLM_MODEL = "gpt-4o"
+    settings.ATTACHMENTS_HISTORY_IMAGES = 1
+    photos = [png_bytes(20 + n, 20) for n in range(3)]
+    for n, photo in enumerate(photos[:2]):
+        run(ask(f"photo {n}", [(f"p{n}.png", photo)]))
+    run(ask("and this one", [("p2.png", photos[2])]))
+    sent = [
+        part["image_url"]["url"]
+        for message in main_model.last_request["messages"]
+        if isinstance(message["content"], list)
+        for part in message["content"]
+        if part["type"] == "image_url"
+    ]
+    as_urls = ["data:image/png;base64," + base64.b64encode(p).decode() for p in photos]
+    assert sent == as_urls[1:]  # the newest history image and the trigger's, in order
+    first = next(m for m in main_model.last_request["messages"] if "p0.png" in str(m["content"]))
+    assert "shown to you earlier; not sent again" in text_of(first["content"])

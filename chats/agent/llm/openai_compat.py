@@ -20,6 +20,7 @@ from django.conf import settings
 from openai import Stream
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
+from chats.agent.counting import image_parts_tokens
 from chats.agent.llm.base import (
     Finish,
     LLMError,
@@ -69,11 +70,13 @@ def message_text(content) -> str:
 
 
 def estimate_prompt_tokens(messages: list[dict], tools: list[dict] | None = None) -> int:
-    """Prompt size as counted here when a server reports no usage: every message's text and
-    tool call arguments plus a fixed overhead per message, plus the tools JSON."""
+    """Prompt size as counted here when a server reports no usage: every message's text, its
+    images and tool call arguments plus a fixed overhead per message, plus the tools JSON."""
     total = 0
     for message in messages:
-        total += MESSAGE_OVERHEAD_TOKENS + count_tokens(message_text(message.get("content")))
+        content = message.get("content")
+        total += MESSAGE_OVERHEAD_TOKENS + count_tokens(message_text(content))
+        total += image_parts_tokens(content)
         for call in message.get("tool_calls") or ():
             function = call.get("function") or {}
             total += count_tokens(str(function.get("arguments") or ""))
