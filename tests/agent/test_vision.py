@@ -33,3 +33,32 @@ def test_auto_knows_vision_models(model):
 def test_auto_sends_no_images_to_other_models(model):
     assert not model_takes_images(model, "auto")
     assert model_takes_images(model, "on")
+
+
+def test_request_bodies_splice_image_urls_byte_for_byte_as_the_sdk_encodes():
+    import base64
+    import json
+    import os
+
+    from chats.agent.llm.openai_compat import request_body
+
+    url = "data:image/png;base64," + base64.b64encode(os.urandom(20_000)).decode()
+    params = {
+        "model": "m",
+        "messages": [
+            {"role": "system", "content": 'quotes " and \\u0000 and a NUL \x00 in text'},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "é 中文"},
+                    {"type": "image_url", "image_url": {"url": url}},
+                    {"type": "image_url", "image_url": {"url": "data:image/gif;base64,R0"}},
+                    {"type": "image_url", "image_url": {"url": url}},
+                ],
+            },
+        ],
+        "stream": True,
+    }
+    body = request_body(params)
+    assert body == json.dumps(params, ensure_ascii=False, separators=(",", ":")).encode()
+    assert json.loads(body) == params
