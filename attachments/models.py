@@ -83,6 +83,9 @@ class Attachment(models.Model):
     extracted_text = models.TextField(blank=True, default="")
     page_count = models.PositiveIntegerField(null=True, blank=True)
     description = models.TextField(blank=True, default="")
+    # What a person and the model should know beside the derived text: scanned pages not
+    # read, pages past the cap, text cut ("Pages 3–7 are scanned images …").
+    note = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

@@ -23,6 +23,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+# The Celery task that processes one file (attachments.tasks), sent by name so that storing
+# a file needs no import of the tasks module.
+PROCESS_TASK = "attachments.tasks.process_attachment"
+
 
 class ProcessingFailed(Exception):
     """A file a processor cannot read: `str(exc)` is the reason shown to people."""

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import IO
 
+from celery import current_app
 from django.conf import settings
 from django.core.files.base import ContentFile
 from django.db import transaction
@@ -16,7 +17,7 @@ from django.utils import timezone
 
 from attachments.models import Attachment, Blob, attachment_storage
 from attachments.names import clean_file_name
-from attachments.processing import ProcessingFailed, processor_for
+from attachments.processing import PROCESS_TASK, ProcessingFailed, processor_for
 from attachments.signals import attachment_settled
 from attachments.sniffing import kind_for, sniff_media_type
 from chats.agent.registry import CARRIES_KEY
@@ -172,10 +173,8 @@ def attachment_store(
 def _process_enqueue(attachment_id: int) -> None:
     """Send the file to the files' queue; a dead broker leaves it `pending`, and the waiting
     turn goes ahead after its bounded wait (the message and the file are kept)."""
-    from attachments.tasks import process_attachment
-
     try:
-        process_attachment.delay(attachment_id)
+        current_app.send_task(PROCESS_TASK, args=[attachment_id])
     except Exception:  # noqa: BLE001 - the broker being down must not fail the upload
         logger.exception("could not enqueue the processing of attachment %s", attachment_id)
 
@@ -201,7 +200,7 @@ def attachment_process(attachment_id: int) -> Attachment | None:
                 "failure": "The hub could not read this file.",
             }
         else:
-            for name in ("extracted_text", "page_count", "description"):
+            for name in ("extracted_text", "page_count", "description", "note"):
                 value = getattr(derived, name)
                 if value is not None:
                     changes[name] = value
@@ -211,9 +210,7 @@ def attachment_process(attachment_id: int) -> Attachment | None:
     if not updated:
         return None
     attachment.refresh_from_db()
-    transaction.on_commit(
-        lambda: attachment_settled.send(sender=Attachment, attachment=attachment)
-    )
+    transaction.on_commit(lambda: attachment_settled.send(sender=Attachment, attachment=attachment))
     return attachment
 
 

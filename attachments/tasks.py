@@ -6,9 +6,11 @@ import threading
 from celery import shared_task
 from django.conf import settings
 
+from attachments.processing import PROCESS_TASK
 from attachments.services import attachment_process, blobs_sweep
 
-PROCESS_TASK = "attachments.tasks.process_attachment"
+# Defined in attachments.telegram (beside what it runs), routed here with the files' work.
+FETCH_TELEGRAM_TASK = "attachments.tasks.fetch_telegram_file"
 
 
 def files_queue() -> str:
@@ -20,7 +22,7 @@ def files_queue() -> str:
 
 def route_files(name, args, kwargs, options, task=None, **kw):
     """The Celery router of CELERY_TASK_ROUTES for the files' queue."""
-    if name == PROCESS_TASK:
+    if name in (PROCESS_TASK, FETCH_TELEGRAM_TASK):
         return {"queue": files_queue()}
     return None
 

@@ -220,13 +220,16 @@ def _document(block: _Block, attachment: Attachment, share: int) -> None:
     if room < MIN_DOCUMENT_TOKENS:
         block.add(f"- {label}: not shown here (no room). {pointer}", report | {"sent": "named"})
         return
+    if attachment.note:  # what the extraction says of the file ("pages 3-7 are scanned")
+        pointer = f"Note: {_defuse(attachment.note)} {pointer}"
     text, whole = _head(attachment.head, room)
     whole = whole and attachment.text_length <= len(attachment.head)
     extra = f' pages="{attachment.page_count}"' if attachment.page_count else ""
     if whole:
-        block.add(
-            _framed("file", attachment, text, attachment.head, extra), report | {"sent": "whole"}
-        )
+        framed = _framed("file", attachment, text, attachment.head, extra)
+        if attachment.note:
+            framed += f"\n(Note: {_defuse(attachment.note)})"
+        block.add(framed, report | {"sent": "whole"})
         return
     shown = count_tokens(text)
     block.add(

@@ -3,8 +3,10 @@ fields of a JSON message post (docs/API.md) plus any number of `files`.
 
 The message is stored once per message id exactly as a JSON post stores it (a repeat is a
 duplicate: 200, and its files are not stored again); each file is then stored in its own
-transaction, and the turn is requested only once every file is stored or refused, so the
-agent sees the message with its files. A refused file (over a limit) never loses the
+transaction, and the turn is requested only once every file is stored or refused and none
+is `pending` any more (attachments.waiting: else `turn` is null and `turn_waits_for_files`
+true, and the turn comes once they are read, or after ATTACHMENTS_TURN_WAIT_SECONDS), so
+the agent sees the message with its files. A refused file (over a limit) never loses the
 message: the answer is 413 (or 400 for too many files) with the reasons and the message.
 """
 
@@ -18,7 +20,7 @@ from django.http.multipartparser import MultiPartParserError
 
 from attachments.render import attachment_json
 from attachments.services import AttachmentRefused, attachment_store
-from chats.agent.turns import turn_request
+from attachments.waiting import turn_request_when_ready
 from chats.api.errors import ApiError, bad_request
 from chats.api.parsing import MESSAGE_FIELDS, parse_message_post
 from chats.api.render import message_json, turn_json
@@ -109,15 +111,18 @@ def api_upload(request: HttpRequest, person) -> JsonResponse:
                 )
             except AttachmentRefused as exc:
                 refused.append({"name": upload.name, "reason": str(exc), "status": exc.status})
-    turn = None
+    turn, waiting = None, False
     if post.respond and not result.duplicate and result.message.role == Message.Role.USER:
         with transaction.atomic():
-            turn = turn_request(message=result.message)
+            turn = turn_request_when_ready(message=result.message)
+        waiting = turn is None
     body = {
         "chat_key": result.chat.chat_key,
         "message": message_json(result.message),
         "duplicate": result.duplicate,
         "turn": turn_json(turn) if turn is not None else None,
+        # The turn is requested once the files are read (or after the bounded wait).
+        "turn_waits_for_files": waiting,
         "attachments": [attachment_json(a) for a in stored],
     }
     if refused:

@@ -18,6 +18,11 @@ class BotsConfig(AppConfig):
 
         # Replies no Telegram update asked for (scheduled runs) and words to one person.
         register_delivery_channel(delivery_channel())
+        # A held message's turn (its files read, its album complete) is answered like any.
+        from bots.services import reply_for_held_turn
+        from chats.signals import held_turn_requested
+
+        held_turn_requested.connect(reply_for_held_turn, dispatch_uid="bots-held-turn-replies")
         # Whether a hub member is still in a Telegram chat (left? banned?): chat_may_post.
         from bots.post_rights import telegram_may_post
         from chats.posting import register_post_check

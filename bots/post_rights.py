@@ -12,6 +12,8 @@ membership stands.
 import logging
 
 from django.conf import settings
+from django.core.cache import cache
+from django.utils import timezone
 
 from bots.bot_api import BotApiError, chat_member_status
 from chats.models import Actor, Channel, Chat, ChatKind
@@ -26,6 +28,30 @@ def _linked_telegram_ids(person) -> list[str]:
         .order_by("id")
         .values_list("external_id", flat=True)
     )
+
+
+# Telegram's answer about one account in one group is kept this long, so a person posting
+# from the dashboard waits on the Bot API once per minute at most, not on every message;
+# a ban reaches the hub within this time. Only definite answers are kept, never "unsure".
+MEMBER_STATUS_SECONDS = 60
+
+
+def _member_status(telegram_chat_id: int, user_id: int) -> tuple[str, bool]:
+    """chat_member_status, cached MEMBER_STATUS_SECONDS; a dead cache only costs the call."""
+    key = f"bots:member-status:{telegram_chat_id}:{user_id}"
+    now = timezone.now().timestamp()
+    try:
+        known = cache.get(key)
+    except Exception:  # noqa: BLE001 - Redis down: ask Telegram, as without a cache
+        known = None
+    if known is not None and 0 <= now - known[2] < MEMBER_STATUS_SECONDS:
+        return known[0], bool(known[1])
+    status, inside = chat_member_status(telegram_chat_id, user_id)
+    try:
+        cache.set(key, (status, inside, now), MEMBER_STATUS_SECONDS)
+    except Exception:  # noqa: BLE001
+        logger.warning("could not keep Telegram's member status of %s in %s", user_id, key)
+    return status, inside
 
 
 def telegram_may_post(person, chat: Chat) -> PostVerdict:
@@ -43,7 +69,7 @@ def telegram_may_post(person, chat: Chat) -> PostVerdict:
     unsure = ""
     for user_id in user_ids:
         try:
-            status, inside = chat_member_status(int(chat.external_id), int(user_id))
+            status, inside = _member_status(int(chat.external_id), int(user_id))
         except (BotApiError, ValueError) as exc:
             logger.warning("could not ask Telegram about %s in %s: %s", name, chat.chat_key, exc)
             unsure = str(exc)

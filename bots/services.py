@@ -2,7 +2,8 @@
 (long polling, the webhook, the benchmark): dedupe, access, ingest, turn, outbox. It routes a
 command to the built-ins (`bots.builtin_commands`) or the registered slash commands
 (`bots.commands`), and a button press to the handler registered for its prefix
-(`bots.callbacks.register_callback_handler`): it names no button handler."""
+(`bots.callbacks.register_callback_handler`): it names no button handler. A photo or a
+document goes to the app registered for media (`bots.media`), which names none either."""
 
 import logging
 import time
@@ -18,6 +19,7 @@ from telegram import Update
 from bots.builtin_commands import builtin_command_apply, command_link
 from bots.callbacks import callback_query_dispatch
 from bots.commands import COMMANDS, registry_command_apply
+from bots.media import MediaMessage, album_hold, media_take, media_taken
 from bots.models import BotState, OutboundMessage, ProcessedUpdate
 from bots.outbox import UpdateOutcome
 from bots.pairing import chat_allowed, pairing_notice, user_allowed
@@ -36,7 +38,7 @@ from bots.updates import (
 )
 from chats.agent.turns import message_received, turn_request
 from chats.keys import make_chat_key
-from chats.models import Actor, Channel, Message, Turn
+from chats.models import Actor, Channel, ChatKind, Message, Turn, TurnHold
 from chats.rows import insert_row
 from chats.services import actor_get_or_create, message_ingest, message_record_edit
 from chats.slash_commands import slash_command
@@ -253,7 +255,7 @@ def _apply_message(message: TgMessage, identity: BotIdentity, claim: _Claim) -> 
         user_id=user.id if user else (message.sender_chat.id if message.sender_chat else None),
         user_name=display_name(user),
         message_id=message.message_id,
-        text=content.text,
+        text=content.text_with_file() if media_taken(content.attachment) else content.text,
         source_ts=message.date,
         reply_to_message_id=replied.message_id if replied is not None else None,
         metadata={"telegram": telegram_meta},
@@ -262,15 +264,25 @@ def _apply_message(message: TgMessage, identity: BotIdentity, claim: _Claim) -> 
 
 
 def _answer(result, place: Place, message: TgMessage, respond: bool) -> UpdateOutcome:
-    """Request the turn (once per message) and queue its streamed reply."""
+    """Request the turn (once per message) and queue its streamed reply; a message with
+    media an app takes, or an album's item, has its turn held (`bots.media`) and answered
+    when it is released (`reply_for_held_turn`)."""
+    if result.duplicate and (
+        Turn.objects.filter(trigger=result.message).exists()
+        or TurnHold.objects.filter(message=result.message).exists()
+    ):
+        return UpdateOutcome("duplicate message", message=result.message)
+    held = _media_hold(result.message, place, message, respond)
     if result.duplicate:
-        # Stored by an earlier delivery: answer only if that delivery died before it could.
-        if not respond or Turn.objects.filter(trigger=result.message).exists():
+        # Stored by an earlier delivery that died before it could answer.
+        if not respond or held:
             return UpdateOutcome("duplicate message", message=result.message)
         turn = turn_request(message=result.message)
     else:
-        turn = message_received(result, respond=respond)
+        turn = message_received(result, respond=respond, held=held)
     outcome = UpdateOutcome("stored", message=result.message, turn=turn)
+    if held:
+        outcome.result = "held"
     if turn is not None:
         outcome.result = "answering"
         outcome.outbound.append(
@@ -286,6 +298,43 @@ def _answer(result, place: Place, message: TgMessage, respond: bool) -> UpdateOu
             )
         )
     return outcome
+
+
+def _media_hold(stored: Message, place: Place, message: TgMessage, respond: bool) -> bool:
+    """Hand the message's media to the app that takes it, and hold an album item for its
+    quiet period; True when its turn is held."""
+    if not (stored.metadata or {}).get("telegram", {}).get("attachment"):
+        return False
+    item = MediaMessage(telegram=message, message=stored, place=place, respond=respond)
+    taken = media_take(item)
+    grouped = album_hold(item)
+    return taken or grouped
+
+
+def reply_for_held_turn(sender=None, turn: Turn | None = None, **kwargs) -> None:
+    """Receiver of `chats.signals.held_turn_requested`: a held Telegram message's turn (its
+    files read, its album complete) gets its streamed reply as if requested on arrival
+    (in the releasing transaction, once per turn)."""
+    if turn is None:
+        return
+    chat = turn.chat
+    if chat.channel != Channel.TELEGRAM:
+        return
+    meta = (turn.trigger.metadata or {}).get("telegram") or {}
+    telegram_chat_id = meta.get("chat_id")
+    if not isinstance(telegram_chat_id, int):
+        return
+    private = chat.kind == ChatKind.DM
+    OutboundMessage.objects.get_or_create(
+        turn=turn,
+        defaults={
+            "kind": OutboundMessage.Kind.REPLY,
+            "chat": chat,
+            "telegram_chat_id": telegram_chat_id,
+            "thread_id": meta.get("thread_id"),
+            "reply_to_message_id": None if private else meta.get("message_id"),
+        },
+    )
 
 
 def _group_wants_answer(message: TgMessage, identity: BotIdentity, command) -> bool:
@@ -318,7 +367,8 @@ def _apply_edit(message: TgMessage) -> UpdateOutcome:
     author = user.id if user else (message.sender_chat.id if message.sender_chat else None)
     if stored.actor is None or stored.actor.external_id != str(author):
         return UpdateOutcome("ignored:not the author")
-    message_record_edit(message=stored, text=content.text, source_ts=message.edit_date)
+    text = content.text_with_file() if media_taken(content.attachment) else content.text
+    message_record_edit(message=stored, text=text, source_ts=message.edit_date)
     return UpdateOutcome("edited", message=stored)
 
 

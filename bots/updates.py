@@ -50,6 +50,13 @@ class Content:
 
     text: str
     attachment: dict | None = None
+    caption: str = ""
+    label: str = ""  # "[photo]", "[document report.pdf]": what the text says of the media
+
+    def text_with_file(self) -> str:
+        """The text when an app takes the file itself (`bots.media`): the caption, or the
+        label for a file sent without one."""
+        return self.caption or self.label
 
 
 @dataclass(frozen=True)
@@ -215,7 +222,7 @@ def describe(message: TgMessage) -> Content | None:
     if caption:
         fields["caption"] = caption
     text = f"[{label or kind}]" + (f" {caption}" if caption else "")
-    return Content(text, fields)
+    return Content(text, fields, caption=caption, label=f"[{label or kind}]")
 
 
 def _entities(message: TgMessage) -> dict[MessageEntity, str]:

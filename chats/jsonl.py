@@ -25,6 +25,9 @@ Record format, version 1 (`v`):
     edits         [{previous_text, previous_parts, new_text, new_parts, source_ts,
                     recorded_at}], oldest first; they must lead to `content` and `parts`
     token_count   exported for readers; recomputed on import, never trusted
+    <extras>      keys registered by other apps (chats/history_bundle.py), present only on
+                  records that have something, e.g. `attachments`: the message's files, whose
+                  bytes travel in a bundle (a folder or a tar archive) beside the lines
 
 Required on import: v, channel, chat_id, user_id, message_id, ts, role, content.
 Exported timestamps are UTC with a `Z` suffix; imported ones may carry any offset but
@@ -36,11 +39,12 @@ import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TextIO
+from typing import Any, TextIO
 
 from django.db import DataError, IntegrityError, transaction
 from django.db.models import F, Max, Min, Prefetch, QuerySet
 
+from chats.history_bundle import Bundle, BundleError, record_extras
 from chats.keys import InvalidKey, make_chat_key, validate_channel, validate_id
 from chats.models import Actor, Chat, ChatKind, Message, MessageEdit
 from chats.services import IngestError, message_ingest, message_record_edit, validate_text
@@ -119,15 +123,35 @@ def export_messages(chats: QuerySet[Chat] | None = None) -> QuerySet[Message]:
     return messages
 
 
-def history_export(*, out: TextIO, chats: QuerySet[Chat] | None = None) -> int:
-    """Write one JSON line per message of `chats` (all when None) in history order.
+def _write_batch(out: TextIO, batch: list[Message], bundle: Bundle | None) -> None:
+    extras = [(extra.name, extra.export(batch, bundle)) for extra in record_extras()]
+    for message in batch:
+        record = message_record(message)
+        for name, values in extras:
+            if message.pk in values:
+                record[name] = values[message.pk]
+        out.write(json_line(record))
+
+
+def history_export(
+    *, out: TextIO, chats: QuerySet[Chat] | None = None, bundle: Bundle | None = None
+) -> int:
+    """Write one JSON line per message of `chats` (all when None) in history order, with
+    the registered record extras; their bytes go to `bundle` when there is one.
 
     Non-ASCII text is written as is (`ensure_ascii=False`); `out` must encode UTF-8.
     Returns the number of records written."""
     count = 0
+    batch: list[Message] = []
     for message in export_messages(chats).iterator(chunk_size=EXPORT_CHUNK_SIZE):
-        out.write(json_line(message_record(message)))
-        count += 1
+        batch.append(message)
+        if len(batch) == EXPORT_CHUNK_SIZE:
+            _write_batch(out, batch, bundle)
+            count += len(batch)
+            batch = []
+    if batch:
+        _write_batch(out, batch, bundle)
+        count += len(batch)
     return count
 
 
@@ -173,6 +197,19 @@ class ImportRecord:
     reply_to: str | None
     edited_at: datetime | None
     edits: tuple[EditRecord, ...]
+    # Registered extras present on the line, each as its `parse` returned it.
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+def _extras(data: dict) -> dict[str, Any]:
+    parsed = {}
+    for extra in record_extras():
+        if extra.name in data:
+            try:
+                parsed[extra.name] = extra.parse(data[extra.name])
+            except ValueError as exc:
+                raise RecordError(f"{extra.name}: {exc}") from exc
+    return parsed
 
 
 def _reject_constant(name: str):
@@ -360,6 +397,7 @@ def parse_record(line: str) -> ImportRecord:
         reply_to=_identifier(data, "reply_to", nullable=True),
         edited_at=_timestamp(data, "edited_at", nullable=True),
         edits=edits,
+        extras=_extras(data),
     )
 
 
@@ -419,7 +457,8 @@ class _ChatState:
 class _Importer:
     """Stores parsed records; remembers which chats and actors existed before the import."""
 
-    def __init__(self):
+    def __init__(self, bundle: Bundle | None = None):
+        self.bundle = bundle
         self.chats: dict[str, _ChatState] = {}
         self.actors_before: dict[tuple[str, str, str], bool] = {}
 
@@ -480,6 +519,9 @@ class _Importer:
                 message=message, text=edit.new_text, parts=edit.new_parts, source_ts=edit.source_ts
             )
             MessageEdit.objects.filter(pk=stored_edit.pk).update(recorded_at=edit.recorded_at)
+        extras = {extra.name: extra for extra in record_extras()}
+        for name, value in record.extras.items():
+            extras[name].restore(message, value, self.bundle)
         restored = {}
         if record.stored_at is not None:
             restored["created_at"] = record.stored_at
@@ -529,18 +571,21 @@ def _lines(stream: Iterable[str | bytes]) -> Iterator[tuple[int, str | None, str
 
 # Storage can still refuse a record that passed validation (e.g. a value too long for a
 # column on PostgreSQL); the line is reported like any other bad line.
-_STORE_ERRORS = (IngestError, InvalidKey, DataError, IntegrityError)
+_STORE_ERRORS = (IngestError, InvalidKey, DataError, IntegrityError, BundleError)
 
 
-def history_import(*, lines: Iterable[str | bytes], strict: bool = False) -> ImportReport:
+def history_import(
+    *, lines: Iterable[str | bytes], strict: bool = False, bundle: Bundle | None = None
+) -> ImportReport:
     """Import JSON lines of history; idempotent by (chat, message_id).
 
     A bad line is reported with its number and skipped, each good line being stored in its
     own transaction. With `strict`, any bad line aborts the whole import in one transaction
     and nothing is stored (the remaining lines are still checked so every error is reported).
+    Record extras find their bytes in `bundle` (a folder or an archive), when given.
     """
     report = ImportReport()
-    importer = _Importer()
+    importer = _Importer(bundle)
     if not strict:
         for number, text, error in _lines(lines):
             try:

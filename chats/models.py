@@ -279,6 +279,43 @@ class Turn(models.Model):
         return self.status in self.FINISHED
 
 
+class TurnHold(models.Model):
+    """A message whose turn is held back until it is ready: its files fetched and read
+    (`reasons`, cleared by whoever waited for them), a quiet period after the last message
+    of its group (`not_before`: a Telegram album), at the latest until `deadline`. Messages
+    of one `group_key` in a chat get one turn, for the newest of them, and only if one of
+    them wanted an answer (`respond`). Released once (`chats.agent.holds`)."""
+
+    class State(models.TextChoices):
+        HELD = "held", "Held"
+        RELEASED = "released", "Released"
+
+    message = models.OneToOneField(Message, on_delete=models.CASCADE, related_name="turn_hold")
+    chat = models.ForeignKey(Chat, on_delete=models.CASCADE, related_name="+")
+    group_key = models.CharField(max_length=200, blank=True, default="")
+    reasons = models.JSONField(default=list, blank=True)
+    respond = models.BooleanField(default=False)
+    not_before = models.DateTimeField()
+    deadline = models.DateTimeField()
+    state = models.CharField(max_length=16, choices=State.choices, default=State.HELD)
+    turn = models.ForeignKey(
+        Turn, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    released_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["chat", "group_key"], name="turnhold_group_idx"),
+            models.Index(
+                fields=["deadline"], condition=models.Q(state="held"), name="turnhold_held_idx"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"turn hold of message {self.message_id} ({self.state})"
+
+
 def hash_api_token(raw: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
 

@@ -32,7 +32,14 @@ from django.db.models.expressions import RawSQL
 
 from chats.models import Actor, Chat, Message
 from chats.search_postgresql import clause_is_indexable, postgresql_hits
-from chats.search_query import MAX_TERMS, SearchQuery, SearchQueryError, Term, parse_search_query
+from chats.search_query import (
+    MAX_TERMS,
+    SearchQuery,
+    SearchQueryError,
+    Term,
+    parse_search_query,
+    registered_filter,
+)
 from chats.selectors import chats_readable_by
 
 __all__ = [
@@ -264,7 +271,7 @@ def _subquery(queryset) -> tuple[str, list]:
 
 
 def _filters_sql(parsed: SearchQuery) -> tuple[list[str], list]:
-    """from:, in:, channel:, before:, after: as conditions on `m`."""
+    """from:, in:, channel:, before:, after: and the registered filters as conditions on `m`."""
     sql: list[str] = []
     params: list = []
     if parsed.authors:
@@ -292,6 +299,10 @@ def _filters_sql(parsed: SearchQuery) -> tuple[list[str], list]:
     if parsed.before is not None:
         sql.append("m.created_at < %s")
         params.append(connection.ops.adapt_datetimefield_value(parsed.before))
+    for name, values in parsed.extra.items():
+        condition_sql, condition_params = registered_filter(name).condition(values)
+        sql.append(condition_sql)
+        params += condition_params
     return sql, params
 
 

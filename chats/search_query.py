@@ -9,6 +9,8 @@
     in:"team room"        the chat's title contains it, or is its chat key
     channel:telegram      chats of that channel
     after:2026-01-31      stored on a later day; before:2026-02-01 on an earlier day
+    has:file  type:pdf    filters other apps register (`register_search_filter`): here
+                          attachments' (messages with a file; with a file of that type)
 
 Anything else is literal text: `%`, `_`, `(`, `a"b` (a quote inside a word) and lowercase
 `or` are searched for. A query the grammar cannot read raises `SearchQueryError`, whose
@@ -16,6 +18,7 @@ message says what was wrong and how to write it, for the person or the model to 
 """
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 
@@ -31,6 +34,43 @@ _SEPARATORS = str.maketrans({"\x00": " "})
 
 class SearchQueryError(ValueError):
     """A query the syntax cannot read; str(error) is a sentence for whoever wrote it."""
+
+
+@dataclass(frozen=True)
+class RegisteredFilter:
+    """A filter another app adds to the syntax: `check(value)` returns the value as the
+    condition will use it (raising SearchQueryError for one it cannot take); `condition(values)`
+    returns `(sql, params)`, a condition on the message row `m` that any one of the values
+    satisfies (the same filter twice: either value, as for from:, in: and channel:)."""
+
+    name: str
+    example: str
+    check: Callable[[str], str]
+    condition: Callable[[list[str]], tuple[str, list]]
+
+
+_registered: dict[str, RegisteredFilter] = {}
+
+
+def register_search_filter(
+    name: str,
+    *,
+    example: str,
+    check: Callable[[str], str],
+    condition: Callable[[list[str]], tuple[str, list]],
+) -> None:
+    """Add `name:` to the syntax (idempotent by name; the built-in filters cannot be taken)."""
+    if name in FILTERS or not re.fullmatch(r"[a-z]+", name):
+        raise ValueError(f"cannot register the search filter {name!r}")
+    _registered[name] = RegisteredFilter(name, example, check, condition)
+
+
+def registered_filter(name: str) -> RegisteredFilter:
+    return _registered[name]
+
+
+def _filter_names() -> tuple[str, ...]:
+    return FILTERS + tuple(_registered)
 
 
 @dataclass(frozen=True)
@@ -53,6 +93,8 @@ class SearchQuery:
     channels: list[str] = field(default_factory=list)
     after: datetime | None = None
     before: datetime | None = None
+    # Registered filters' values by name (has:file, type:pdf …), checked by their filter.
+    extra: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def is_empty(self) -> bool:
@@ -60,7 +102,9 @@ class SearchQuery:
 
     @property
     def has_filters(self) -> bool:
-        return bool(self.authors or self.chats or self.channels or self.after or self.before)
+        return bool(
+            self.authors or self.chats or self.channels or self.after or self.before or self.extra
+        )
 
     @property
     def highlight_terms(self) -> list[str]:
@@ -154,7 +198,14 @@ def _start_of(name: str, value: str, *, days_later: int = 0) -> datetime:
 def _add_filter(parsed: SearchQuery, name: str, value: str) -> None:
     value = value.strip()
     if not value:
-        raise SearchQueryError(f"{name}: needs a value, as in {name}:{_EXAMPLES[name]}.")
+        example = _EXAMPLES[name] if name in _EXAMPLES else _registered[name].example
+        raise SearchQueryError(f"{name}: needs a value, as in {name}:{example}.")
+    if name in _registered:
+        values = parsed.extra.setdefault(name, [])
+        if len(values) == MAX_FILTER_VALUES:
+            raise SearchQueryError(f"At most {MAX_FILTER_VALUES} {name}: filters.")
+        values.append(_registered[name].check(value))
+        return
     if name == "before":
         parsed.before = min(filter(None, [parsed.before, _start_of(name, value)]))
     elif name == "after":
@@ -204,19 +255,19 @@ def parse_search_query(query: str) -> SearchQuery:
                 negative, text = True, text[1:]
             elif match := _FILTER.fullmatch(text):
                 name, value = match.groups()
-                if name in FILTERS:
+                if name in _filter_names():
                     filter_name, text = name, value
                 elif value:
                     raise SearchQueryError(
                         f"Unknown filter {name}:. The filters are "
-                        + ", ".join(f"{known}:" for known in FILTERS)
+                        + ", ".join(f"{known}:" for known in _filter_names())
                         + f'; to search for the text, quote it: "{text}".'
                     )
         if filter_name is not None:
-            if filter_name not in FILTERS:
+            if filter_name not in _filter_names():
                 raise SearchQueryError(
                     f"Unknown filter {filter_name}:. The filters are "
-                    + ", ".join(f"{known}:" for known in FILTERS)
+                    + ", ".join(f"{known}:" for known in _filter_names())
                     + "."
                 )
             if pending_or or negative:

@@ -62,3 +62,9 @@ reply_delivery_failed = Signal()
 # `manage.py chat`), before its first turn: `kind` ("cli"). The operations app configures
 # the process's traces on it, as it does for web and worker processes.
 turns_in_process = Signal()
+
+# Sent by `chats.agent.holds` when a held message's turn is requested at last (its files
+# ready, its album quiet, or its deadline passed): `turn`, inside the releasing transaction,
+# so a channel adapter queues the reply (the Telegram bridge's outbox row) with the turn, as
+# it would have when the message arrived.
+held_turn_requested = Signal()

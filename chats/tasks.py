@@ -1,4 +1,5 @@
-"""Celery tasks of the chats app: running turns, and the periodic turn sweep (beat)."""
+"""Celery tasks of the chats app: running turns, held turns' timers, and the periodic turn
+sweep (beat)."""
 
 import gc
 import logging
@@ -6,6 +7,7 @@ import logging
 from celery import shared_task
 from celery.signals import worker_process_init, worker_ready
 
+from chats.agent.holds import RELEASE_TASK, turn_holds_release, turn_holds_release_due
 from chats.agent.llm import get_provider
 from chats.agent.loop import run_claimed_turn
 from chats.agent.turns import Claim, turn_claim, turns_recover_stale, turns_sweep
@@ -38,7 +40,15 @@ def sweep_turns() -> dict:
     """Recover turns whose lease ran out and enqueue again queued turns whose task is gone
     (beat runs it every TURN_SWEEP_SECONDS); idempotent, cheap when nothing is due."""
     result = turns_sweep(enqueue=run_turn.delay)
-    return {"recovered": result.recovered, "requeued": result.requeued}
+    released = turn_holds_release_due()
+    return {"recovered": result.recovered, "requeued": result.requeued, "released": released}
+
+
+@shared_task(name=RELEASE_TASK, ignore_result=True)
+def release_turn_hold(hold_id: int) -> bool:
+    """A held message's timer (its quiet period or deadline): request its turn if it is
+    ready now (docs/FILES.md, "The turn waits for its files"); at most once."""
+    return turn_holds_release(hold_id=hold_id) is not None
 
 
 @worker_ready.connect

@@ -25,7 +25,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect, reswap, retarget
 
 from chats.agent.events import last_seq
-from chats.agent.llm import get_provider
+from chats.agent.llm import provider_info
 from chats.agent.turns import message_received, turn_stop
 from chats.forms import MemberAddForm, MessagePostForm, RoomCreateForm
 from chats.models import Channel, Chat, ChatKind, ChatMember, Message
@@ -99,7 +99,7 @@ def chat_list(request: HttpRequest) -> HttpResponse:
         "chats/chat_list.html",
         {
             "chats": chats,
-            "model": get_provider().info,
+            "model": provider_info(),
             "room_form": RoomCreateForm(),
             "agent_name": settings.AGENT_NAME,
             "notices": person_notices_open(request.user),
@@ -125,7 +125,7 @@ def room_create(request: HttpRequest) -> HttpResponse:
         chats = _with_last_message(chats_readable_by(request.user))[:200]
         context = {
             "chats": chats,
-            "model": get_provider().info,
+            "model": provider_info(),
             "room_form": form,
             "agent_name": settings.AGENT_NAME,
         }

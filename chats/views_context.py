@@ -12,7 +12,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from chats.agent.llm import get_provider
+from chats.agent.llm import provider_info
 from chats.models import Channel, Message
 from chats.prompt_report import render_prompt_report
 from chats.selectors import chat_for_person, chats_readable_by, turn_for_person
@@ -67,7 +67,7 @@ def status_page(request: HttpRequest) -> HttpResponse:
         for channel, total in sorted(per_channel.items())
     ]
     context = {
-        "model": get_provider().info,
+        "model": provider_info(),
         "chat_counts": chat_counts,
         "chat_total": sum(per_channel.values()),
     }

@@ -179,7 +179,7 @@ def split_workers(env: dict[str, str]) -> dict[str, list[str]]:
         # -B: beat forked from the worker runs the periodic turn sweep and sends the skills
         # curator to the reviews queue and the dispatcher to its own queue.
         "worker": _celery_worker("-B", "--concurrency", env.get("CELERY_CONCURRENCY", "2")),
-        # Background reviews (one at a time) and the files' processing share this worker's queue list.
+        # Background reviews (one at a time) and the files' processing share this worker.
         "reviews": _celery_worker(
             "-Q", f"{prefix}-reviews,{prefix}-files", "-n", "reviews@%h", "--concurrency", "1"
         ),

@@ -470,8 +470,18 @@ ATTACHMENTS_MAX_BYTES_PER_CHAT_DAY = env_int(
 ATTACHMENTS_API_MAX_BODY_BYTES = env_int(
     "ATTACHMENTS_API_MAX_BODY_BYTES", 64 * 1024 * 1024, minimum=1024
 )
+# The turn waits for its files: a message's turn starts once its files are read, at most
+# this many seconds after it arrived (then with what is ready).
+ATTACHMENTS_TURN_WAIT_SECONDS = env_float("ATTACHMENTS_TURN_WAIT_SECONDS", 30, minimum=0)
 # How often beat's sweep deletes blobs no attachment uses (older than an hour).
 ATTACHMENTS_SWEEP_SECONDS = env_int("ATTACHMENTS_SWEEP_SECONDS", 3600, minimum=60)
+# Extraction of documents' text (docs/FILES.md#extraction), in a child process per file:
+# its wall-clock bound, its address-space bound, the most text stored per file, and the
+# most PDF pages read.
+ATTACHMENTS_EXTRACT_SECONDS = env_float("ATTACHMENTS_EXTRACT_SECONDS", 60.0, minimum=1)
+ATTACHMENTS_EXTRACT_MEMORY_MB = env_int("ATTACHMENTS_EXTRACT_MEMORY_MB", 512, minimum=128)
+ATTACHMENTS_EXTRACT_MAX_CHARS = env_int("ATTACHMENTS_EXTRACT_MAX_CHARS", 1_000_000, minimum=1000)
+ATTACHMENTS_EXTRACT_MAX_PAGES = env_int("ATTACHMENTS_EXTRACT_MAX_PAGES", 2000, minimum=1)
 # A document whose text is at most this many tokens reaches the model whole; a longer one as
 # its beginning and a pointer to `attachment_read` (a small window shrinks both).
 ATTACHMENTS_INLINE_TOKENS = env_int("ATTACHMENTS_INLINE_TOKENS", 4000, minimum=100)
@@ -614,6 +624,11 @@ TELEGRAM_LINK_CODE_TTL_MINUTES = env_int("TELEGRAM_LINK_CODE_TTL_MINUTES", 15, m
 # Link previews under the bot's messages: off, so Telegram never fetches a URL from a reply
 # (which may come from the model or a quoted message) without somebody clicking it.
 TELEGRAM_LINK_PREVIEWS = env_bool("TELEGRAM_LINK_PREVIEWS", False)
+# An album (photos and documents sent together) arrives as one update per item: its one
+# turn starts this many seconds after its last item.
+TELEGRAM_MEDIA_GROUP_QUIET_SECONDS = env_float("TELEGRAM_MEDIA_GROUP_QUIET_SECONDS", 2.0, minimum=0)
+# Fetching one file from the Bot API (getFile and the download), off the update's path.
+TELEGRAM_FILE_TIMEOUT_SECONDS = env_float("TELEGRAM_FILE_TIMEOUT_SECONDS", 60.0, minimum=1)
 
 # --- Logging ----------------------------------------------------------------------------
 

@@ -122,9 +122,12 @@ class LiveStack:
         self.web.wait(timeout=10)
         self.start_web()
 
-    def start_worker(self, *, pool: str = "solo", concurrency: int = 1) -> None:
+    def start_worker(
+        self, *, pool: str = "solo", concurrency: int = 1, extra_queues: tuple[str, ...] = ()
+    ) -> None:
         """`pool="prefork"` runs the worker as `make run` does: tasks in child processes,
-        acknowledged by the parent."""
+        acknowledged by the parent. `extra_queues`: suffixes of other queues it consumes too
+        ("files": "<prefix>-files")."""
         self.worker = self._spawn(
             "worker",
             [
@@ -139,7 +142,10 @@ class LiveStack:
                 "--loglevel",
                 "INFO",
                 "-Q",
-                settings.REDIS_KEY_PREFIX,
+                ",".join(
+                    [settings.REDIS_KEY_PREFIX]
+                    + [f"{settings.REDIS_KEY_PREFIX}-{name}" for name in extra_queues]
+                ),
                 "-n",
                 self.worker_name,
                 "--without-gossip",

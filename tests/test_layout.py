@@ -8,10 +8,14 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 from hermes_site.embedded_valkey import free_port
 from tests.fakes import openai_server as fake_openai
 from tests.live import BASE_DIR, MakeRun
 from tests.test_runner import _wait_answered
+
+pytestmark = pytest.mark.heavy  # each test starts `make run` whole
 
 SLOW = "slow"
 

@@ -20,9 +20,13 @@ from pathlib import Path
 from urllib.parse import urlencode
 from urllib.request import HTTPCookieProcessor, build_opener
 
+import pytest
+
 from hermes_site.embedded_valkey import free_port
 from hermes_site.runner import prepare_environment
 from tests.live import MakeRun, processes_in_session
+
+pytestmark = pytest.mark.heavy  # three tests start `make run` whole
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 

@@ -81,7 +81,7 @@ SESSION_SEARCH = Tool(
         "Full-text search of earlier messages (English and Chinese, substring match). "
         'Syntax: words (all must match), "exact phrase", a OR b, -word or NOT word, '
         "prefix*, and filters from:NAME, in:CHAT, channel:telegram|web|terminal|api, "
-        "after:YYYY-MM-DD, before:YYYY-MM-DD. "
+        "after:YYYY-MM-DD, before:YYYY-MM-DD, has:file|image|document, type:pdf|png|docx|…. "
         "In a group chat it searches that chat only; in a private chat, every chat the "
         "person talking to you may read. Returns author, time and a snippet per match."
     ),

@@ -176,16 +176,17 @@ def _enqueue(turn_id: int) -> None:
 
 
 def message_received(
-    result: IngestResult, *, respond: bool = True, enqueue: bool = True
+    result: IngestResult, *, respond: bool = True, enqueue: bool = True, held: bool = False
 ) -> Turn | None:
-    """After an adapter stored a user message: announce it and, if wanted, request a turn."""
+    """After an adapter stored a user message: announce it and, if wanted, request a turn.
+    `held`: an app placed a hold on it (`chats.agent.holds`), which requests the turn later."""
     if result.duplicate:
         return None
     message = result.message
     transaction.on_commit(
         lambda: events.publish(message.chat_id, "message.created", message=message_payload(message))
     )
-    if respond and message.role == Message.Role.USER:
+    if respond and not held and message.role == Message.Role.USER:
         return turn_request(message=message, enqueue=enqueue)
     return None
 

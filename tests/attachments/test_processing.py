@@ -6,6 +6,7 @@ import pytest
 
 from attachments.models import Attachment
 from attachments.processing import (
+    PROCESS_TASK,
     Derived,
     ProcessingFailed,
     processor_register,
@@ -13,7 +14,7 @@ from attachments.processing import (
 )
 from attachments.services import attachment_process, attachment_store
 from attachments.signals import attachment_settled
-from attachments.tasks import PROCESS_TASK, files_queue, route_files
+from attachments.tasks import files_queue, route_files
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -35,8 +36,11 @@ def processor(monkeypatch):
     """A processor of `.txt` files whose behaviour each test sets."""
     behaviour = {}
     enqueued = []
+    # The registry alone: the apps' own processors (documents' text …) are set aside.
+    monkeypatch.setattr("attachments.processing._processors", {})
     monkeypatch.setattr(
-        "attachments.tasks.process_attachment.delay", lambda pk: enqueued.append(pk)
+        "attachments.services.current_app.send_task",
+        lambda name, args: enqueued.append((name, *args)),
     )
 
     def run(attachment):
@@ -55,7 +59,7 @@ def test_a_wanted_file_is_pending_then_ready_with_what_was_derived(say, processo
     behaviour["outcome"] = Derived(extracted_text="the words", page_count=1)
     attachment = attachment_store(message=say(), name="notes.txt", data=b"the words\n")
     assert attachment.state == Attachment.State.PENDING
-    assert enqueued == [attachment.pk]  # sent to the files' queue after the commit
+    assert enqueued == [(PROCESS_TASK, attachment.pk)]  # sent after the commit
     done = attachment_process(attachment.pk)
     assert (done.state, done.extracted_text, done.page_count) == ("ready", "the words", 1)
     assert settled == [(attachment.pk, "ready")]
@@ -89,7 +93,7 @@ def test_a_file_no_processor_wants_is_ready_at_once(say, processor, png):
 
 def test_processing_goes_to_the_files_queue(settings):
     settings.REDIS_KEY_PREFIX = "hubx"
-    assert route_files(PROCESS_TASK, (), {}, {}) == {"queue": "hubx-files"} == {
-        "queue": files_queue()
-    }
+    assert (
+        route_files(PROCESS_TASK, (), {}, {}) == {"queue": "hubx-files"} == {"queue": files_queue()}
+    )
     assert route_files("chats.tasks.run_turn", (), {}, {}) is None

@@ -1,6 +1,7 @@
 """Fixtures of the Telegram bridge tests: the fake Bot API server, and the whole product
 live (Celery worker + the bot process + fake model + fake Telegram)."""
 
+import json
 import os
 from dataclasses import dataclass
 
@@ -47,14 +48,21 @@ class TelegramLive:
 
 
 @pytest.fixture
-def telegram_live(transactional_db, fake_llm, fake_telegram, settings):
+def telegram_live(transactional_db, fake_llm, fake_telegram, settings, tmp_path):
     """A Celery worker and `manage.py run_telegram_bot` against the fakes, on the test DB."""
     from django.conf import global_settings
 
     from tests.live import LiveStack
 
     settings.PASSWORD_HASHERS = global_settings.PASSWORD_HASHERS
+    # Files the worker fetches go to a folder of this test's own, which the test reads too.
+    blobs = {"location": str(tmp_path / "attachment-blobs")}
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "attachments": {"BACKEND": settings.ATTACHMENTS_STORAGE, "OPTIONS": blobs},
+    }
     env = {
+        "ATTACHMENTS_STORAGE_OPTIONS": json.dumps(blobs),
         **fake_telegram.env(),
         "TELEGRAM_ALLOWED_USERS": ",".join(settings.TELEGRAM_ALLOWED_USERS),
         "TELEGRAM_ALLOWED_CHATS": ",".join(settings.TELEGRAM_ALLOWED_CHATS),
@@ -66,7 +74,8 @@ def telegram_live(transactional_db, fake_llm, fake_telegram, settings):
     )
     bot = BotProcess(stack, fake_telegram)
     try:
-        stack.start_worker()
+        # The files' queue too: photos and documents are fetched there (attachments.telegram).
+        stack.start_worker(extra_queues=("files",))
         bot.start()
         yield TelegramLive(fake_telegram, bot, stack, fake_llm)
     finally:

@@ -7,8 +7,10 @@ import time
 
 import pytest
 
+from attachments.models import Attachment
 from bots.models import OutboundMessage, ProcessedUpdate
-from chats.models import Chat, Message, Turn
+from chats.models import Chat, Message, Turn, TurnHold
+from tests.attachments.conftest import png_bytes
 from tests.bots.conftest import FORUM_ID, GROUP_ID
 from tests.fakes import openai_server as fake_openai
 from tests.fakes.telegram_server import check_html, group_chat, private_chat, tg_user, utf16_len
@@ -349,16 +351,54 @@ def test_an_approved_pairing_lets_the_user_in_and_unknown_groups_are_ignored(
     assert not Chat.objects.filter(chat_key="telegram:-100555").exists()
 
 
-def test_a_photo_with_a_caption_is_recorded_and_answered(telegram_live):
+def test_a_photo_with_a_caption_is_stored_and_answered_once_it_is_in(telegram_live):
     tg, llm = telegram_live.tg, telegram_live.llm
     llm.default = fake_openai.echo("re: ")
-    tg.send(private_chat(ALICE), ALICE, None, photo=True, caption="Is this rack wired right?")
-    wait(replies_done(1), what="the answer")
+    photo = png_bytes(16, 12)
+    tg.push(tg.photo(private_chat(ALICE), ALICE, photo, caption="Is this rack wired right?"))
+    wait(replies_done(1), 60, "the answer")
     stored = Message.objects.get(role="user")
-    assert stored.text == "[photo] Is this rack wired right?"
-    assert stored.metadata["telegram"]["attachment"]["type"] == "photo"
-    assert fake_openai.last_user_text(llm.last_request) == "[photo] Is this rack wired right?"
-    assert final_text(tg.bot_messages(1001)[0]) == "re: [photo] Is this rack wired right?"
+    assert stored.text == "Is this rack wired right?"
+    attachment = Attachment.objects.get(message=stored)
+    assert attachment.media_type == "image/png" and attachment.blob.file.read() == photo
+    assert fake_openai.last_user_text(llm.last_request) == "Is this rack wired right?"
+    assert [final_text(m) for m in tg.bot_messages(1001)] == ["re: Is this rack wired right?"]
+
+
+def test_an_album_is_answered_once_after_its_last_item(telegram_live, settings):
+    """Three updates of one media group: three messages, each with its file fetched on the
+    files' queue, and one turn (for the last item) once the album was quiet."""
+    tg, llm = telegram_live.tg, telegram_live.llm
+    llm.default = fake_openai.echo("re: ")
+    chat, album = private_chat(ALICE), "album-e2e-1"
+    items = [
+        tg.photo(
+            chat, ALICE, png_bytes(8, 8), caption="which cable is loose?", media_group_id=album
+        ),
+        tg.photo(chat, ALICE, png_bytes(9, 9), media_group_id=album),
+        tg.document(chat, ALICE, b"rack 4: port 12 -> 13\n", "wiring.txt", media_group_id=album),
+    ]
+    for item in items:
+        tg.push(item)
+
+    wait(replies_done(1), 90, "the album's answer")
+    wait(lambda: not TurnHold.objects.filter(state=TurnHold.State.HELD).exists(), 30, "holds")
+    messages = list(Message.objects.filter(role="user").order_by("id"))
+    assert [m.text for m in messages] == [
+        "which cable is loose?",
+        "[photo]",
+        "[document wiring.txt]",
+    ]
+    assert sorted(Attachment.objects.values_list("message_id", "state")) == [
+        (m.pk, "ready") for m in messages
+    ]
+    turn = Turn.objects.get()  # one turn for the album, not three
+    assert turn.trigger_id == messages[-1].pk and turn.status == Turn.Status.COMPLETED
+    # The model saw the whole album: the captioned item and the photo in the history.
+    history = [m["content"] for m in llm.last_request["messages"] if m["role"] == "user"]
+    assert history == ["which cable is loose?", "[photo]", "[document wiring.txt]"]
+    assert [final_text(m) for m in tg.bot_messages(1001)] == ["re: [document wiring.txt]"]
+    assert OutboundMessage.objects.filter(kind="reply").count() == 1
 
 
 def test_inline_buttons_approve_memory_only_for_the_entitled_person(telegram_live):

@@ -5,10 +5,13 @@ on loopback) and schedules ask it through `chats.posting`, never importing the b
 from datetime import timedelta
 
 import pytest
+from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
+from django.utils import timezone
 from freezegun import freeze_time
 
 from bots.models import OutboundMessage
+from bots.post_rights import MEMBER_STATUS_SECONDS
 from chats.models import ChatKind, ChatMember, Message, Turn
 from chats.selectors import chat_may_post
 from chats.services import chat_member_ensure
@@ -57,15 +60,38 @@ def marcos_schedule(member, group):
         )
 
 
+def later(seconds: int):
+    """A moment past the kept answers of Telegram (bots.post_rights.MEMBER_STATUS_SECONDS)."""
+    return freeze_time(timezone.now() + timedelta(seconds=seconds))
+
+
+def forget_kept_answers():
+    """As a minute later: Telegram's kept answers about marco in the group have expired."""
+    cache.delete(f"bots:member-status:{GROUP}:{MARCO}")
+
+
 def test_left_and_banned_members_may_not_post_as_telegram_says(group, member, fake_telegram):
     assert chat_may_post(member, group)
+    asked = len(fake_telegram.calls_of("getChatMember"))
     fake_telegram.leave(GROUP, MARCO)
-    verdict = chat_may_post(member, group)
+    # Telegram's answer is kept for a minute: posting from the dashboard asks it once.
+    assert chat_may_post(member, group)
+    assert len(fake_telegram.calls_of("getChatMember")) == asked
+    with later(MEMBER_STATUS_SECONDS + 1):
+        verdict = chat_may_post(member, group)
     assert not verdict and verdict.reason == "marco is no longer in this Telegram group"
     fake_telegram.ban(GROUP, MARCO)
-    assert chat_may_post(member, group).reason == "marco was banned from this Telegram group"
+    with later(2 * MEMBER_STATUS_SECONDS + 2):
+        assert chat_may_post(member, group).reason == "marco was banned from this Telegram group"
     asked = fake_telegram.calls_of("getChatMember")[-1].params
     assert int(asked["chat_id"]) == GROUP and int(asked["user_id"]) == MARCO
+
+
+def test_an_unsure_answer_is_not_kept(group, member, fake_telegram):
+    fake_telegram.fail_next("getChatMember", status=502, description="Bad Gateway")
+    verdict = chat_may_post(member, group)
+    assert not verdict and verdict.unsure
+    assert chat_may_post(member, group)  # asked again at once, and kept from now on
 
 
 def test_a_member_without_a_linked_telegram_account_may_not_post_in_the_group(group, make_person):
@@ -86,6 +112,7 @@ def test_a_private_chat_is_its_own_users_alone(owner, member, fake_telegram):
 def test_a_member_who_left_cannot_create_or_run_a_schedule(group, member, fake_telegram):
     schedule = marcos_schedule(member, group)
     fake_telegram.leave(GROUP, MARCO)
+    forget_kept_answers()
     with pytest.raises(PermissionDenied, match="no longer in this Telegram group"):
         marcos_schedule(member, group)
     with pytest.raises(PermissionDenied, match="no longer in this Telegram group"):
@@ -97,6 +124,7 @@ def test_the_agent_tool_refuses_a_banned_member(group, member, fake_telegram):
     beat()
     asked = in_group("remind us at 9 every day", user=str(MARCO), name="Marco")
     fake_telegram.ban(GROUP, MARCO)
+    forget_kept_answers()
     answer = call(asked, action="create", cron="0 9 * * *", prompt="Post the standup.")
     assert "banned from this Telegram group" in answer
     assert not member.schedules.exists()

@@ -10,7 +10,7 @@ from bots.models import LinkCode, OutboundMessage, PairingRequest, ProcessedUpda
 from bots.pairing import link_code_create, pairing_decide
 from bots.services import polling_offset, polling_offset_save
 from bots.updates import BadUpdate
-from chats.models import Actor, Chat, Message, MessageEdit, Turn
+from chats.models import Actor, Chat, Message, MessageEdit, Turn, TurnHold
 from tests.bots.conftest import BOT, FORUM_ID, GROUP_ID, process
 from tests.fakes.telegram_server import group_chat, private_chat, tg_user
 
@@ -256,18 +256,21 @@ def test_memory_lists_what_is_held_about_the_asker_in_private_only(tg, make_pers
     assert "short answers" not in reply.payload["text"]
 
 
-def test_a_photo_with_a_caption_is_recorded_with_its_type_and_answered(tg):
+def test_a_photo_with_a_caption_is_recorded_with_its_type_and_its_turn_waits_for_it(tg):
     outcome = process(
         tg.message(
             private_chat(ALICE), ALICE, None, photo=True, caption="Is this rack wired right?"
         )
     )
     message = outcome.message
-    assert message.text == "[photo] Is this rack wired right?"
+    # The file is fetched and stored as an attachment (tests/bots/test_media.py): the
+    # caption is the text, and the turn waits for the file.
+    assert message.text == "Is this rack wired right?"
     attachment = message.metadata["telegram"]["attachment"]
     assert attachment["type"] == "photo" and attachment["file_id"] == "large-id"
     assert attachment["caption"] == "Is this rack wired right?"
-    assert outcome.turn is not None
+    assert outcome.result == "held" and outcome.turn is None
+    assert TurnHold.objects.get(message=message).reasons == ["files"]
 
 
 @pytest.mark.parametrize(
@@ -294,7 +297,7 @@ def test_a_photo_with_a_caption_is_recorded_with_its_type_and_answered(tg):
                 "document": {"file_id": "d", "file_unique_id": "d", "file_name": "report.pdf"},
                 "caption": "Q3",
             },
-            "[document report.pdf] Q3",
+            "Q3",  # the file is an attachment now: its caption is the text
         ),
     ],
 )

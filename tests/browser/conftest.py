@@ -8,6 +8,7 @@ with the reason.
 
 import os
 import shutil
+import time
 
 import pytest
 
@@ -77,3 +78,34 @@ def page_for(chromium_browser, live_stack):
     yield make
     for context in contexts:
         context.close()
+
+
+class RequestsInFlight:
+    """The page's requests still open, so a test can wait until every request a page makes
+    after loading (htmx fragments, scripts, styles) is done: Playwright's "networkidle" waits
+    for a browser lifecycle event that, on a loaded machine, once never came within 90 s
+    while nothing was open; this names what is still open when it really hangs."""
+
+    QUIET_SECONDS = 0.5
+
+    def __init__(self, page):
+        self.page = page
+        self.open: dict[int, str] = {}
+        self.last_change = time.monotonic()
+        page.on("request", self._opened)
+        page.on("requestfinished", self._closed)
+        page.on("requestfailed", self._closed)
+
+    def _opened(self, request) -> None:
+        self.open[id(request)] = request.url
+        self.last_change = time.monotonic()
+
+    def _closed(self, request) -> None:
+        self.open.pop(id(request), None)
+        self.last_change = time.monotonic()
+
+    def wait_quiet(self, path: str) -> None:
+        deadline = time.monotonic() + BROWSER_TIMEOUT_MS / 1000
+        while self.open or time.monotonic() - self.last_change < self.QUIET_SECONDS:
+            assert time.monotonic() < deadline, f"{path}: requests still open: {self.open}"
+            self.page.wait_for_timeout(100)  # lets Playwright deliver the page's events

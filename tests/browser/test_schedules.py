@@ -13,6 +13,7 @@ from playwright.sync_api import expect
 from chats.models import ChatMember, Message
 from chats.services import chat_get_or_create, chat_member_ensure
 from schedules.models import Schedule, ScheduleRun
+from tests.browser.conftest import RequestsInFlight
 from tests.browser.test_security import watch_policy
 from tests.fakes import openai_server as fake_openai
 
@@ -112,6 +113,7 @@ def test_create_a_schedule_preview_it_run_it_now_and_see_the_reply_and_receipt(
     )
     page.goto(f"/schedules/{schedule.pk}/edit")
     expect(page.locator("#preview-times tbody tr")).to_have_count(5)
+    settle = RequestsInFlight(page)
     page.goto("/settings/time-zone/")
-    page.wait_for_load_state("networkidle")
+    settle.wait_quiet("/settings/time-zone/")
     assert violations == []

@@ -6,7 +6,7 @@ from playwright.sync_api import expect
 
 from chats.models import ChatMember
 from chats.services import chat_get_or_create, chat_member_ensure
-from tests.browser.conftest import BROWSER_TIMEOUT_MS
+from tests.browser.conftest import BROWSER_TIMEOUT_MS, RequestsInFlight
 from tests.fakes import openai_server as fake_openai
 from toolservers.services import VIA_COMMAND, server_add, server_tools_record
 
@@ -53,9 +53,10 @@ def test_no_page_trips_the_content_security_policy(page_for, make_person, fake_l
     pages += ["/admin/skills/skill/", "/admin/skills/skillproposal/"]
     pages += ["/tools/", "/tools/notes/edit", "/chats/web:csp-room/tools"]
     pages += ["/usage/", "/usage/records/", "/admin/usage/modelprice/add/"]
+    settle = RequestsInFlight(page)
     for path in pages:
         page.goto(path)
-        page.wait_for_load_state("networkidle")
+        settle.wait_quiet(path)
     assert violations == []
 
 

@@ -12,6 +12,7 @@ from chats.models import ChatKind
 from chats.services import actor_get_or_create, chat_get_or_create
 from skills.models import Skill, SkillProposal, Via
 from skills.services import Author, skill_create, skill_patch
+from tests.browser.conftest import RequestsInFlight
 from tests.browser.test_security import watch_policy
 from tests.skills.helpers import skill_md
 
@@ -133,7 +134,8 @@ def test_a_reviewer_approves_a_proposal_diffs_two_versions_and_rolls_back(page_f
 
     page.reload()
     expect(page.locator("#skill-events li").first).to_contain_text("Pinned")
+    settle = RequestsInFlight(page)
     page.goto("/skills/?status=all")
-    page.wait_for_load_state("networkidle")
+    settle.wait_quiet("/skills/?status=all")
     expect(page.locator("tr.skill-row").first).to_contain_text("pinned")
     assert violations == []

@@ -10,8 +10,11 @@
 It answers the methods the bridge uses (getMe, getUpdates with offset/timeout long-poll
 semantics, deleteWebhook, setWebhook, setMyCommands, sendMessage, editMessageText,
 sendChatAction, answerCallbackQuery, getChatAdministrators of the groups given
-`set_administrators`) at `/bot<token>/<method>`, with form-encoded or JSON
-parameters as python-telegram-bot sends them. Every call is recorded with a timestamp
+`set_administrators`, getFile) at `/bot<token>/<method>`, with form-encoded or JSON
+parameters as python-telegram-bot sends them, and the files `add_file` holds at
+`/file/bot<token>/<file_path>` (getFile refuses a file over 20 MB as Telegram does:
+"Bad Request: file is too big"). `photo` and `document` build media updates, in an album
+with `media_group_id`. Every call is recorded with a timestamp
 (`calls`), and the messages the bot sent are kept as a chat would show them, with their
 edit history. HTML is checked as Telegram does (known tags, balanced nesting, the
 4,096-character limit on the visible text); `fail_next` scripts a 429 with
@@ -28,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from http.server import BaseHTTPRequestHandler
+from pathlib import PurePosixPath
 from urllib.parse import parse_qsl
 
 from tests.fakes.http import FakeHTTPServer
@@ -62,6 +66,7 @@ STRING_PARAMS = {
     "callback_data",
 }
 LIMIT = 4096
+DOWNLOAD_LIMIT = 20 * 1024 * 1024  # what getFile hands a bot on api.telegram.org
 
 
 def utf16_len(text: str) -> int:
@@ -201,6 +206,10 @@ class FakeTelegram:
         self._message_ids: dict[int, itertools.count] = {}
         self._chats: dict[int, dict] = {}
         self._failures: list[tuple[str, Callable[[dict], bool] | None, int, dict]] = []
+        # file_id -> (file_unique_id, file_path, size, bytes or None for a file never served)
+        self.files: dict[str, tuple[str, str, int, bytes | None]] = {}
+        self.downloads: list[str] = []  # file paths downloaded, in order
+        self._file_ids = itertools.count(1)
         self._lock = threading.Condition()
         self._stopping = threading.Event()
         self._server: _Server | None = None
@@ -313,6 +322,9 @@ class FakeTelegram:
             ]
         if caption is not None:
             data["caption"] = caption
+            caption_entities = _entities(caption)
+            if caption_entities:
+                data["caption_entities"] = caption_entities
         if thread_id is not None:
             data["message_thread_id"] = thread_id
             data["is_topic_message"] = True
@@ -329,6 +341,62 @@ class FakeTelegram:
             data["reply_to_message"] = reply_to
         data.update(extra or {})
         return {"update_id": next(self._update_ids), "message": data}
+
+    # files
+
+    def add_file(self, data: bytes | None, *, size: int | None = None, suffix: str = "") -> dict:
+        """Hold a file as Telegram would (getFile + download); `data=None` with a `size`: a file
+        too big to serve. Returns its `file_id`, `file_unique_id` and `file_size`."""
+        number = next(self._file_ids)
+        file_id, unique = f"file-{number}-id", f"u{number}"
+        size = len(data) if data is not None else int(size or 0)
+        folder = "photos" if suffix == ".jpg" else "documents"
+        with self._lock:
+            self.files[file_id] = (unique, f"{folder}/file_{number}{suffix}", size, data)
+        return {"file_id": file_id, "file_unique_id": unique, "file_size": size}
+
+    def photo(
+        self,
+        chat: dict,
+        sender: dict,
+        large: bytes,
+        *,
+        small: bytes = b"small thumbnail",
+        caption: str | None = None,
+        media_group_id: str | None = None,
+    ) -> dict:
+        """A photo update: Telegram lists its sizes, the largest last."""
+        sizes = [
+            {**self.add_file(small, suffix=".jpg"), "width": 90, "height": 60},
+            {**self.add_file(large, suffix=".jpg"), "width": 1280, "height": 853},
+        ]
+        extra = {"photo": sizes}
+        if media_group_id:
+            extra["media_group_id"] = media_group_id
+        return self.message(chat, sender, None, caption=caption, extra=extra)
+
+    def document(
+        self,
+        chat: dict,
+        sender: dict,
+        data: bytes | None,
+        file_name: str,
+        *,
+        mime_type: str = "application/octet-stream",
+        size: int | None = None,
+        caption: str | None = None,
+        media_group_id: str | None = None,
+    ) -> dict:
+        """A document update (`data=None` and a `size`: a file getFile refuses)."""
+        document = {
+            **self.add_file(data, size=size, suffix=PurePosixPath(file_name).suffix),
+            "file_name": file_name,
+            "mime_type": mime_type,
+        }
+        extra = {"document": document}
+        if media_group_id:
+            extra["media_group_id"] = media_group_id
+        return self.message(chat, sender, None, caption=caption, extra=extra)
 
     def send(self, chat: dict, sender: dict, text: str | None = None, **kwargs) -> dict:
         """Build a message update and queue it; returns the update (with its update_id)."""
@@ -506,11 +574,39 @@ class FakeTelegram:
             )
         if method == "getChatMember":
             return self._chat_member(params)
+        if method == "getFile":
+            return self._get_file(params)
         if method == "sendMessage":
             return self._send_message(params)
         if method == "editMessageText":
             return self._edit_message(params)
         return self._error(f"Not Found: method {method} is not faked", 404)
+
+    def _get_file(self, params: dict) -> tuple[int, dict]:
+        with self._lock:
+            found = self.files.get(str(params.get("file_id", "")))
+        if found is None:
+            return self._error("Bad Request: invalid file_id")
+        unique, path, size, _ = found
+        if size > DOWNLOAD_LIMIT:
+            return self._error("Bad Request: file is too big")
+        return self._ok(
+            {
+                "file_id": params["file_id"],
+                "file_unique_id": unique,
+                "file_size": size,
+                "file_path": path,
+            }
+        )
+
+    def file_bytes(self, path: str) -> bytes | None:
+        """The bytes served at `/file/bot<token>/<path>` (recorded as a download)."""
+        with self._lock:
+            for _, file_path, size, data in self.files.values():
+                if file_path == path and size <= DOWNLOAD_LIMIT:
+                    self.downloads.append(path)
+                    return data
+        return None
 
     def _chat_member(self, params: dict) -> tuple[int, dict]:
         try:
@@ -658,8 +754,25 @@ class _Handler(BaseHTTPRequestHandler):
             params.update({k: _decode(k, v) for k, v in parse_qsl(raw.decode())})
         return params
 
+    def _file(self, path: str) -> None:
+        data = self.server.fake.file_bytes(path)
+        status, payload = (200, data) if data is not None else (404, b"Not Found")
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+            self.wfile.flush()
+        except OSError:
+            self.close_connection = True
+
     def _answer(self):
         path = self.path.split("?", 1)[0]
+        files = f"/file/bot{self.server.fake.token}/"
+        if path.startswith(files):
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            return self._file(path[len(files) :])
         prefix = f"/bot{self.server.fake.token}/"
         if not path.startswith(prefix):
             status, body = 401, {"ok": False, "error_code": 401, "description": "Unauthorized"}

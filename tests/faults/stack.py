@@ -18,6 +18,7 @@ from tests.faults.api import post_message
 from tests.live import BASE_DIR, MakeRun, database_url_for_subprocesses
 
 SLOW = "slow"  # a message starting with this gets a long streamed reply
+PASSWORD = "a-long-fault-password-1"  # the `person` fixture's, for logging in to the stack
 SLOW_REPLY_WORDS = 200
 SLOW_DELAY_SECONDS = 0.05  # 200 words: about 10 s of streaming
 FIGURES_FILE = BASE_DIR / "var" / "test-logs" / "fault-figures.jsonl"
@@ -155,3 +156,10 @@ def record_figures(name: str, answer_seconds: list[float], **extra) -> dict:
         file.write(json.dumps(figures) + "\n")
     print(figures)
     return figures
+
+
+def wait_streaming(fake_llm, text: str) -> None:
+    """Until the model has been asked to answer `text` (its reply is streaming from then)."""
+    fake_llm.wait_until(
+        lambda fake: any(fake_openai.last_user_text(b) == text for b in fake.requests), 30
+    )

@@ -20,9 +20,22 @@ from chats.agent.llm.factory import (
     NoModelProvider,
     build_provider,
     get_provider,
+    provider_info,
     reset_provider_cache,
 )
-from chats.agent.llm.openai_compat import LLMContextLengthExceeded, OpenAICompatProvider
+
+# The OpenAI-compatible provider imports the `openai` SDK (tens of MiB): loaded when first
+# named, so a process that only shows pages (provider_info) never loads it.
+_LAZY = {"LLMContextLengthExceeded", "OpenAICompatProvider"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        from chats.agent.llm import openai_compat
+
+        return getattr(openai_compat, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "ChatProvider",
@@ -39,5 +52,6 @@ __all__ = [
     "Usage",
     "build_provider",
     "get_provider",
+    "provider_info",
     "reset_provider_cache",
 ]

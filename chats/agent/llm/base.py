@@ -78,6 +78,26 @@ class ProviderInfo:
     extra: dict = field(default_factory=dict)
 
 
+# The OpenAI-compatible provider's name and default server, here so that describing it
+# (openai_compat_info) needs no import of the SDK.
+OPENAI_COMPAT_NAME = "openai-compatible"
+OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+
+def openai_compat_info(
+    *, model: str, context_tokens: int, base_url: str, supports_images: bool = False
+) -> ProviderInfo:
+    """What the OpenAI-compatible provider says of itself (pages and status commands)."""
+    return ProviderInfo(
+        name=OPENAI_COMPAT_NAME,
+        model=model or "(server default)",
+        context_tokens=context_tokens,
+        supports_tools=True,
+        supports_images=supports_images,
+        extra={"base_url": (base_url or OPENAI_DEFAULT_BASE_URL).rstrip("/")},
+    )
+
+
 @runtime_checkable
 class ChatProvider(Protocol):
     info: ProviderInfo

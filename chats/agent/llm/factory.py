@@ -15,7 +15,13 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from chats.agent.llm.base import ChatProvider, LLMNotConfigured, ProviderInfo, StreamEvent
+from chats.agent.llm.base import (
+    ChatProvider,
+    LLMNotConfigured,
+    ProviderInfo,
+    StreamEvent,
+    openai_compat_info,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +77,24 @@ def get_provider() -> ChatProvider:
             _cached = build_provider()
             logger.info("LLM provider: %s (%s)", _cached.info.name, _cached.info.model)
         return _cached
+
+
+def provider_info() -> ProviderInfo:
+    """What the model is, for pages: the provider's own answer once built; before that, for
+    an OpenAI-compatible server, the same answer from the settings, so a web process that
+    only shows pages never imports the SDK (about 40 MiB) nor builds a client."""
+    with _lock:
+        cached = _cached
+    if cached is not None:
+        return cached.info
+    choice = (settings.LLM_PROVIDER or "auto").strip().lower()
+    if choice == "openai" or (choice == "auto" and settings.LLM_BASE_URL):
+        return openai_compat_info(
+            model=settings.LLM_MODEL,
+            context_tokens=settings.LLM_CONTEXT_TOKENS,
+            base_url=settings.LLM_BASE_URL,
+        )
+    return get_provider().info
 
 
 def reset_provider_cache() -> None:

@@ -22,6 +22,8 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from chats.agent.counting import image_parts_tokens
 from chats.agent.llm.base import (
+    OPENAI_COMPAT_NAME,
+    OPENAI_DEFAULT_BASE_URL,
     Finish,
     LLMError,
     ProviderInfo,
@@ -29,6 +31,7 @@ from chats.agent.llm.base import (
     TextDelta,
     ToolCall,
     Usage,
+    openai_compat_info,
 )
 from chats.agent.llm.keepalive import reusable_body
 from chats.agent.llm.retry import RetryPolicy, is_retryable_status, parse_retry_after
@@ -37,8 +40,8 @@ from chats.agent.tokens import count_tokens
 
 logger = logging.getLogger(__name__)
 
-PROVIDER_NAME = "openai-compatible"
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
+PROVIDER_NAME = OPENAI_COMPAT_NAME
+DEFAULT_BASE_URL = OPENAI_DEFAULT_BASE_URL
 # Local servers ignore the key, but the SDK refuses to build a client without one.
 PLACEHOLDER_API_KEY = "not-needed"
 # Tokens a message costs beyond its text (role, separators); the fake server uses the same.
@@ -250,13 +253,11 @@ class OpenAICompatProvider:
 
     @property
     def info(self) -> ProviderInfo:
-        return ProviderInfo(
-            name=PROVIDER_NAME,
-            model=self.model or "(server default)",
+        return openai_compat_info(
+            model=self.model,
             context_tokens=self.context_tokens,
-            supports_tools=True,
+            base_url=self.base_url,
             supports_images=model_takes_images(self.model, settings.LLM_VISION),
-            extra={"base_url": self.base_url},
         )
 
     def close(self) -> None:

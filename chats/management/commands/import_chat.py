@@ -1,10 +1,14 @@
-"""Import chat history from JSON Lines written by export_chat; idempotent by message id."""
+"""Import chat history from JSON Lines written by export_chat (or a folder or tar archive
+written by its --bundle, with the messages' files); idempotent by message id."""
 
+import os
 import sys
+import tarfile
 
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
+from chats.history_bundle import BundleError, bundle_for_reading
 from chats.jsonl import history_import
 
 
@@ -17,7 +21,11 @@ class Command(BaseCommand):
     stealth_options = ("stdin",)
 
     def add_arguments(self, parser):
-        parser.add_argument("file", help="a .jsonl file written by export_chat, or - for stdin")
+        parser.add_argument(
+            "file",
+            help="a .jsonl file written by export_chat, - for stdin, or a folder or .tar "
+            "archive written by export_chat --bundle",
+        )
         parser.add_argument(
             "--strict",
             action="store_true",
@@ -30,9 +38,20 @@ class Command(BaseCommand):
                 stdin = options.get("stdin") or sys.stdin
                 # Read bytes where there are bytes: every line is decoded as UTF-8 on its own.
                 report = history_import(lines=getattr(stdin, "buffer", stdin), strict=strict)
+            elif os.path.isdir(file) or tarfile.is_tarfile(file):
+                bundle, open_history = bundle_for_reading(file)
+                try:
+                    with open_history() as stream:
+                        report = history_import(lines=stream, strict=strict, bundle=bundle)
+                finally:
+                    close = getattr(bundle, "close", None)
+                    if close is not None:
+                        close()
             else:
                 with open(file, "rb") as stream:
                     report = history_import(lines=stream, strict=strict)
+        except BundleError as exc:
+            raise CommandError(f"cannot read {file}: {exc}") from exc
         except OSError as exc:
             raise CommandError(f"cannot read {file}: {exc.strerror or exc}") from exc
         except DatabaseError as exc:

@@ -21,6 +21,6 @@ def mark(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("attachments", "0001_attachments_and_blobs")]
+    dependencies = [("attachments", "0002_attachment_note")]
 
     operations = [migrations.RunPython(mark, migrations.RunPython.noop)]

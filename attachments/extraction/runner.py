@@ -1,0 +1,134 @@
+"""The parent's side of extraction: run the child on one file with a wall-clock timeout and an
+address-space limit, and turn whatever happened into text or a reason a person can read. A
+hang is killed (its whole process group) at the timeout; a bomb dies of its memory limit;
+neither touches the worker that asked."""
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from attachments.extraction.child import MEMORY_EXIT
+
+logger = logging.getLogger(__name__)
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+# What a reader's own CPU may take beyond the wall-clock bound: the timeout decides first.
+_CPU_GRACE_SECONDS = 5
+
+
+class ExtractionFailed(Exception):
+    """The file could not be read: `str(exc)` is the reason shown to people."""
+
+
+@dataclass
+class ExtractionResult:
+    text: str
+    page_count: int
+    notes: list[str] = field(default_factory=list)
+    peak_rss_kb: int = 0
+    cpu_seconds: float = 0.0
+
+
+def _child_environment() -> dict[str, str]:
+    """Only what the child needs: never the hub's secrets."""
+    env = {
+        "PATH": os.defpath,
+        "PYTHONPATH": str(PROJECT_ROOT),
+        "PYTHONIOENCODING": "utf-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "LANG": "C.UTF-8",
+        # glibc gives each thread its own 64 MB arena of address space: keep the limit for data.
+        "MALLOC_ARENA_MAX": "2",
+    }
+    for name in ("TMPDIR", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
+        if name in os.environ:
+            env[name] = os.environ[name]
+    return env
+
+
+def _clean(text: str) -> str:
+    """Text any database stores: no NUL, no lone surrogate."""
+    return text.replace("\x00", "").encode("utf-8", "replace").decode("utf-8")
+
+
+def extract_file(
+    path: str | os.PathLike,
+    file_format: str,
+    *,
+    seconds: float,
+    memory_mb: int,
+    max_chars: int,
+    max_pages: int,
+) -> ExtractionResult:
+    """Read `path` as `file_format` in a child process bounded by `seconds` (wall clock) and
+    `memory_mb` (address space). Raises ExtractionFailed with a person's reason."""
+    request = {
+        "path": str(path),
+        "format": file_format,
+        "max_chars": max_chars,
+        "max_pages": max_pages,
+        "memory_mb": memory_mb,
+        "cpu_seconds": int(seconds) + _CPU_GRACE_SECONDS,
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "attachments.extraction.child"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=PROJECT_ROOT,
+        env=_child_environment(),
+        start_new_session=True,  # its own process group: a timeout kills all it started
+    )
+    try:
+        out, err = process.communicate(json.dumps(request).encode(), timeout=seconds)
+    except subprocess.TimeoutExpired:
+        _kill(process)
+        raise ExtractionFailed(
+            f"Reading the file took longer than {seconds:g} seconds, so the hub stopped. "
+            "Send a smaller file, or the pages you need."
+        ) from None
+    finally:
+        if process.poll() is None:  # an exception of our own while it ran
+            _kill(process)
+    code = process.returncode
+    if code == MEMORY_EXIT or (code == 0 and not out and b"MemoryError" in err):
+        raise ExtractionFailed(
+            f"Reading the file needed more than {memory_mb} MB of memory, so the hub "
+            "stopped. Send a smaller file, or the pages you need."
+        )
+    if code == -signal.SIGXCPU:
+        raise ExtractionFailed(
+            f"Reading the file took more than {seconds:g} seconds of processor time, so "
+            "the hub stopped."
+        )
+    if code != 0 or not out:
+        tail = err.decode("utf-8", "replace")[-2000:]
+        logger.warning("extraction child exited with %s on a %s file: %s", code, file_format, tail)
+        raise ExtractionFailed(
+            "The reader stopped while reading the file: it may be damaged, or need more than "
+            f"{memory_mb} MB of memory."
+        )
+    if err:
+        logger.info("extraction child said: %s", err.decode("utf-8", "replace")[-2000:])
+    answer = json.loads(out)
+    if not answer["ok"]:
+        raise ExtractionFailed(answer["reason"])
+    return ExtractionResult(
+        text=_clean(answer["text"]),
+        page_count=int(answer["page_count"]),
+        notes=list(answer["notes"]),
+        peak_rss_kb=int(answer.get("peak_rss_kb") or 0),
+        cpu_seconds=float(answer.get("cpu_seconds") or 0),
+    )
+
+
+def _kill(process: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.communicate()

@@ -1,0 +1,181 @@
+"""Files that arrive on Telegram: photos (the largest size Telegram offers) and documents.
+
+Registered with the bridge's media registry (`bots.media`) in `AttachmentsConfig.ready()`:
+the dispatcher names no file. For a message it takes, in the update's transaction, it holds
+the message's turn until its file is read (`attachments.waiting`) and, after the commit,
+sends `attachments.tasks.fetch_telegram_file` to the files' queue: never a network call on
+the update's path (the webhook's request, the polling loop). The task asks the Bot API where
+the file is (getFile), downloads it within TELEGRAM_FILE_TIMEOUT_SECONDS and at most
+ATTACHMENTS_MAX_FILE_BYTES, and stores it on the message like any upload (sniffed, limits).
+
+A file that cannot be had is told to the chat as a notice (which the bridge sends to
+Telegram), and the message is kept: over the Bot API's 20 MB download limit (a local Bot API
+server, TELEGRAM_API_BASE_URL, lifts it), over the hub's limits, or a download that failed.
+Either way the turn then goes on with what is there. Stickers, voice, video and the rest stay
+a label in the message's text.
+"""
+
+import logging
+import threading
+from pathlib import PurePosixPath
+
+from celery import shared_task
+from django.conf import settings
+from django.db import transaction
+
+from attachments.models import Attachment
+from attachments.services import AttachmentRefused, attachment_store
+from attachments.waiting import files_hold, files_hold_release_if_settled
+from bots import bot_api
+from bots.media import MediaMessage
+from chats.models import Message
+from chats.notices import chat_notice_post
+
+logger = logging.getLogger(__name__)
+
+TAKEN = ("photo", "document")
+NOTICE_KIND = "attachment_not_received"
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / (1024 * 1024):.1f} MB"
+
+
+def telegram_media_takes(media: dict) -> bool:
+    """The media handler's predicate: photos and documents."""
+    return media.get("type") in TAKEN and bool(media.get("file_id"))
+
+
+def telegram_media_take(item: MediaMessage) -> bool:
+    """The media handler: hold the message's turn, fetch its file after the commit."""
+    files_hold(
+        message=item.message,
+        respond=item.respond,
+        extra_seconds=settings.TELEGRAM_FILE_TIMEOUT_SECONDS,
+    )
+    message_id = item.message.pk
+    transaction.on_commit(lambda: _fetch_enqueue(message_id))
+    return True
+
+
+def _fetch_enqueue(message_id: int) -> None:
+    try:
+        fetch_telegram_file.delay(message_id)
+    except Exception:  # noqa: BLE001 - the turn still goes after its bounded wait
+        logger.exception("could not enqueue the Telegram file of message %s", message_id)
+
+
+class NotReceived(Exception):
+    """The file could not be had: `str(exc)` tells the chat why."""
+
+
+def _file_name(media: dict, file_path: str, telegram_message_id) -> str:
+    if media.get("file_name"):
+        return media["file_name"]
+    suffix = PurePosixPath(file_path).suffix or ".jpg"
+    return f"{media.get('type', 'file')}_{telegram_message_id}{suffix}"
+
+
+def _download(media: dict) -> tuple[str, bytes]:
+    """(file path, bytes) of the message's file; NotReceived with the reason."""
+    size = media.get("file_size") or 0
+    what = media.get("file_name") or "The file"
+    if bot_api.uses_cloud_api() and size > bot_api.CLOUD_DOWNLOAD_LIMIT:
+        raise NotReceived(_too_big_for_telegram(what, size))
+    timeout = settings.TELEGRAM_FILE_TIMEOUT_SECONDS
+    try:
+        # Asked first (no download): its refusal says more than the hub's own limit.
+        path = bot_api.file_path_of(media["file_id"], timeout=timeout)
+        if size > settings.ATTACHMENTS_MAX_FILE_BYTES:
+            raise NotReceived(_over_hub_limit(what, size))
+        data = bot_api.file_download(
+            path, limit=settings.ATTACHMENTS_MAX_FILE_BYTES, timeout=timeout
+        )
+    except bot_api.FileTooBig:
+        raise NotReceived(_too_big_for_telegram(what, size)) from None
+    except bot_api.FileOverLimit:
+        raise NotReceived(_over_hub_limit(what, size)) from None
+    except bot_api.BotApiError as exc:
+        logger.warning("Telegram file %s not downloaded: %s", media.get("file_unique_id"), exc)
+        raise NotReceived(f"{what} could not be downloaded from Telegram.") from None
+    return path, data
+
+
+def _too_big_for_telegram(what: str, size: int) -> str:
+    shown = f" is {_megabytes(size)}:" if size else " is too big:"
+    return (
+        f"{what}{shown} Telegram lets a bot download files of at most 20 MB. "
+        "Send a smaller file (or a link to it)."
+    )
+
+
+def _over_hub_limit(what: str, size: int) -> str:
+    return (
+        f"{what} is {_megabytes(size)}; a file may have at most "
+        f"{_megabytes(settings.ATTACHMENTS_MAX_FILE_BYTES)}."
+    )
+
+
+def telegram_file_fetch(message_id: int) -> Attachment | None:
+    """Fetch and store the Telegram file of a stored message, once (a redelivered task finds
+    it stored); a file that cannot be had is told to the chat. Then the turn goes on."""
+    message = Message.objects.select_related("chat").filter(pk=message_id).first()
+    if message is None:
+        return None
+    try:
+        if Attachment.objects.filter(message_id=message_id).exists():
+            return None
+        return _fetch_and_store(message)
+    finally:
+        files_hold_release_if_settled(message_id)
+
+
+def _fetch_and_store(message: Message) -> Attachment | None:
+    telegram = (message.metadata or {}).get("telegram") or {}
+    media = telegram.get("attachment") or {}
+    if media.get("type") not in TAKEN or not media.get("file_id"):
+        return None
+    try:
+        path, data = _download(media)
+        return attachment_store(
+            message=message,
+            name=_file_name(media, path, telegram.get("message_id")),
+            data=data,
+            declared_type=media.get("mime_type", ""),
+        )
+    except NotReceived as exc:
+        reason = str(exc)
+    except AttachmentRefused as exc:
+        what = media.get("file_name") or "The file"
+        reason = f"{what} was not stored: {exc}"
+    chat_notice_post(
+        chat=message.chat,
+        text=f"{reason} The message was kept without it.",
+        kind=NOTICE_KIND,
+        detail={"about_message": message.pk},
+    )
+    return None
+
+
+# One download at a time per process (bounded by TELEGRAM_FILE_TIMEOUT_SECONDS): the files'
+# worker shares its threads with reviews and the dispatcher, which must find one free.
+_fetching = threading.BoundedSemaphore(1)
+BUSY_RETRY_SECONDS = 1
+
+
+@shared_task(
+    bind=True,
+    name="attachments.tasks.fetch_telegram_file",  # routed to the files' queue (tasks.py)
+    ignore_result=True,
+    acks_late=True,
+    max_retries=None,
+)
+def fetch_telegram_file(self, message_id: int) -> bool:
+    """Download and store the photo or document of a Telegram message; its turn goes on
+    afterwards (docs/FILES.md, "Telegram")."""
+    if not _fetching.acquire(blocking=False):
+        raise self.retry(countdown=BUSY_RETRY_SECONDS)
+    try:
+        return telegram_file_fetch(message_id) is not None
+    finally:
+        _fetching.release()
