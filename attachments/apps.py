@@ -16,18 +16,38 @@ class AttachmentsConfig(AppConfig):
         )
         from attachments.extraction.tools import attachment_tools
         from attachments.history import attachments_export, attachments_parse, attachments_restore
+        from attachments.html import attachments_html, composer_html
+        from attachments.inbound import json_files_parse, json_files_store
+        from attachments.live import attachment_settled_announce
+        from attachments.openai_parts import content_part_handler
         from attachments.processing import processor_register
         from attachments.render import attachments_extras
         from attachments.search_filters import has_check, has_condition, type_check, type_condition
         from attachments.services import CARRIES_NAME
+        from attachments.signals import attachment_settled
+        from attachments.terminal import attach_command, staged_files_store
         from attachments.to_model import attachments_carried
+        from attachments.web import PATH_PREFIX, upload_body_limit
         from chats.agent.registry import message_parts_register, register_tool_provider
-        from chats.extras import register_message_extras
+        from chats.api.post_fields import PostField, register_post_field
+        from chats.extras import (
+            register_composer_html,
+            register_message_extras,
+            register_message_html,
+        )
         from chats.history_bundle import register_record_extra
         from chats.search_query import register_search_filter
+        from chats.slash_commands import register_slash_command
+        from chats.staged import register_staged_consumer
         from hermes_site.body_limits import body_limit_register
+        from openai_api.content_parts import register_content_part_handler
 
         register_message_extras("attachments", attachments_extras, default=list)
+        register_message_html("attachments", attachments_html)
+        register_composer_html("attachments", composer_html)
+        attachment_settled.connect(
+            attachment_settled_announce, sender=None, dispatch_uid="attachments-live"
+        )
         # The search syntax's has:file and type:pdf.
         register_search_filter("has", example="file", check=has_check, condition=has_condition)
         register_search_filter("type", example="pdf", check=type_check, condition=type_condition)
@@ -38,8 +58,13 @@ class AttachmentsConfig(AppConfig):
             parse=attachments_parse,
             restore=attachments_restore,
         )
+        # Small files as base64 in the JSON message post; images and files in /v1 messages.
+        register_post_field(PostField("files", json_files_parse, json_files_store))
+        register_content_part_handler(content_part_handler)
+        # The terminal's /attach PATH, stored on the next message.
+        register_slash_command(attach_command)
+        register_staged_consumer("attach", staged_files_store)
         # The turn waits for its files: the last one to settle lets it go.
-        from attachments.signals import attachment_settled
         from attachments.waiting import on_attachment_settled
 
         attachment_settled.connect(on_attachment_settled, dispatch_uid="attachments-turn-waits")
@@ -48,8 +73,10 @@ class AttachmentsConfig(AppConfig):
         from bots.media import register_media_handler
 
         register_media_handler("attachments", takes=telegram_media_takes, take=telegram_media_take)
-        # Multipart posts carry files: their path may send more than the API's JSON bodies.
+        # Multipart posts carry files: their paths may send more than the API's JSON bodies
+        # and the dashboard's forms.
         body_limit_register("/api/v1/uploads/", settings.ATTACHMENTS_API_MAX_BODY_BYTES)
+        body_limit_register(PATH_PREFIX, upload_body_limit())
         # Documents' text, read off the request path in a bounded child (docs/FILES.md).
         processor_register(PROCESSOR_NAME, wants=wants_document, run=extract_document)
         register_tool_provider(attachment_tools)

@@ -1,11 +1,14 @@
-"""Serving a blob: only to readers of the chat, always as a download (never rendered by the
-browser), with the name as given (RFC 5987) and a sandboxing CSP."""
+"""Serving a blob: only to readers of the chat, as a download (never rendered by the
+browser), with the name as given (RFC 5987) and a sandboxing CSP. Allow-listed raster
+images (attachments/thumbnails.py) are also served inline, with their sniffed type and the
+same headers, for the page's thumbnails and image view."""
 
 from django.http import FileResponse, HttpResponse
 
 from attachments.models import Attachment
 from attachments.names import download_disposition
 from attachments.sniffing import ACTIVE_TYPES, OCTET_STREAM
+from attachments.thumbnails import INLINE_IMAGE_TYPES, THUMBNAIL_TYPE
 
 
 def download_response(attachment: Attachment) -> HttpResponse:
@@ -17,7 +20,31 @@ def download_response(attachment: Attachment) -> HttpResponse:
     response = FileResponse(attachment.blob.file.open("rb"), content_type=media_type)
     response["Content-Disposition"] = download_disposition(attachment.name)
     response["Content-Length"] = str(attachment.size)
+    return _guarded(response)
+
+
+def _guarded(response: HttpResponse) -> HttpResponse:
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = "sandbox; default-src 'none'"
     response["Cache-Control"] = "private, no-store"
     return response
+
+
+def image_response(attachment: Attachment) -> HttpResponse:
+    """An allow-listed image inline, as its sniffed type (never the sender's claim)."""
+    if attachment.media_type not in INLINE_IMAGE_TYPES:
+        raise ValueError(f"{attachment.media_type} is never served inline")
+    response = FileResponse(attachment.blob.file.open("rb"), content_type=attachment.media_type)
+    response["Content-Disposition"] = download_disposition(attachment.name).replace(
+        "attachment;", "inline;", 1
+    )
+    response["Content-Length"] = str(attachment.size)
+    return _guarded(response)
+
+
+def thumbnail_response(thumbnail: bytes) -> HttpResponse:
+    """A thumbnail, not kept by the browser either: someone removed from the chat sees none
+    of its images from then on (making one again costs a read of the kept WebP)."""
+    response = HttpResponse(thumbnail, content_type=THUMBNAIL_TYPE)
+    response["Content-Disposition"] = 'inline; filename="thumbnail.webp"'
+    return _guarded(response)

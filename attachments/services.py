@@ -20,6 +20,7 @@ from attachments.names import clean_file_name
 from attachments.processing import PROCESS_TASK, ProcessingFailed, processor_for
 from attachments.signals import attachment_settled
 from attachments.sniffing import kind_for, sniff_media_type
+from attachments.thumbnails import thumbnail_delete
 from chats.agent.registry import CARRIES_KEY
 from chats.models import Message
 
@@ -228,6 +229,7 @@ def blobs_sweep(*, now=None) -> int:
                 continue
             try:
                 attachment_storage().delete(blob.file.name)
+                thumbnail_delete(sha256)
             except Exception:  # noqa: BLE001 - a storage error leaves the row for the next run
                 logger.exception("could not delete the file of blob %s", sha256)
                 continue

@@ -18,8 +18,8 @@ from django.db import transaction
 from django.http import HttpRequest, JsonResponse
 from django.http.multipartparser import MultiPartParserError
 
+from attachments.message_files import FilesStored, message_files_store
 from attachments.render import attachment_json
-from attachments.services import AttachmentRefused, attachment_store
 from attachments.waiting import turn_request_when_ready
 from chats.api.errors import ApiError, bad_request
 from chats.api.parsing import MESSAGE_FIELDS, parse_message_post
@@ -97,20 +97,14 @@ def api_upload(request: HttpRequest, person) -> JsonResponse:
     post = parse_message_post(payload)
     with post_refusals_as_api_errors():
         result, _ = api_message_post(person=person, post=dataclasses.replace(post, respond=False))
-    stored, refused = [], []
+    outcome = FilesStored()
     if not result.duplicate:
-        for upload in files:
-            try:
-                stored.append(
-                    attachment_store(
-                        message=result.message,
-                        name=upload.name or "",
-                        file=upload,
-                        declared_type=upload.content_type or "",
-                    )
-                )
-            except AttachmentRefused as exc:
-                refused.append({"name": upload.name, "reason": str(exc), "status": exc.status})
+        outcome = message_files_store(message=result.message, files=files)
+    stored = outcome.stored
+    refused = [
+        {"name": item.name, "reason": item.reason, "status": item.status}
+        for item in outcome.refused
+    ]
     turn, waiting = None, False
     if post.respond and not result.duplicate and result.message.role == Message.Role.USER:
         with transaction.atomic():

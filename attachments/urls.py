@@ -1,6 +1,6 @@
 from django.urls import path
 
-from attachments import views
+from attachments import views, web
 
 urlpatterns = [
     path(
@@ -8,4 +8,11 @@ urlpatterns = [
         views.attachment_download,
         name="attachment_download",
     ),
+    path(
+        "attachments/<int:attachment_id>/thumbnail",
+        views.attachment_thumbnail_view,
+        name="attachment_thumbnail",
+    ),
+    path("attachments/<int:attachment_id>/view", views.attachment_view, name="attachment_view"),
+    path("attachments/chats/<path:chat_key>/messages", web.message_upload, name="attachments_post"),
 ]

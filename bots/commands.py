@@ -56,14 +56,14 @@ def registry_command(name: str) -> SlashCommand | None:
     """The registered command `name` the bridge answers (None for built-ins and unknowns)."""
     if name in _builtins():
         return None
-    return slash_command(name)
+    return slash_command(name, "telegram")
 
 
 def command_list() -> list[tuple[str, str]]:
     """Every command the bridge answers, built-ins first, as (name, one line of help)."""
     builtins = _builtins()
     commands = [(name, text) for name, text in builtins.items() if name != "help"]
-    commands += [(c.name, c.help) for c in slash_commands() if c.name not in builtins]
+    commands += [(c.name, c.help) for c in slash_commands("telegram") if c.name not in builtins]
     if "help" in builtins:
         commands.append(("help", builtins["help"]))
     return commands

@@ -214,9 +214,9 @@ def _apply_message(message: TgMessage, identity: BotIdentity, claim: _Claim) -> 
         return claim.commit(
             lambda: builtin_command_apply(place, message, command, _telegram_actor(message))
         )
-    if command is not None and slash_command(command.name) is not None:
+    if command is not None and slash_command(command.name, "telegram") is not None:
         note = ""
-        if slash_command(command.name).uses_roles and not place.is_private:
+        if slash_command(command.name, "telegram").uses_roles and not place.is_private:
             from bots.group_admins import group_admins_refresh
 
             # Outside the claim (a network call), and idempotent: Telegram's answer is set.

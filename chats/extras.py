@@ -5,7 +5,8 @@ they are.
 An app registers `(name, provider, default)` in its `AppConfig.ready()`; a provider takes a
 list of messages and returns `{message pk: value}` for those it has something for (one
 query for the whole page, not one per message); the others get `default()`. Each name
-becomes a key of the message's JSON.
+becomes a key of the message's JSON. The dashboard's HTML of the same: see "HTML on the
+dashboard" below.
 """
 
 import logging
@@ -14,6 +15,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from django.utils.safestring import SafeString
+
     from chats.models import Message
 
 logger = logging.getLogger(__name__)
@@ -51,3 +54,75 @@ def message_extras(messages: Sequence["Message"]) -> dict[int, dict[str, Any]]:
         for pk, fields in result.items():
             fields[extra.name] = values[pk] if pk in values else extra.default()
     return result
+
+
+# --- HTML on the dashboard -----------------------------------------------------------------
+#
+# The same idea for the pages: an app registers `(name, renderer)`, a renderer takes the
+# messages of a page and returns `{message pk: HTML}` (already escaped by the app's own
+# template) for those it has something to show; the dashboard puts each message's HTML under
+# its text. `chats` never learns what the HTML shows (files, say).
+
+MessageHtmlRenderer = Callable[[Sequence["Message"]], dict[int, str]]
+
+_html: dict[str, MessageHtmlRenderer] = {}
+
+
+def register_message_html(name: str, renderer: MessageHtmlRenderer) -> None:
+    """Add `name`'s HTML under every message the dashboard shows (idempotent, by name)."""
+    _html[name] = renderer
+
+
+def message_extras_html(messages: Sequence["Message"]) -> dict[int, "SafeString"]:
+    """`{message pk: HTML}` for the messages any renderer has something for, the renderers'
+    pieces in registration order. A renderer that fails is logged and left out."""
+    from django.utils.safestring import mark_safe
+
+    pieces: dict[int, list[str]] = {}
+    for name, renderer in _html.items():
+        try:
+            rendered = renderer(messages) if messages else {}
+        except Exception:  # noqa: BLE001 - one app's failure must not hide the history
+            logger.exception("message HTML renderer %r failed", name)
+            continue
+        for pk, html in rendered.items():
+            if html:
+                pieces.setdefault(pk, []).append(html)
+    return {pk: mark_safe("".join(parts)) for pk, parts in pieces.items()}  # noqa: S308
+
+
+def with_extras_html(messages: Sequence["Message"]) -> Sequence["Message"]:
+    """Set `extras_html` on each message (what the `message` partial shows under its text);
+    one call per page, so each renderer queries once."""
+    html = message_extras_html([m for m in messages if m is not None])
+    for message in messages:
+        if message is not None:
+            message.extras_html = html.get(message.pk, "")
+    return messages
+
+
+# The composer's part: an app adds controls to the dashboard's composer (attaching files,
+# say) with a renderer `(chat, person) -> HTML`, asked only where the person may post.
+
+ComposerHtmlRenderer = Callable[[Any, Any], str]
+
+_composer: dict[str, ComposerHtmlRenderer] = {}
+
+
+def register_composer_html(name: str, renderer: ComposerHtmlRenderer) -> None:
+    """Add `name`'s controls to the dashboard's composer (idempotent, by name)."""
+    _composer[name] = renderer
+
+
+def composer_extras_html(chat, person) -> "SafeString":
+    """The registered composer controls for `person` in `chat`, in registration order; a
+    renderer that fails is logged and left out (the composer still sends text)."""
+    from django.utils.safestring import mark_safe
+
+    parts = []
+    for name, renderer in _composer.items():
+        try:
+            parts.append(renderer(chat, person) or "")
+        except Exception:  # noqa: BLE001 - one app's failure must not take the composer
+            logger.exception("composer HTML renderer %r failed", name)
+    return mark_safe("".join(parts))  # noqa: S308 - each app escapes in its own template

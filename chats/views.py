@@ -27,6 +27,7 @@ from django_htmx.http import HttpResponseClientRedirect, reswap, retarget
 from chats.agent.events import last_seq
 from chats.agent.llm import provider_info
 from chats.agent.turns import message_received, turn_stop
+from chats.extras import composer_extras_html, with_extras_html
 from chats.forms import MemberAddForm, MessagePostForm, RoomCreateForm
 from chats.models import Channel, Chat, ChatKind, ChatMember, Message
 from chats.person_notices import person_notice_dismiss, person_notices_open
@@ -179,6 +180,7 @@ def _page_context(
     page = chat_messages_page(chat, before=before, limit=size + 1)
     has_older = len(page) > size
     messages = page[1:] if has_older else page
+    with_extras_html([*messages, far_message])
     context = _message_context(chat)
     context.update(messages=messages, has_older=has_older, far_message=far_message)
     if before is not None:
@@ -187,10 +189,12 @@ def _page_context(
     can_manage = role in MANAGER_ROLES
     if can_manage:
         context.update(_members_context(chat, role))
+    can_post = chat.channel in POSTABLE_CHANNELS
     context.update(
         role=role,
         can_manage=can_manage,
-        can_post=chat.channel in POSTABLE_CHANNELS,
+        can_post=can_post,
+        composer_extras=composer_extras_html(chat, request.user) if can_post else "",
         last_seq=seq,
         ws_path=f"/ws/chats/{quote(chat.chat_key, safe='/:@')}/",
         message_form=MessagePostForm(),
@@ -235,6 +239,7 @@ def chat_message(request: HttpRequest, chat_key: str, message_id: int) -> HttpRe
     )
     if message is None:
         raise Http404("No such message.")
+    with_extras_html([message])
     context = _message_context(chat) | {"message": message}
     return render(request, "chats/chat.html#message", context)
 
@@ -307,7 +312,7 @@ def message_post(request: HttpRequest, chat_key: str) -> HttpResponse:
     if not request.htmx:
         url = reverse("chat_page", kwargs={"chat_key": chat.chat_key})
         return redirect(f"{url}#message-{result.message.pk}")
-    context = _message_context(chat) | {"message": result.message}
+    context = _message_context(chat) | {"message": with_extras_html([result.message])[0]}
     return render(
         request, "chats/chat.html#message", context, status=201 if result.created else 200
     )

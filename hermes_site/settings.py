@@ -466,7 +466,8 @@ ATTACHMENTS_MAX_PER_MESSAGE = env_int("ATTACHMENTS_MAX_PER_MESSAGE", 10, minimum
 ATTACHMENTS_MAX_BYTES_PER_CHAT_DAY = env_int(
     "ATTACHMENTS_MAX_BYTES_PER_CHAT_DAY", 500 * 1024 * 1024, minimum=1
 )
-# The largest multipart body of the API's upload path (/api/v1/uploads/), files included.
+# The largest multipart body of an upload, files included: the API's (/api/v1/uploads/) and
+# the dashboard composer's (/attachments/chats/).
 ATTACHMENTS_API_MAX_BODY_BYTES = env_int(
     "ATTACHMENTS_API_MAX_BODY_BYTES", 64 * 1024 * 1024, minimum=1024
 )
@@ -474,6 +475,13 @@ ATTACHMENTS_API_MAX_BODY_BYTES = env_int(
 # this many seconds after it arrived (then with what is ready).
 ATTACHMENTS_TURN_WAIT_SECONDS = env_float("ATTACHMENTS_TURN_WAIT_SECONDS", 30, minimum=0)
 # How often beat's sweep deletes blobs no attachment uses (older than an hour).
+# Base64 files in the JSON message post (docs/FILES.md#http-api): each at most this, decoded;
+# the JSON body limit (API_MAX_BODY_BYTES) applies to the whole post first.
+ATTACHMENTS_JSON_MAX_BYTES = env_int("ATTACHMENTS_JSON_MAX_BYTES", 5 * 1024 * 1024, minimum=1)
+# /v1 image and file parts given as https URLs are fetched only when this is on (off: only
+# data: URLs); private, loopback and link-local addresses are always refused.
+OPENAI_API_FETCH_IMAGE_URLS = env_bool("OPENAI_API_FETCH_IMAGE_URLS", False)
+OPENAI_API_FETCH_TIMEOUT_SECONDS = env_int("OPENAI_API_FETCH_TIMEOUT_SECONDS", 10, minimum=1)
 ATTACHMENTS_SWEEP_SECONDS = env_int("ATTACHMENTS_SWEEP_SECONDS", 3600, minimum=60)
 # Extraction of documents' text (docs/FILES.md#extraction), in a child process per file:
 # its wall-clock bound, its address-space bound, the most text stored per file, and the

@@ -25,6 +25,9 @@ from hermes_site.body_limits import body_limit_for, request_path
 
 logger = logging.getLogger("hermes_site.webserver")  # also when run as __main__
 
+# The pieces a received body reaches the application in (daphne's default: 8 KiB).
+REQUEST_BUFFER_BYTES = 1024 * 1024
+
 
 def refusal(limit: int) -> bytes:
     """A complete 413 response naming the limit, in both API error shapes at once (API v1's
@@ -114,6 +117,13 @@ class BoundedHTTPFactory(HTTPFactory):
 
 class HubServer(Server):
     """daphne's server with BoundedHTTPFactory in place of daphne's own factory."""
+
+    def __init__(self, *args, **kwargs):
+        # daphne hands a received body to the application in pieces of this size, all at
+        # once; its 8 KiB made a 20 MiB upload 2,560 queued messages, each written to disk
+        # through its own thread hop by Django (bench/attachments_upload_bench.py).
+        kwargs.setdefault("request_buffer_size", REQUEST_BUFFER_BYTES)
+        super().__init__(*args, **kwargs)
 
     @property
     def http_factory(self):

@@ -13,6 +13,7 @@ from chats.agent.turns import turn_stop
 from chats.api.streams import FINAL_EVENTS
 from chats.models import Turn
 from chats.services import IngestError
+from openai_api.content_parts import ContentPartRefused, content_parts_resolve
 from openai_api.errors import OpenAIError, bad_request
 from openai_api.parsing import ConversationRequest
 from openai_api.services import (
@@ -45,10 +46,14 @@ def land(person, request: ConversationRequest) -> tuple[Landed, int]:
 
     Two requests of one person land one after the other (`conversation_post`); should a
     constraint still refuse one (a write this code does not foresee), the client gets a 409
-    it may retry (the `openai` SDK does so by itself), never a 500."""
+    it may retry (the `openai` SDK does so by itself), never a 500. The last user message's
+    images and files are resolved first (a `data:` URL decoded, an URL fetched when that is
+    on), outside any transaction; a refused one is a 400 (413 over a size limit) and nothing
+    is stored."""
     try:
+        parts = content_parts_resolve(request.parts)
         with transaction.atomic():
-            landed = conversation_post(person=person, request=request)
+            landed = conversation_post(person=person, request=request, parts=parts)
             # The new turn's events are published after this commits: nothing before this
             # number belongs to it. A retry follows an earlier turn: from the buffer's start.
             after = last_seq(landed.chat.pk) if landed.new else 0
@@ -56,6 +61,8 @@ def land(person, request: ConversationRequest) -> tuple[Landed, int]:
         raise OpenAIError(
             409, CONFLICT, code="conversation_conflict", headers={"Retry-After": "1"}
         ) from exc
+    except ContentPartRefused as exc:
+        raise OpenAIError(exc.status, str(exc), param=exc.param, code=exc.code) from exc
     return landed, after
 
 

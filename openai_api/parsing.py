@@ -11,6 +11,8 @@ from django.conf import settings
 from django.http import HttpRequest
 
 from chats.services import IngestError, validate_text
+from openai_api.content_parts import ContentPart, accepted_part_types
+from openai_api.digests import parts_fingerprint
 from openai_api.errors import OpenAIError, bad_request
 from openai_api.render import MODEL_ID
 
@@ -26,13 +28,18 @@ TOOLS_REFUSED = (
 @dataclass(frozen=True)
 class ConversationRequest:
     """A validated request: the conversation (role, text) in order, the client's system
-    text, the chat it names if any, and how to answer."""
+    text, the chat it names if any, and how to answer. `parts` are the non-text parts (an
+    image, a file) of the last user message: only that message is stored with its files
+    (earlier ones were stored with theirs when they were the last)."""
 
     items: tuple[tuple[str, str], ...]
     system: str
     chat_key: str | None
     stream: bool
     include_usage: bool
+    parts: tuple[ContentPart, ...] = ()
+    # Per item, what its parts add to its digest ("" for none; openai_api.digests).
+    fingerprints: tuple[str, ...] = ()
 
 
 def read_json(request: HttpRequest) -> dict:
@@ -59,30 +66,46 @@ def read_json(request: HttpRequest) -> dict:
     return payload
 
 
-def _text(content: object, param: str) -> str:
+TEXT_PART_TYPES = ("text", "input_text", "output_text")
+
+
+def _content(content: object, param: str) -> tuple[str, list[ContentPart]]:
+    """A message's text (its text parts joined by newlines) and its other parts, of the
+    types a registered handler takes (openai_api.content_parts); any other part is a 400."""
     if content is None:
-        return ""
+        return "", []
+    parts: list[ContentPart] = []
     if isinstance(content, str):
         text = content
     elif isinstance(content, list):
-        pieces = []
+        pieces, others = [], accepted_part_types()
         for index, part in enumerate(content):
             kind = part.get("type") if isinstance(part, dict) else None
-            if kind not in ("text", "input_text", "output_text") or not isinstance(
-                part.get("text"), str
-            ):
+            where = f"{param}[{index}]"
+            if kind in TEXT_PART_TYPES and isinstance(part.get("text"), str):
+                pieces.append(part["text"])
+            elif kind in others:
+                parts.append(ContentPart(type=kind, body=part, param=where))
+            else:
+                accepted = ", ".join(("text", *others))
                 raise bad_request(
-                    f"{param}[{index}]: only text content parts are supported.",
-                    param=f"{param}[{index}]",
+                    f"{where}: only these content parts are supported: {accepted}.", param=where
                 )
-            pieces.append(part["text"])
         text = "\n".join(pieces)
     else:
-        raise bad_request(f"{param} must be a string or a list of text parts.", param=param)
+        raise bad_request(f"{param} must be a string or a list of content parts.", param=param)
     try:
-        return validate_text(text, param)
+        return validate_text(text, param), parts
     except IngestError as exc:
         raise bad_request(str(exc), param=param) from exc
+
+
+def _text(content: object, param: str) -> str:
+    """Text alone (instructions): a part that is not text is a 400."""
+    text, parts = _content(content, param)
+    if parts:
+        raise bad_request(f"{parts[0].param}: only text is accepted here.", param=parts[0].param)
+    return text
 
 
 def check_model(payload: dict) -> None:
@@ -142,17 +165,33 @@ def _stream_flags(payload: dict) -> tuple[bool, bool]:
     return stream, bool(options.get("include_usage"))
 
 
-def _sort_message(message: dict, param: str, items: list, notes: list) -> None:
+def _sort_message(message: dict, param: str, items: list, notes: list) -> list[ContentPart]:
     """One message of `messages` / `input` (`param` names it): its text goes to the
-    conversation (user, assistant) or to the client's note (system, developer)."""
+    conversation (user, assistant) or to the client's note (system, developer); returns its
+    non-text parts (only a user message may have them)."""
     role = message.get("role")
-    text = _text(message.get("content"), f"{param}.content")
     if role in NOTE_ROLES:
-        notes.append(text)
-    elif role in CONVERSATION_ROLES:
-        items.append((role, text))
-    else:
+        notes.append(_text(message.get("content"), f"{param}.content"))
+        return []
+    if role not in CONVERSATION_ROLES:
         raise bad_request(f"{param}.role {role!r} is not supported.", param=f"{param}.role")
+    text, parts = _content(message.get("content"), f"{param}.content")
+    if parts and role != "user":
+        raise bad_request(
+            f"{parts[0].param}: only a user message may carry images or files.",
+            param=parts[0].param,
+        )
+    items.append((role, text))
+    return parts
+
+
+def _fingerprint(parts: list[ContentPart]) -> str:
+    return parts_fingerprint([part.body for part in parts])
+
+
+def _last_user_message_ok(items: list, parts: list) -> bool:
+    """The conversation ends with a user message that says something: text, or a file."""
+    return bool(items) and items[-1][0] == "user" and bool(items[-1][1].strip() or parts)
 
 
 def parse_chat_completion(request: HttpRequest, payload: dict) -> ConversationRequest:
@@ -164,7 +203,7 @@ def parse_chat_completion(request: HttpRequest, payload: dict) -> ConversationRe
     messages = payload.get("messages")
     if not isinstance(messages, list) or not messages:
         raise bad_request("messages must be a non-empty list.", param="messages")
-    items, notes = [], []
+    items, notes, parts, fingerprints = [], [], [], []
     for index, message in enumerate(messages):
         param = f"messages[{index}]"
         if not isinstance(message, dict):
@@ -172,8 +211,12 @@ def parse_chat_completion(request: HttpRequest, payload: dict) -> ConversationRe
         role = message.get("role")
         if role == "tool" or message.get("tool_calls") or message.get("function_call"):
             raise bad_request(TOOLS_REFUSED.format("tool messages"), param=param)
-        _sort_message(message, param, items, notes)
-    if not items or items[-1][0] != "user" or not items[-1][1].strip():
+        before = len(items)
+        found = _sort_message(message, param, items, notes)
+        if len(items) > before:
+            parts = found
+            fingerprints.append(_fingerprint(found))
+    if not _last_user_message_ok(items, parts):
         raise bad_request("The last message must be a non-empty user message.", param="messages")
     stream, include_usage = _stream_flags(payload)
     return ConversationRequest(
@@ -182,15 +225,19 @@ def parse_chat_completion(request: HttpRequest, payload: dict) -> ConversationRe
         chat_key=_chat_key(request, payload),
         stream=stream,
         include_usage=include_usage,
+        parts=tuple(parts),
+        fingerprints=tuple(fingerprints),
     )
 
 
-def _input_items(value: object) -> tuple[list[tuple[str, str]], list[str]]:
+def _input_items(value: object) -> tuple[list, list[str], list[ContentPart], list[str]]:
+    """The Responses API's `input`: its messages, notes, the last message's parts and each
+    message's parts' fingerprint."""
     if isinstance(value, str):
-        return [("user", _text(value, "input"))], []
+        return [("user", _text(value, "input"))], [], [], [""]
     if not isinstance(value, list) or not value:
         raise bad_request("input must be a string or a non-empty list of messages.", param="input")
-    items, notes = [], []
+    items, notes, parts, fingerprints = [], [], [], []
     for index, item in enumerate(value):
         param = f"input[{index}]"
         if not isinstance(item, dict) or item.get("type", "message") != "message":
@@ -198,8 +245,12 @@ def _input_items(value: object) -> tuple[list[tuple[str, str]], list[str]]:
                 f"{param}: only message items are supported (the agent runs its own tools).",
                 param=param,
             )
-        _sort_message(item, param, items, notes)
-    return items, notes
+        before = len(items)
+        found = _sort_message(item, param, items, notes)
+        if len(items) > before:
+            parts = found
+            fingerprints.append(_fingerprint(found))
+    return items, notes, parts, fingerprints
 
 
 @dataclass(frozen=True)
@@ -212,11 +263,11 @@ def parse_responses(request: HttpRequest, payload: dict) -> ResponsesRequest:
     """A `POST /v1/responses` body, or OpenAIError 400/404."""
     check_model(payload)
     refuse_client_tools(payload)
-    items, notes = _input_items(payload.get("input"))
+    items, notes, parts, fingerprints = _input_items(payload.get("input"))
     instructions = payload.get("instructions")
     if instructions is not None:
         notes.insert(0, _text(instructions, "instructions"))
-    if not items or items[-1][0] != "user" or not items[-1][1].strip():
+    if not _last_user_message_ok(items, parts):
         raise bad_request("The input must end with a non-empty user message.", param="input")
     previous = payload.get("previous_response_id")
     if previous is not None and (not isinstance(previous, str) or not previous):
@@ -247,6 +298,8 @@ def parse_responses(request: HttpRequest, payload: dict) -> ResponsesRequest:
             chat_key=chat_key,
             stream=stream,
             include_usage=True,
+            parts=tuple(parts),
+            fingerprints=tuple(fingerprints),
         ),
         previous_response_id=previous,
     )

@@ -25,6 +25,7 @@ from chats.agent.turns import message_received, turn_request
 from chats.models import Channel, Chat, ChatKind, ChatMember, Message, Turn
 from chats.selectors import chat_for_person, chat_may_post
 from chats.services import chat_get_or_create, chat_member_ensure, message_ingest, person_actor_id
+from openai_api.content_parts import ResolvedParts, content_parts_store
 from openai_api.digests import chain, prefix_digests
 from openai_api.models import Conversation, ConversationPrefix
 from openai_api.parsing import ConversationRequest
@@ -143,13 +144,25 @@ def _retry(chat: Chat, digest: str) -> Landed | None:
     return Landed(chat, trigger, turn_request(message=trigger), new=True)
 
 
-def conversation_post(*, person: AbstractBaseUser, request: ConversationRequest) -> Landed:
-    """Store what is new in the person's conversation and request the agent's turn on its
-    last user message (a retried request finds the turn its first delivery started)."""
+def _store_parts(result, parts: ResolvedParts) -> None:
+    """The last user message's images and files, on it, when this request stored it (a
+    retry stored them the first time). A refusal (ContentPartRefused) rolls back the whole
+    request: the client gets an error and nothing is half stored."""
+    if parts and result.created and result.message.role == Message.Role.USER:
+        content_parts_store(result.message, parts)
+
+
+def conversation_post(
+    *, person: AbstractBaseUser, request: ConversationRequest, parts: ResolvedParts | None = None
+) -> Landed:
+    """Store what is new in the person's conversation (the last user message with its
+    resolved `parts`) and request the agent's turn on that message (a retried request finds
+    the turn its first delivery started)."""
+    parts = parts or ResolvedParts()
     if request.chat_key is not None:
-        return _post_to_named_chat(person=person, request=request)
+        return _post_to_named_chat(person=person, request=request, parts=parts)
     items = request.items
-    digests = prefix_digests(items)
+    digests = prefix_digests(items, request.fingerprints)
     with transaction.atomic():
         _one_at_a_time(person)
         conversation, length = _find(person, digests)
@@ -173,13 +186,14 @@ def conversation_post(*, person: AbstractBaseUser, request: ConversationRequest)
         conversation.tip_digest = digests[-1]
         conversation.save(update_fields=["system_note", "tip_digest"])
         last = _ingest_items(person=person, chat=chat, items=items, digests=digests, start=start)
+        _store_parts(last, parts)
         turn = message_received(last)
         if turn is None:
             return Landed(chat, last.message, _trigger_turn(last.message))
         return Landed(chat, last.message, turn, new=True)
 
 
-def _post_to_named_chat(*, person, request: ConversationRequest) -> Landed:
+def _post_to_named_chat(*, person, request: ConversationRequest, parts: ResolvedParts) -> Landed:
     chat = chat_for_person(person, request.chat_key)
     if chat is None:
         raise ChatNotFound(request.chat_key)
@@ -190,7 +204,7 @@ def _post_to_named_chat(*, person, request: ConversationRequest) -> Landed:
         conversation = Conversation.objects.filter(chat=chat, person=person).first()
         if conversation is None:
             raise ChatNotAllowed(chat.channel)
-    digest = prefix_digests(request.items)[-1]
+    digest = prefix_digests(request.items, request.fingerprints)[-1]
     with transaction.atomic():
         _one_at_a_time(person)
         retried = _unanswered(chat, digest, person)
@@ -217,6 +231,7 @@ def _post_to_named_chat(*, person, request: ConversationRequest) -> Landed:
             message_id=f"oa-{digest[:40]}-{uuid.uuid4().hex[:12]}",
             metadata=metadata,
         )
+        _store_parts(result, parts)
         turn = message_received(result)
         return Landed(result.chat, result.message, turn, new=turn is not None)
 

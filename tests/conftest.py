@@ -277,3 +277,18 @@ def pytest_collection_modifyitems(config, items):
     collection order, so a heavy file collected last would leave one worker busy long after
     the others finished. The order is the same in every worker, as xdist requires."""
     items.sort(key=lambda item: item.get_closest_marker("heavy") is None)
+
+
+@pytest.fixture
+def files_processed_inline(monkeypatch):
+    """What a worker on the files' queue would do, done where the test runs: a stored file
+    that a processor wants is processed (text extraction in its child process) as soon as
+    its transaction commits, instead of waiting in a queue no worker reads in unit tests."""
+    from attachments.processing import PROCESS_TASK
+    from attachments.services import attachment_process
+
+    def send_task(name, args=(), **kwargs):
+        assert name == PROCESS_TASK, name
+        attachment_process(*args)
+
+    monkeypatch.setattr("attachments.services.current_app.send_task", send_task)

@@ -123,11 +123,16 @@ class LiveStack:
         self.start_web()
 
     def start_worker(
-        self, *, pool: str = "solo", concurrency: int = 1, extra_queues: tuple[str, ...] = ()
+        self,
+        *,
+        pool: str = "solo",
+        concurrency: int = 1,
+        extra_queues: tuple[str, ...] = ("files",),
     ) -> None:
         """`pool="prefork"` runs the worker as `make run` does: tasks in child processes,
         acknowledged by the parent. `extra_queues`: suffixes of other queues it consumes too
-        ("files": "<prefix>-files")."""
+        (by default "files", "<prefix>-files": a stack's documents are read, so a turn that
+        waits for its files does not wait out its bound)."""
         self.worker = self._spawn(
             "worker",
             [

@@ -15,6 +15,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest
 
 from chats.api.errors import ApiError, bad_request
+from chats.api.post_fields import post_field_names
 from chats.keys import InvalidKey, validate_channel, validate_id
 from chats.models import Channel, ChatKind
 from chats.services import IngestError, validate_text
@@ -176,7 +177,8 @@ def parse_message_post(payload: dict) -> MessagePost:
     if unknown:
         raise bad_request(
             "unknown_field",
-            f"Unknown field {unknown[0]!r}; allowed fields: {', '.join(MESSAGE_FIELDS)}.",
+            f"Unknown field {unknown[0]!r}; allowed fields: "
+            f"{', '.join((*MESSAGE_FIELDS, *post_field_names()))}.",
             field=unknown[0],
         )
     for field in REQUIRED_MESSAGE_FIELDS:

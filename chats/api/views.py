@@ -1,14 +1,18 @@
 """HTTP API v1 views: parse, call one service or selector, render JSON (see docs/API.md)."""
 
+import dataclasses
 from contextlib import contextmanager
 
 from django.conf import settings
+from django.db import transaction
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from chats.agent.turns import turn_request
 from chats.api.endpoint import api_endpoint
 from chats.api.errors import ApiError, bad_request, error_response, not_found
 from chats.api.parsing import int_param, parse_message_post, read_json_object
+from chats.api.post_fields import post_fields_parse, post_fields_store
 from chats.api.render import chat_json, message_json, messages_json, search_hits_json, turn_json
 from chats.api.selectors import chats_with_role, page_cursors
 from chats.api.services import (
@@ -17,6 +21,7 @@ from chats.api.services import (
     NotAMember,
     api_message_post,
 )
+from chats.models import Message
 from chats.selectors import chat_for_person, chat_messages_page, turn_for_person
 
 DEFAULT_PAGE_SIZE = 50
@@ -29,19 +34,41 @@ UNKNOWN_CHAT = "No chat with this key is visible to you."
 @api_endpoint("POST")
 def message_post(request: HttpRequest, person) -> JsonResponse:
     """Stores the message once per (chat, message_id): 201 new, 200 duplicate, else nothing;
-    a new message gets a queued turn unless `respond` is false."""
-    post = parse_message_post(read_json_object(request))
+    a new message gets a queued turn unless `respond` is false. Fields other apps registered
+    (chats.api.post_fields, e.g. `files`) are checked before anything is stored and stored
+    on the new message before its turn is requested."""
+    payload = read_json_object(request)
+    extra = post_fields_parse(payload)
+    post = parse_message_post(payload)
+    if not extra:
+        with post_refusals_as_api_errors():
+            result, turn = api_message_post(person=person, post=post)
+        return JsonResponse(_posted(result, turn), status=200 if result.duplicate else 201)
     with post_refusals_as_api_errors():
-        result, turn = api_message_post(person=person, post=post)
-    return JsonResponse(
-        {
-            "chat_key": result.chat.chat_key,
-            "message": message_json(result.message),
-            "duplicate": result.duplicate,
-            "turn": turn_json(turn) if turn is not None else None,
-        },
-        status=200 if result.duplicate else 201,
-    )
+        result, _ = api_message_post(person=person, post=dataclasses.replace(post, respond=False))
+    if result.duplicate:  # stored before, with whatever the fields stored then
+        return JsonResponse(_posted(result, None), status=200)
+    outcome = post_fields_store(result.message, extra)
+    turn, turn_body = None, {}
+    if post.respond and result.message.role == Message.Role.USER:
+        with transaction.atomic():
+            if outcome.turn_request is not None:  # e.g. held until its files are ready
+                turn, turn_body = outcome.turn_request(result.message)
+            else:
+                turn = turn_request(message=result.message)
+    body = _posted(result, turn) | outcome.body | turn_body
+    if outcome.error is not None:
+        return JsonResponse(body | {"error": outcome.error}, status=outcome.status or 400)
+    return JsonResponse(body, status=201)
+
+
+def _posted(result, turn) -> dict:
+    return {
+        "chat_key": result.chat.chat_key,
+        "message": message_json(result.message),
+        "duplicate": result.duplicate,
+        "turn": turn_json(turn) if turn is not None else None,
+    }
 
 
 @contextmanager

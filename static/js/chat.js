@@ -1,6 +1,7 @@
 // Dashboard behaviour, no inline handlers: local times everywhere; on a chat page the
 // composer (Enter sends, Shift+Enter adds a line, disabled while sending) and live updates
-// from the chat's WebSocket (docs/EVENTS.md), each message shown exactly once; approval
+// from the chat's WebSocket (docs/EVENTS.md), each message shown exactly once (and fetched
+// again when `message.updated` says it changed); approval
 // cards of tool calls, each shown as the server renders it for this person.
 (function () {
   "use strict";
@@ -84,6 +85,27 @@
       })
         .then(function (r) { return r.ok ? r.text() : ""; })
         .then(function (html) { if (html) place(html, placeholder); });
+    }
+
+    // A message shown already changed (an app's part of it, e.g. its files settled): fetch
+    // it again and replace it where it is.
+    function refreshMessage(message) {
+      var shown = message && document.getElementById("message-" + message.id);
+      if (!shown) return;
+      fetch(messagesUrl + "/" + message.id, {
+        headers: { "HX-Request": "true" },
+        credentials: "same-origin",
+      })
+        .then(function (r) { return r.ok ? r.text() : ""; })
+        .then(function (html) {
+          var tpl = document.createElement("template");
+          tpl.innerHTML = html.trim();
+          var el = tpl.content.firstElementChild;
+          if (!el || !shown.isConnected) return;
+          shown.replaceWith(el);
+          localizeTimes(el);
+          if (window.htmx) htmx.process(el);
+        });
     }
 
     function streaming(turnId) {
@@ -187,6 +209,8 @@
         case "message.created":
         case "summary.created":
           return fetchMessage(event.message, null);
+        case "message.updated":
+          return refreshMessage(event.message);
         case "turn.started":
           return waitingFor(event.turn_id, false);
         case "turn.waiting":
@@ -246,7 +270,8 @@
       text.addEventListener("keydown", function (e) {
         if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
           e.preventDefault();
-          if (!text.readOnly && text.value.trim()) form.requestSubmit();
+          // Files alone make a message too (attachments.js marks the form).
+          if (!text.readOnly && (text.value.trim() || form.dataset.hasFiles)) form.requestSubmit();
         }
       });
       form.addEventListener("htmx:configRequest", function (e) {
@@ -298,6 +323,12 @@
       } else if (e.detail.target === list) {
         list.scrollTop = list.scrollHeight;
       }
+    });
+
+    // A message an app sent from the composer itself (attachments.js), rendered by the server.
+    list.addEventListener("hermes:message-html", function (e) {
+      if (e.detail && e.detail.html) place(e.detail.html, null);
+      list.scrollTop = list.scrollHeight;
     });
 
     list.scrollTop = list.scrollHeight;

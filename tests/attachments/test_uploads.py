@@ -9,7 +9,11 @@ from attachments.models import Attachment
 from chats.models import Message, Turn
 from hermes_site.body_limits import body_limit_for
 
-pytestmark = pytest.mark.django_db
+# Transactional: a stored file is processed after its commit (files_processed_inline).
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("files_processed_inline"),
+]
 
 PATH = "/api/v1/uploads/messages"
 

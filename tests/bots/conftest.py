@@ -75,7 +75,7 @@ def telegram_live(transactional_db, fake_llm, fake_telegram, settings, tmp_path)
     bot = BotProcess(stack, fake_telegram)
     try:
         # The files' queue too: photos and documents are fetched there (attachments.telegram).
-        stack.start_worker(extra_queues=("files",))
+        stack.start_worker()
         bot.start()
         yield TelegramLive(fake_telegram, bot, stack, fake_llm)
     finally:

@@ -17,7 +17,10 @@ from tests.attachments.conftest import png_bytes
 from tests.bots.conftest import GROUP_ID, process
 from tests.fakes.telegram_server import group_chat, private_chat, tg_user
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("files_processed_inline"),
+]
 
 ALICE = tg_user(1001, "Alice", username="alice")
 BOB = tg_user(1002, "Bob")

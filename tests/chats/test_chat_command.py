@@ -160,7 +160,7 @@ def test_interactive_session_answers_help_and_registered_commands(fake_llm):
         fake_llm, "cmds", "/help\n/skills deploy\n/unknown-thing please\n/quit\n"
     )
     banner = result.stdout.splitlines()[1]
-    assert banner == "Also: /schedules /skills /tools"
+    assert banner == "Also: /attach /schedules /skills /tools"
     assert "/skills – The skills I know (/skills word to filter)" in result.stdout
     assert "/new – Start a fresh context" in result.stdout
     assert "• deploy-staging [ops]: Deploy to staging." in result.stdout

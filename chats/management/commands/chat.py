@@ -36,6 +36,7 @@ from chats.services import (
 )
 from chats.signals import turns_in_process
 from chats.slash_commands import CommandContext, SlashCommand, slash_command, slash_commands
+from chats.staged import staged_store
 
 CLAIM_WAIT_SECONDS = 0.2
 BUILTINS = {
@@ -75,6 +76,8 @@ class Command(BaseCommand):
         self.actor_namespace = "" if self.person else "os"
         self.display_name = name or (self.person.get_username() if self.person else login)
         self.profile = profile
+        # What commands stage for the next message (e.g. /attach PATH), for this session.
+        self.session: dict = {}
         try:
             self.chat, _ = chat_get_or_create(
                 channel="cli", chat_id=profile, title=f"Terminal: {profile}"
@@ -149,7 +152,7 @@ class Command(BaseCommand):
 
     def registered(self) -> list[SlashCommand]:
         """Commands other apps registered, except names the terminal uses itself."""
-        return [command for command in slash_commands() if command.name not in BUILTINS]
+        return [command for command in slash_commands("cli") if command.name not in BUILTINS]
 
     def help_text(self) -> str:
         lines = [f"/{name} – {text}" for name, text in BUILTINS.items()]
@@ -166,7 +169,7 @@ class Command(BaseCommand):
         if name == "help":
             answer = self.help_text()
         else:
-            command = slash_command(name) if name not in BUILTINS else None
+            command = slash_command(name, "cli") if name not in BUILTINS else None
             if command is None:
                 return None
             answer = command.handler(self.command_context(args.strip()))
@@ -184,7 +187,13 @@ class Command(BaseCommand):
             chat_member_ensure(chat=self.chat, person=person)
         # The answer is printed only on this terminal: private to whoever runs it.
         return CommandContext(
-            channel="cli", chat=self.chat, actor=actor, person=person, args=args, is_private=True
+            channel="cli",
+            chat=self.chat,
+            actor=actor,
+            person=person,
+            args=args,
+            is_private=True,
+            session=self.session,
         )
 
     # --- one turn -------------------------------------------------------------------------
@@ -214,6 +223,9 @@ class Command(BaseCommand):
         except IngestError as exc:
             self.stderr.write(f"Not sent: {exc}")
             return None
+        if not result.duplicate:  # files staged with /attach, stored before the turn starts
+            for line in staged_store(message=result.message, session=self.session):
+                self.stdout.write(line)
         turn = message_received(result, enqueue=False)
         outcome: dict = {}
         worker = threading.Thread(target=self._run, args=(turn, outcome), daemon=True)
