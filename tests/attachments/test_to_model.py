@@ -6,6 +6,7 @@ hostile text framed and flagged; a small window never overflowed; image tokens c
 
 import base64
 import io
+import json
 
 import pytest
 from PIL import Image
@@ -295,3 +296,22 @@ def test_only_the_newest_history_images_are_sent_again(settings, main_model):
     assert sent == as_urls[1:]  # the newest history image and the trigger's, in order
     first = next(m for m in main_model.last_request["messages"] if "p0.png" in str(m["content"]))
     assert "shown to you earlier; not sent again" in text_of(first["content"])
+
+
+def test_an_imported_message_with_files_carries_them_to_the_model(main_model):
+    from attachments.history import attachments_export, attachments_parse, attachments_restore
+
+    run(ask("original", [("empty.txt", b"")], chat_id="old-room"))
+    source = Message.objects.get(chat__external_id="old-room", role="user")
+    exported = attachments_export([source], None)[source.pk]
+    imported = message_ingest(
+        channel="api", chat_id="new-room", user_id="u1", user_name="Ada", text="imported"
+    ).message
+    attachments_restore(imported, attachments_parse(json.loads(json.dumps(exported))), None)
+    imported.refresh_from_db()
+    turn = message_received(
+        message_ingest(channel="api", chat_id="new-room", user_id="u1", text="and?"),
+        enqueue=False,
+    )
+    run(turn)
+    assert "empty.txt" in str(main_model.last_request["messages"])
