@@ -20,6 +20,7 @@ class AttachmentsConfig(AppConfig):
         from attachments.inbound import json_files_parse, json_files_store
         from attachments.live import attachment_settled_announce
         from attachments.openai_parts import content_part_handler
+        from attachments.outbound import message_reply_files, outbound_tools, reply_files_attach
         from attachments.processing import processor_register
         from attachments.render import attachments_extras
         from attachments.search_filters import has_check, has_condition, type_check, type_condition
@@ -28,7 +29,11 @@ class AttachmentsConfig(AppConfig):
         from attachments.terminal import attach_command, staged_files_store
         from attachments.to_model import attachments_carried
         from attachments.web import PATH_PREFIX, upload_body_limit
-        from chats.agent.registry import message_parts_register, register_tool_provider
+        from chats.agent.registry import (
+            message_parts_register,
+            register_reply_stored,
+            register_tool_provider,
+        )
         from chats.api.post_fields import PostField, register_post_field
         from chats.extras import (
             register_composer_html,
@@ -36,6 +41,7 @@ class AttachmentsConfig(AppConfig):
             register_message_html,
         )
         from chats.history_bundle import register_record_extra
+        from chats.reply_files import register_reply_files
         from chats.search_query import register_search_filter
         from chats.slash_commands import register_slash_command
         from chats.staged import register_staged_consumer
@@ -58,6 +64,11 @@ class AttachmentsConfig(AppConfig):
             parse=attachments_parse,
             restore=attachments_restore,
         )
+        # The agent's file_send: files wait for the turn's reply and are attached when it is
+        # stored; channels (Telegram) send a reply's files through chats.reply_files.
+        register_tool_provider(outbound_tools)
+        register_reply_stored(reply_files_attach)
+        register_reply_files(message_reply_files)
         # Small files as base64 in the JSON message post; images and files in /v1 messages.
         register_post_field(PostField("files", json_files_parse, json_files_store))
         register_content_part_handler(content_part_handler)

@@ -101,3 +101,27 @@ class Attachment(models.Model):
     @property
     def chat_id(self) -> int:
         return self.message.chat_id
+
+
+class PendingReplyFile(models.Model):
+    """A file the agent attached (`file_send`) during a turn whose reply is not stored yet.
+    When the turn stores its reply the file becomes an `Attachment` of that reply (in the
+    same transaction) and this row goes; a turn that ends without a reply drops it. Its blob
+    is already written, so the sweep keeps blobs such a row names."""
+
+    turn = models.ForeignKey(
+        "chats.Turn", on_delete=models.CASCADE, related_name="pending_reply_files"
+    )
+    blob = models.ForeignKey(Blob, on_delete=models.PROTECT, related_name="pending_reply_files")
+    name = models.CharField(max_length=255)
+    kind = models.CharField(max_length=16, choices=Attachment.Kind.choices)
+    media_type = models.CharField(max_length=127)
+    declared_type = models.CharField(max_length=127, blank=True)
+    size = models.PositiveBigIntegerField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.size} bytes) for turn {self.turn_id}"

@@ -171,6 +171,36 @@ def attachment_store(
         return attachment
 
 
+def attachment_from_blob(
+    *,
+    message: Message,
+    blob: Blob,
+    name: str,
+    kind: str,
+    media_type: str,
+    size: int,
+    declared_type: str = "",
+) -> Attachment:
+    """An attachment of `message` on a blob already stored (its type sniffed when the blob
+    was written), within the caller's transaction; processed like any stored file."""
+    attachment = Attachment(
+        message=message,
+        blob=blob,
+        name=clean_file_name(name),
+        kind=kind,
+        media_type=media_type,
+        declared_type=(declared_type or "")[:127],
+        size=size,
+        sha256=blob.sha256,
+    )
+    processor = processor_for(attachment)
+    attachment.state = Attachment.State.PENDING if processor else Attachment.State.READY
+    attachment.save()
+    if processor is not None:
+        transaction.on_commit(lambda: _process_enqueue(attachment.pk))
+    return attachment
+
+
 def _process_enqueue(attachment_id: int) -> None:
     """Send the file to the files' queue; a dead broker leaves it `pending`, and the waiting
     turn goes ahead after its bounded wait (the message and the file are kept)."""
@@ -216,16 +246,19 @@ def attachment_process(attachment_id: int) -> Attachment | None:
 
 
 def blobs_sweep(*, now=None) -> int:
-    """Delete every blob no attachment has used for SWEEP_GRACE (its file, then its row);
+    """Delete every blob no attachment (nor a file the agent is attaching to its reply) has
+    used for SWEEP_GRACE (its file, then its row);
     returns how many. Each blob is locked and checked again, so a blob an upload takes at
     the same moment is kept."""
     cutoff = (now or timezone.now()) - SWEEP_GRACE
-    candidates = Blob.objects.filter(attachments__isnull=True, created_at__lt=cutoff)
+    candidates = Blob.objects.filter(
+        attachments__isnull=True, pending_reply_files__isnull=True, created_at__lt=cutoff
+    )
     deleted = 0
     for sha256 in list(candidates.values_list("sha256", flat=True)[:1000]):
         with transaction.atomic():
             blob = Blob.objects.select_for_update().filter(sha256=sha256).first()
-            if blob is None or blob.attachments.exists():
+            if blob is None or blob.attachments.exists() or blob.pending_reply_files.exists():
                 continue
             try:
                 attachment_storage().delete(blob.file.name)

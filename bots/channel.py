@@ -89,13 +89,17 @@ def delivery_channel() -> DeliveryChannel:
 
 
 def _receipt(row: OutboundMessage, parts: int) -> dict:
-    return {
+    receipt = {
         "channel": Channel.TELEGRAM.value,
         "telegram_chat_id": row.telegram_chat_id,
         "message_thread_id": row.thread_id,
         "telegram_message_ids": list(row.message_ids or []),
         "parts": parts,
     }
+    files = (row.payload or {}).get("files")
+    if files:  # the reply's files, in order: name, size, state, message_id or error
+        receipt["files"] = [{k: v for k, v in entry.items() if k != "key"} for entry in files]
+    return receipt
 
 
 def _announce(signal, row: OutboundMessage, **kwargs) -> None:

@@ -8,6 +8,14 @@ to that chat. The final text is sent as Telegram HTML, split into parts that fit
 recorded with its Telegram message id as soon as it is sent, so a restarted bot continues
 where the previous one stopped instead of sending again. A part Telegram cannot parse is
 sent as plain text. Every call carries the forum topic's thread id.
+
+The reply's files (what `chats.reply_files` says the reply message carries: the agent's
+`file_send`) follow the text, in order, one upload each: `sendPhoto` for a PNG, JPEG or
+WebP under 10 MB, `sendDocument` otherwise (a photo Telegram refuses is sent again as a
+document), multipart with the file's own name. Each file's outcome is recorded on the row
+(`payload["files"]`) as it happens. A file Telegram refuses (400, 413, over its 50 MB upload
+limit) is told in the chat and recorded `failed`, and the row then ends `failed`, never
+`delivered`, with every part's message id in the receipt.
 """
 
 import asyncio
@@ -20,21 +28,25 @@ from datetime import timedelta
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import close_old_connections
-from telegram import Bot, InlineKeyboardMarkup, LinkPreviewOptions, ReplyParameters
+from telegram import Bot, InlineKeyboardMarkup, InputFile, LinkPreviewOptions, ReplyParameters
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, TelegramError
 from telegram.warnings import PTBDeprecationWarning
 
-from bots.channel import reply_row_delivered
+from bots.channel import reply_row_delivered, reply_row_failed
 from bots.models import OutboundMessage
 from bots.outbox import outbox_progress
-from bots.selectors import TurnOutcome, turn_outcome
+from bots.selectors import TurnOutcome, turn_outcome, turn_reply_files
 from chats.agent.events import events_since
 from chats.agent.turns import SUPERSEDED
+from chats.reply_files import ReplyFile
 
 logger = logging.getLogger(__name__)
 
 DB_CHECK_SECONDS = 2.0
+PHOTO_TYPES = {"image/png", "image/jpeg", "image/webp"}
+PHOTO_MAX_BYTES = 10 * 1000 * 1000  # the Bot API's limit for sendPhoto
+UPLOAD_MAX_BYTES = 50 * 1000 * 1000  # the Bot API's limit for any upload
 MAX_CALL_ATTEMPTS = 6
 FINAL_EVENTS = {"turn.finished": "completed", "turn.failed": "failed"}
 
@@ -93,6 +105,10 @@ def _cut_utf16(text: str, limit: int) -> str:
 
 class Permanent(Exception):
     """Telegram refused for good (blocked by the user, chat or topic gone): do not retry."""
+
+
+class FileRefused(Exception):
+    """Telegram will not take this file (400, 413 or over its size limit): tell the chat."""
 
 
 class ChatGate:
@@ -243,6 +259,44 @@ class Sender:
                 if not _is(again, "not modified"):
                     raise
         return True
+
+    async def send_file(
+        self, *, chat_id: int, thread_id: int | None, file: ReplyFile, data: bytes
+    ) -> int:
+        """Upload one file (a photo when Telegram shows it as one); returns the message id.
+        FileRefused when Telegram will not take it; network errors are retried."""
+        if len(data) > UPLOAD_MAX_BYTES:
+            raise FileRefused(f"it is larger than Telegram's {UPLOAD_MAX_BYTES // 10**6} MB limit")
+        as_photo = file.media_type in PHOTO_TYPES and len(data) < PHOTO_MAX_BYTES
+
+        async def upload(method: str):
+            try:
+                sent = getattr(self.bot, method)
+                field = "photo" if method == "send_photo" else "document"
+                return await sent(
+                    chat_id=chat_id,
+                    message_thread_id=thread_id,
+                    **{field: InputFile(data, filename=file.name)},
+                )
+            except BadRequest as exc:
+                if _is(exc, "thread not found", "chat not found"):
+                    raise Permanent(str(exc)) from exc
+                raise FileRefused(str(exc)) from exc
+            except NetworkError as exc:  # PTB reports a 413 as a NetworkError
+                if _is(exc, "too large", "too big"):
+                    raise FileRefused(str(exc)) from exc
+                raise
+
+        if as_photo:
+            try:
+                message = await api_call(self.gate, chat_id, lambda: upload("send_photo"))
+                return message.message_id
+            except FileRefused as exc:  # dimensions Telegram dislikes: as a document then
+                logger.info(
+                    "Telegram refused %s as a photo (%s): sent as a document", file.name, exc
+                )
+        message = await api_call(self.gate, chat_id, lambda: upload("send_document"))
+        return message.message_id
 
     async def typing(self, *, chat_id: int, thread_id: int | None) -> None:
         """Best effort: a failed typing indicator never delays a reply."""
@@ -499,10 +553,11 @@ class ReplyDelivery:
         fmt = _fmt()
         markdown = self._final_markdown(outcome)
         row = self.row
-        if not markdown:
+        files = await db(turn_reply_files, turn_id=row.turn_id)
+        if not markdown and not files:
             await db(reply_row_delivered, row=row, text="", parts=0)
             return
-        parts = fmt.split_for_telegram(markdown, fmt.TELEGRAM_LIMIT)
+        parts = fmt.split_for_telegram(markdown, fmt.TELEGRAM_LIMIT) if markdown else []
         message_ids = list(row.message_ids)
         for index, part in enumerate(parts):
             if index < row.parts_sent:
@@ -528,6 +583,50 @@ class ReplyDelivery:
                 )
                 message_ids.append(message_id)
             await record_sent(row, message_ids=message_ids, parts_sent=index + 1)
+        refused = await self._send_files(files, message_ids)
+        if refused:
+            await db(
+                reply_row_failed,
+                row=row,
+                status=OutboundMessage.Status.FAILED,
+                text=markdown,
+                error="; ".join(refused)[:2000],
+            )
+            return
         # Delivered only now that every part has its message id; whoever waits for the
         # receipt (a scheduled run) learns it in the same transaction.
-        await db(reply_row_delivered, row=row, text=markdown, parts=len(parts))
+        await db(reply_row_delivered, row=row, text=markdown, parts=len(parts) + len(files))
+
+    async def _send_files(self, files: list[ReplyFile], message_ids: list[int]) -> list[str]:
+        """Send each file not sent yet, recording its outcome at once; returns what Telegram
+        refused, in words (each also told in the chat)."""
+        row = self.row
+        done = {entry["key"]: entry for entry in (row.payload or {}).get("files", [])}
+        outcomes, refused = [], []
+        for file in files:
+            entry = done.get(file.key)
+            if entry is None:
+                entry = {"key": file.key, "name": file.name, "size": file.size}
+                try:
+                    data = await db(file.read)
+                    entry["message_id"] = await self.sender.send_file(
+                        chat_id=self.chat_id, thread_id=self.thread_id, file=file, data=data
+                    )
+                    entry["state"] = "sent"
+                    message_ids.append(entry["message_id"])
+                except FileRefused as exc:
+                    entry.update(state="failed", error=str(exc)[:500])
+                    notice = (
+                        f"⚠️ Telegram refused the file {file.name} ({exc}). "
+                        "It is attached to this reply on the dashboard."
+                    )
+                    entry["notice_message_id"] = await self.sender.send(
+                        chat_id=self.chat_id, thread_id=self.thread_id, html=notice, plain=notice
+                    )
+                    message_ids.append(entry["notice_message_id"])
+            outcomes.append(entry)
+            if entry["state"] == "failed":
+                refused.append(f"{entry['name']}: {entry.get('error', 'refused')}")
+            payload = {**(row.payload or {}), "files": list(outcomes)}
+            await record_sent(row, message_ids=list(message_ids), payload=payload)
+        return refused

@@ -6,6 +6,7 @@ from django.contrib.auth.models import AbstractBaseUser
 
 from bots.models import PairingRequest
 from chats.models import Actor, Channel, Turn
+from chats.reply_files import ReplyFile, reply_files
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,12 @@ def turn_outcome(*, turn_id: int) -> TurnOutcome | None:
         error=turn.error,
         reason=turn.interrupt_reason,
     )
+
+
+def turn_reply_files(*, turn_id: int) -> list[ReplyFile]:
+    """The files the turn's reply message carries (through the reply files registry)."""
+    turn = Turn.objects.select_related("reply").filter(pk=turn_id).first()
+    return reply_files(turn.reply if turn else None)
 
 
 def pairing_requests(*, status: str) -> list[PairingRequest]:

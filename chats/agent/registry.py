@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from django.db import transaction
+
 if TYPE_CHECKING:
     from chats.models import Actor, Chat, Message, Turn
 
@@ -165,6 +167,8 @@ class CarryRequest:
 
 # (request) -> {message id: Carried} for the messages it has something for.
 MessagePartsProvider = Callable[[CarryRequest], "dict[int, Carried]"]
+# Told (turn, reply message or None) in the transaction that stores the turn's reply.
+ReplyStoredHook = Callable[["Turn", "Message | None"], None]
 
 
 # A turn gate: (context, the turn's unrecorded spend) -> None to go on, or the answer the
@@ -229,6 +233,17 @@ class Registry:
     history_scopes: list[HistoryScopeProvider] = field(default_factory=list)
     turn_gates: list[TurnGate] = field(default_factory=list)
     message_parts: dict[str, MessagePartsProvider] = field(default_factory=dict)
+    reply_stored: list[ReplyStoredHook] = field(default_factory=list)
+
+    def reply_stored_tell(self, turn: "Turn", reply: "Message | None") -> None:
+        """Tell every reply-stored hook, each in a savepoint of the caller's transaction: a
+        hook that fails is logged and undone alone; the reply is stored all the same."""
+        for hook in self.reply_stored:
+            try:
+                with transaction.atomic():
+                    hook(turn, reply)
+            except Exception:  # noqa: BLE001 - a hook's failure must not lose the reply
+                logger.exception("reply-stored hook %r failed for turn %s", hook, turn.pk)
 
     def history_scope_for(self, context: TurnContext) -> HistoryScope | None:
         """The first scope a provider gives this turn, or None (the chat's whole history).
@@ -318,3 +333,8 @@ def message_parts_register(name: str, provider: MessagePartsProvider) -> None:
     """Register (or replace) the message parts provider that messages name `name` under
     CARRIES_KEY in their metadata."""
     registry.message_parts[name] = provider
+
+
+def register_reply_stored(hook: ReplyStoredHook) -> None:
+    if hook not in registry.reply_stored:
+        registry.reply_stored.append(hook)

@@ -43,6 +43,7 @@ from chats.agent.interrupts import (
     interrupt_reason,
     request_interrupt,
 )
+from chats.agent.registry import registry
 from chats.agent.runner import turn_runner
 from chats.models import BusyMode, Chat, Message, Turn
 from chats.payloads import message_payload
@@ -452,6 +453,7 @@ def turn_finish(
                 reply_to=reply_to,
             )
             Turn.objects.filter(pk=turn.pk).update(reply=reply)
+        registry.reply_stored_tell(turn, reply)
     for name, value in fields.items():
         setattr(turn, name, value)
     turn.reply = reply

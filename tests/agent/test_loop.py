@@ -261,7 +261,7 @@ def test_a_hundred_turns_in_a_4000_token_window_never_overflow(fake, settings):
 
 
 def test_the_admin_explains_what_the_model_saw(fake, settings, admin_client):
-    settings.LLM_CONTEXT_TOKENS = 2400  # room for every app's tool definitions
+    settings.LLM_CONTEXT_TOKENS = 2800  # room for every app's tool definitions
     settings.CONTEXT_MIN_HISTORY_MESSAGES = 0
     for index in range(30):
         say(f"old message {index} " + "filler " * 60, user=f"u{index}")

@@ -26,7 +26,9 @@ pytestmark = pytest.mark.django_db
 def enqueued(monkeypatch):
     """The files' queue is the test itself: it calls attachment_process."""
     sent = []
-    monkeypatch.setattr("attachments.tasks.process_attachment.delay", sent.append)
+    monkeypatch.setattr(
+        "attachments.services.current_app.send_task", lambda name, args: sent.append(*args)
+    )
     return sent
 
 

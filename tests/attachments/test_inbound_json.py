@@ -205,7 +205,7 @@ def test_the_turn_of_a_json_post_waits_for_its_pending_files(api_for, owner, mon
     from attachments.processing import Derived, processor_register, processor_unregister
     from attachments.services import attachment_process
 
-    monkeypatch.setattr("attachments.tasks.process_attachment.delay", lambda pk: None)
+    monkeypatch.setattr("attachments.services.current_app.send_task", lambda *a, **k: None)
     processor_register(
         "test-slow", wants=lambda a: a.name.endswith(".txt"), run=lambda a: Derived("words")
     )

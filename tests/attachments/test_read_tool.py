@@ -15,7 +15,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture(autouse=True)
 def _no_queue(monkeypatch):
-    monkeypatch.setattr("attachments.tasks.process_attachment.delay", lambda pk: None)
+    monkeypatch.setattr("attachments.services.current_app.send_task", lambda *a, **k: None)
 
 
 @pytest.fixture

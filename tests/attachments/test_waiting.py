@@ -24,7 +24,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def slow_text(monkeypatch):
     """A processor of `.txt` files: they stay `pending` until a test processes them."""
-    monkeypatch.setattr("attachments.tasks.process_attachment.delay", lambda pk: None)
+    monkeypatch.setattr("attachments.services.current_app.send_task", lambda *a, **k: None)
     processor_register(
         "test-slow", wants=lambda a: a.name.endswith(".txt"), run=lambda a: Derived("words")
     )

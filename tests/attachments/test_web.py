@@ -13,7 +13,11 @@ from chats.models import ChatMember, Message, Turn
 from chats.services import chat_get_or_create, chat_member_ensure
 from hermes_site.body_limits import body_limit_for
 
-pytestmark = pytest.mark.django_db
+# Transactional: a stored file is processed after its commit (files_processed_inline).
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("files_processed_inline"),
+]
 
 
 def login(person) -> Client:
@@ -171,7 +175,8 @@ def test_a_settled_file_tells_every_open_page_to_fetch_its_message_again(
     from attachments.services import attachment_process
     from chats.agent.events import events_since
 
-    monkeypatch.setattr("attachments.tasks.process_attachment.delay", lambda pk: None)
+    # No files worker: the file stays pending until the test processes it.
+    monkeypatch.setattr("attachments.services.current_app.send_task", lambda *args, **kwargs: None)
     processor_register(
         "test-pending", wants=lambda a: a.name == "slow.txt", run=lambda a: Derived()
     )

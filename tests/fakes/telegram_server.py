@@ -10,11 +10,12 @@
 It answers the methods the bridge uses (getMe, getUpdates with offset/timeout long-poll
 semantics, deleteWebhook, setWebhook, setMyCommands, sendMessage, editMessageText,
 sendChatAction, answerCallbackQuery, getChatAdministrators of the groups given
-`set_administrators`, getFile) at `/bot<token>/<method>`, with form-encoded or JSON
-parameters as python-telegram-bot sends them, and the files `add_file` holds at
-`/file/bot<token>/<file_path>` (getFile refuses a file over 20 MB as Telegram does:
-"Bad Request: file is too big"). `photo` and `document` build media updates, in an album
-with `media_group_id`. Every call is recorded with a timestamp
+`set_administrators`, getFile, sendDocument and sendPhoto) at `/bot<token>/<method>`, with
+form-encoded, JSON or multipart parameters as python-telegram-bot sends them (an uploaded
+file is an `Upload`: its UTF-8 file name and bytes, in the call's params), and the files
+`add_file` holds at `/file/bot<token>/<file_path>` (getFile refuses a file over 20 MB as
+Telegram does: "Bad Request: file is too big"). `photo` and `document` build media
+updates, in an album with `media_group_id`. Every call is recorded with a timestamp
 (`calls`), and the messages the bot sent are kept as a chat would show them, with their
 edit history. HTML is checked as Telegram does (known tags, balanced nesting, the
 4,096-character limit on the visible text); `fail_next` scripts a 429 with
@@ -580,6 +581,8 @@ class FakeTelegram:
             return self._send_message(params)
         if method == "editMessageText":
             return self._edit_message(params)
+        if method in ("sendDocument", "sendPhoto"):
+            return self._send_file(method, params)
         return self._error(f"Not Found: method {method} is not faked", 404)
 
     def _get_file(self, params: dict) -> tuple[int, dict]:
@@ -670,6 +673,46 @@ class FakeTelegram:
             self.messages[(chat_id, message.message_id)] = message
         return self._ok(self._message_json(message))
 
+    def _send_file(self, method: str, params: dict) -> tuple[int, dict]:
+        """A document or photo: stored as a message whose text is its caption (or "")."""
+        field_name = "photo" if method == "sendPhoto" else "document"
+        upload = params.get(field_name)
+        if not isinstance(upload, Upload):
+            return self._error(f"Bad Request: there is no {field_name} in the request")
+        chat_id = int(params["chat_id"])
+        thread = params.get("message_thread_id")
+        message = BotMessage(
+            chat_id=chat_id,
+            message_id=self.next_message_id(chat_id),
+            text=params.get("caption") or "",
+            parse_mode=params.get("parse_mode"),
+            thread_id=int(thread) if thread is not None else None,
+            reply_to=None,
+            reply_markup=None,
+            sent_at=time.time(),
+        )
+        with self._lock:
+            self.messages[(chat_id, message.message_id)] = message
+        data = self._message_json(message)
+        if method == "sendPhoto":
+            data["photo"] = [
+                {
+                    "file_id": f"photo-{message.message_id}",
+                    "file_unique_id": "p",
+                    "width": 1,
+                    "height": 1,
+                    "file_size": len(upload.data),
+                }
+            ]
+        else:
+            data["document"] = {
+                "file_id": f"doc-{message.message_id}",
+                "file_unique_id": "d",
+                "file_name": upload.filename,
+                "file_size": len(upload.data),
+            }
+        return self._ok(data)
+
     def _edit_message(self, params: dict) -> tuple[int, dict]:
         key = (int(params.get("chat_id", 0)), int(params.get("message_id", 0)))
         with self._lock:
@@ -726,6 +769,50 @@ def _decode(name: str, value: str):
         return value
 
 
+@dataclass
+class Upload:
+    """A file the bot uploaded: the multipart part's file name (UTF-8) and its bytes."""
+
+    filename: str
+    data: bytes
+    content_type: str
+
+
+def _multipart(content_type: str, raw: bytes) -> dict:
+    """The fields of a multipart/form-data body: files as `Upload`, the rest decoded like
+    form fields. File names are read as UTF-8 (what httpx sends for non-ASCII names)."""
+    boundary = content_type.split("boundary=", 1)[1].split(";")[0].strip().strip('"')
+    params: dict = {}
+    for part in raw.split(b"--" + boundary.encode())[1:]:
+        if part.startswith(b"--"):
+            break
+        head, _, body = part.partition(b"\r\n\r\n")
+        body = body[:-2] if body.endswith(b"\r\n") else body
+        headers = head.decode("utf-8").strip().split("\r\n")
+        disposition = next(h for h in headers if h.lower().startswith("content-disposition"))
+        fields = dict(
+            (key.strip(), value.strip().strip('"'))
+            for key, _, value in (item.partition("=") for item in disposition.split(";")[1:])
+        )
+        if "filename" in fields:
+            kind = next(
+                (
+                    h.split(":", 1)[1].strip()
+                    for h in headers
+                    if h.lower().startswith("content-type")
+                ),
+                "",
+            )
+            params[fields["name"]] = Upload(fields["filename"], body, kind)
+        else:
+            params[fields["name"]] = _decode(fields["name"], body.decode("utf-8"))
+    # Files attached by "attach://name" are named by the field that refers to them.
+    for key, value in list(params.items()):
+        if isinstance(value, str) and value.startswith("attach://"):
+            params[key] = params.pop(value[len("attach://") :], value)
+    return params
+
+
 class _Server(FakeHTTPServer):
     fake: FakeTelegram
 
@@ -749,7 +836,7 @@ class _Handler(BaseHTTPRequestHandler):
         if "application/json" in content_type and raw:
             params.update(json.loads(raw))
         elif "multipart/form-data" in content_type:
-            raise ValueError("file uploads are not faked")
+            params.update(_multipart(content_type, raw))
         elif raw:
             params.update({k: _decode(k, v) for k, v in parse_qsl(raw.decode())})
         return params

@@ -21,6 +21,6 @@ def mark(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("attachments", "0002_attachment_note")]
+    dependencies = [("attachments", "0003_pending_reply_files")]
 
     operations = [migrations.RunPython(mark, migrations.RunPython.noop)]
