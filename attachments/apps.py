@@ -8,6 +8,7 @@ class AttachmentsConfig(AppConfig):
     def ready(self) -> None:
         from django.conf import settings
 
+        from attachments import describe
         from attachments.extraction.processor import (
             PROCESSOR_NAME,
             extract_document,
@@ -23,10 +24,16 @@ class AttachmentsConfig(AppConfig):
         from attachments.processing import processor_register
         from attachments.render import attachments_extras
         from attachments.search_filters import has_check, has_condition, type_check, type_condition
+        from attachments.services import CARRIES_NAME
         from attachments.signals import attachment_settled
         from attachments.terminal import attach_command, staged_files_store
+        from attachments.to_model import attachments_carried
         from attachments.web import PATH_PREFIX, upload_body_limit
-        from chats.agent.registry import register_reply_stored, register_tool_provider
+        from chats.agent.registry import (
+            message_parts_register,
+            register_reply_stored,
+            register_tool_provider,
+        )
         from chats.api.post_fields import PostField, register_post_field
         from chats.extras import (
             register_composer_html,
@@ -84,3 +91,7 @@ class AttachmentsConfig(AppConfig):
         # Documents' text, read off the request path in a bounded child (docs/FILES.md).
         processor_register(PROCESSOR_NAME, wants=wants_document, run=extract_document)
         register_tool_provider(attachment_tools)
+        # Images described once by a vision model when the hub's model takes no images.
+        processor_register(describe.PROCESSOR_NAME, wants=describe.wants, run=describe.run)
+        # How files reach the model: asked by the context builder for messages that carry any.
+        message_parts_register(CARRIES_NAME, attachments_carried)

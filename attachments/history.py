@@ -11,7 +11,7 @@ from datetime import datetime
 from django.conf import settings
 
 from attachments.models import Attachment
-from attachments.services import _blob_for
+from attachments.services import _blob_for, _mark_carrying
 from chats.history_bundle import Bundle
 from chats.jsonl import _iso
 from chats.models import Message
@@ -110,6 +110,8 @@ def attachments_parse(value: object) -> list[dict]:
 
 def attachments_restore(message: Message, entries: list[dict], bundle: Bundle | None) -> None:
     """Store the imported message's files (inside the record's transaction)."""
+    if entries:  # the context builder asks for the files of messages that carry any
+        _mark_carrying(message)
     for entry in entries:
         data = None
         if bundle is not None and entry["size"]:

@@ -21,6 +21,7 @@ from attachments.processing import PROCESS_TASK, ProcessingFailed, processor_for
 from attachments.signals import attachment_settled
 from attachments.sniffing import kind_for, sniff_media_type
 from attachments.thumbnails import thumbnail_delete
+from chats.agent.registry import CARRIES_KEY
 from chats.models import Message
 
 logger = logging.getLogger(__name__)
@@ -29,6 +30,7 @@ logger = logging.getLogger(__name__)
 # and has not committed its attachment yet is never swept from under it.
 SWEEP_GRACE = timedelta(hours=1)
 _READ_CHUNK = 1024 * 1024
+CARRIES_NAME = "attachments"  # the message parts provider's name (attachments.apps)
 
 
 class AttachmentRefused(Exception):
@@ -102,6 +104,17 @@ def _blob_for(data: bytes, sha256: str) -> Blob:
     return blob
 
 
+def _mark_carrying(message: Message) -> None:
+    """Name this app in the message's `carries` metadata, so that the context builder asks
+    it about the message's files (and never asks about a message without any)."""
+    metadata = message.metadata if isinstance(message.metadata, dict) else {}
+    names = metadata.get(CARRIES_KEY) or []
+    if CARRIES_NAME in names:
+        return
+    message.metadata = {**metadata, CARRIES_KEY: [*names, CARRIES_NAME]}
+    Message.objects.filter(pk=message.pk).update(metadata=message.metadata)
+
+
 @dataclass(frozen=True)
 class _Sniffed:
     media_type: str
@@ -143,6 +156,8 @@ def attachment_store(
             "size": len(data),
             "sha256": sniffed.sha256,
         }
+        _mark_carrying(locked)
+        message.metadata = locked.metadata
         if not data:
             return Attachment.objects.create(
                 **fields, state=Attachment.State.FAILED, failure="The file is empty (0 bytes)."

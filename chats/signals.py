@@ -25,7 +25,9 @@ notice_posted = Signal()
 model_error = Signal()
 
 # Sent inside the transaction that stores model work's token counters: a turn's counters
-# (`turn_wait`, `turn_finish`, kind "turn") and a compression summary (kind "compression").
+# (`turn_wait`, `turn_finish`, kind "turn") and a compression summary (kind "compression");
+# also by an app's model work for one message outside a turn (attachments: kind "vision",
+# `turn` None and `message_id` the message it was done for, which decides who spends).
 # Arguments: `kind`, `chat_id`, `turn` (the turn it was done for, or None), `model`,
 # `calls` (model calls), `prompt_tokens`, `completion_tokens`: the work since the counters
 # were last stored, so the sums of what is sent equal the stored counters. The usage app

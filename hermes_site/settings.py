@@ -338,6 +338,16 @@ LLM_RETRY_MAX_SECONDS = env_float("LLM_RETRY_MAX_SECONDS", 30.0, minimum=0)
 # "auto": an OpenAI-compatible server when LLM_BASE_URL is set, else the local demo model
 # when the `local` extra is installed, else none. Or force "openai", "local", "none".
 LLM_PROVIDER = env_str("LLM_PROVIDER", "auto")
+# Whether the model takes images (image parts in messages): "auto" decides from the model's
+# name (gpt-4o, gpt-4.1, gpt-5, claude-3/4, gemini, qwen-vl, llava, pixtral, …), "on", "off".
+LLM_VISION = env_str("LLM_VISION", "auto").lower()
+if LLM_VISION not in ("auto", "on", "off"):
+    raise ImproperlyConfigured("LLM_VISION must be auto, on or off")
+# A model that describes images once for a model that takes none (docs/FILES.md): set
+# VISION_LLM_MODEL to use one; the server and key default to LLM_BASE_URL and LLM_API_KEY.
+VISION_LLM_BASE_URL = env_str("VISION_LLM_BASE_URL")
+VISION_LLM_MODEL = env_str("VISION_LLM_MODEL")
+VISION_LLM_API_KEY = env_str("VISION_LLM_API_KEY")
 LOCAL_MODEL_THREADS = env_int("LOCAL_MODEL_THREADS", 1, minimum=1)
 
 # --- Agent engine -----------------------------------------------------------------------
@@ -480,6 +490,12 @@ ATTACHMENTS_EXTRACT_SECONDS = env_float("ATTACHMENTS_EXTRACT_SECONDS", 60.0, min
 ATTACHMENTS_EXTRACT_MEMORY_MB = env_int("ATTACHMENTS_EXTRACT_MEMORY_MB", 512, minimum=128)
 ATTACHMENTS_EXTRACT_MAX_CHARS = env_int("ATTACHMENTS_EXTRACT_MAX_CHARS", 1_000_000, minimum=1000)
 ATTACHMENTS_EXTRACT_MAX_PAGES = env_int("ATTACHMENTS_EXTRACT_MAX_PAGES", 2000, minimum=1)
+# A document whose text is at most this many tokens reaches the model whole; a longer one as
+# its beginning and a pointer to `attachment_read` (a small window shrinks both).
+ATTACHMENTS_INLINE_TOKENS = env_int("ATTACHMENTS_INLINE_TOKENS", 4000, minimum=100)
+# Images of earlier messages sent again as images with each request: the newest this many
+# (the current message's always go); older ones are named as shown before.
+ATTACHMENTS_HISTORY_IMAGES = env_int("ATTACHMENTS_HISTORY_IMAGES", 4, minimum=0)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},

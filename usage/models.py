@@ -42,6 +42,7 @@ class Kind(models.TextChoices):
     SCHEDULED = "scheduled", "Scheduled runs"
     REVIEW = "review", "Reviews"
     COMPRESSION = "compression", "Compression summaries"
+    VISION = "vision", "Image descriptions"
     TOOL = "tool", "Tool calls"
 
 

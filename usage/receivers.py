@@ -16,6 +16,7 @@ def on_model_usage(
             kind=kind,
             chat_id=chat_id,
             turn=turn,
+            message_id=kwargs.get("message_id"),
             model=model,
             calls=calls,
             prompt_tokens=prompt_tokens,

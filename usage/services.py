@@ -222,10 +222,14 @@ def usage_record_model_work(
     calls: int,
     prompt_tokens: int,
     completion_tokens: int,
+    message_id: int | None = None,
 ) -> UsageRecord:
-    """Record a turn's model calls (kind "turn"; "scheduled" when a schedule started it) or
-    a compression summary made for a turn, attributed through the turn's trigger."""
-    who = attribution_of_trigger(turn.trigger_id if turn is not None else None)
+    """Record a turn's model calls (kind "turn"; "scheduled" when a schedule started it), a
+    compression summary made for a turn, attributed through the turn's trigger, or work done
+    for one message outside a turn (kind "vision": an image described), attributed through
+    that message (`message_id`)."""
+    trigger_id = turn.trigger_id if turn is not None else message_id
+    who = attribution_of_trigger(trigger_id)
     if kind == Kind.TURN:
         kind = who.kind
     return usage_record(

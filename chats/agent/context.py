@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from django.conf import settings
 from django.utils import timezone
 
+from chats.agent.carrying import carry_parts
 from chats.agent.convert import (
     SUMMARY_HEADER,
     StoredMessage,
@@ -580,6 +581,17 @@ def _build_context(
         supports_tools=supports_tools,
     )
     selection.accepted.reverse()  # the units came newest first (by where they start)
+    # What messages carry besides their text (files), asked once for the whole window; the
+    # trigger's may take two thirds of what the history had, an older message's a quarter.
+    carried = carry_parts(
+        trigger=trigger,
+        trigger_item=trigger_item,
+        trigger_cap=max(history_budget, 0) * 2 // 3,
+        history=selection.accepted,
+        history_cap=max(budget.current, max(history_budget, 0) // 4),
+        provider_info=provider_info,
+        turn_context=turn_context,
+    )
     history_items = [item for _, items in selection.accepted for item in items]
     items = [system_item, *history_items, trigger_item]
     kept, guard_dropped, guard_cut = _enforce(items, tool_tokens, budget.input_limit, min_history)
@@ -624,6 +636,8 @@ def _build_context(
         "older_dropped": older,
         "guard": {"dropped_messages": guard_dropped, "cut_messages": guard_cut},
     }
+    if carried:
+        report["carried"] = carried
     return BuiltContext(
         messages=[item.message() for item in kept],
         prompt_tokens=prompt_tokens,

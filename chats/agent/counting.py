@@ -52,16 +52,54 @@ def fixed_count(text: str) -> int:
     return count_tokens(text)
 
 
+# --- Image parts --------------------------------------------------------------------------
+# The engine reads no image format: whoever builds an image part says what it costs
+# (`image_part`), remembered by the URL's hash and length (a data URL can be megabytes; no
+# reference to it is kept), so a request counted again later (`enforce_window` between the
+# iterations of a tool loop) costs the same. A part nobody told about counts the most an image
+# costs at OpenAI's "high" detail, never less than it may cost.
+UNKNOWN_IMAGE_TOKENS = 1445
+_IMAGE_TOKENS: dict[tuple[int, int], int] = {}
+_IMAGE_TOKENS_MAX = 4096
+
+
+def image_part(url: str, tokens: int) -> dict:
+    """The Chat Completions content part of an image at `url`, costing `tokens`."""
+    if len(_IMAGE_TOKENS) >= _IMAGE_TOKENS_MAX:
+        _IMAGE_TOKENS.clear()
+    _IMAGE_TOKENS[(hash(url), len(url))] = tokens
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+def _part_tokens(part: object) -> int:
+    if not isinstance(part, dict):
+        return 0
+    text = part.get("text")
+    if isinstance(text, str):
+        return _tokens(text)
+    if part.get("type") == "image_url":
+        url = str((part.get("image_url") or {}).get("url") or "")
+        return _IMAGE_TOKENS.get((hash(url), len(url)), UNKNOWN_IMAGE_TOKENS)
+    return 0
+
+
+def image_parts_tokens(content: object) -> int:
+    """Tokens of the image parts of a message content (0 for a string)."""
+    if not isinstance(content, list):
+        return 0
+    return sum(
+        _part_tokens(part)
+        for part in content
+        if isinstance(part, dict) and part.get("type") == "image_url"
+    )
+
+
 def content_tokens(content: object) -> int:
-    """Tokens of a message content: a string, or a list of parts (text parts counted)."""
+    """Tokens of a message content: a string, or a list of parts (text and images)."""
     if isinstance(content, str):
         return _tokens(content)
     if isinstance(content, list):
-        return sum(
-            _tokens(part.get("text", ""))
-            for part in content
-            if isinstance(part, dict) and isinstance(part.get("text"), str)
-        )
+        return sum(_part_tokens(part) for part in content)
     return 0
 
 
@@ -225,6 +263,7 @@ class _Item:
     cuttable: bool = True
     raw: dict | None = None  # a message with non-text content, passed through unchanged
     original: str | None = None  # the body before it was cut
+    parts: tuple = ()  # content parts after the text (what the message carries: files)
 
     @classmethod
     def from_pieces(
@@ -265,10 +304,20 @@ class _Item:
     def message(self) -> dict:
         if self.raw is not None:
             return self.raw
-        message = {"role": self.role, "content": self.prefix + self.body + self.suffix}
+        content = self.prefix + self.body + self.suffix
+        if self.parts:
+            content = [{"type": "text", "text": content}, *self.parts]
+        message = {"role": self.role, "content": content}
         if self.extras:
             message.update(self.extras)
         return message
+
+    def carry(self, parts: Sequence[dict]) -> None:
+        """Add content parts after the text (a text part, image parts), counted."""
+        parts = tuple(parts)
+        if parts:
+            self.parts += parts
+            self.tokens += sum(_part_tokens(part) for part in parts)
 
     def cut_body(self, max_body_tokens: int) -> bool:
         """Cut the body to `max_body_tokens` with a marker (from the uncut original)."""

@@ -6,6 +6,11 @@ where allowed); a **prompt section provider** renders one block of the system pr
 fresh context). Apps register theirs in `AppConfig.ready()`; the engine never imports
 `memory`, `skills` or `schedules`.
 
+A **message parts provider** (`message_parts_register`) tells what a stored message carries
+to the model besides its text (its files: image parts, a document's text). The builder asks
+it once per request, about the messages of the window whose metadata names it under
+`CARRIES_KEY`, so a chat where no message carries anything never calls it.
+
 A **turn gate** (`register_turn_gate`) is asked before a turn calls the model and again
 between the iterations of its tool loop; it may end the turn with an answer instead (the
 budgets app: a monthly cap is used up). The engine never imports `budgets`.
@@ -123,6 +128,45 @@ class TurnSpend:
     completion_tokens: int = 0
 
 
+# A stored message whose metadata holds CARRIES_KEY: [provider name, …] carries more than its
+# text to the model; the app that stores what it carries (attachments) sets it.
+CARRIES_KEY = "carries"
+
+
+@dataclass(frozen=True)
+class CarriedImage:
+    """An image a message carries: its URL (a `data:` URL) and what it costs in the request,
+    which the provider knows (the engine reads no image format)."""
+
+    url: str
+    tokens: int
+
+
+@dataclass(frozen=True)
+class Carried:
+    """What one message carries to the model: `text` (a text part after the message's own;
+    framed by the provider as quoted material) and `images`; `report` goes to the turn's
+    prompt report. The provider keeps text and images within the cap it was given."""
+
+    text: str = ""
+    images: tuple[CarriedImage, ...] = ()
+    report: Any = None
+
+
+@dataclass(frozen=True)
+class CarryRequest:
+    """One question to a message parts provider: the messages of this request that name it
+    (`caps`: message id -> the most tokens its parts may cost), the trigger's id, the model
+    the request goes to (`provider_info.supports_images`) and the turn."""
+
+    caps: dict[int, int]
+    trigger_id: int
+    provider_info: Any
+    turn_context: TurnContext
+
+
+# (request) -> {message id: Carried} for the messages it has something for.
+MessagePartsProvider = Callable[[CarryRequest], "dict[int, Carried]"]
 # Told (turn, reply message or None) in the transaction that stores the turn's reply.
 ReplyStoredHook = Callable[["Turn", "Message | None"], None]
 
@@ -188,6 +232,7 @@ class Registry:
     prompt_sections: list[PromptSectionProvider] = field(default_factory=list)
     history_scopes: list[HistoryScopeProvider] = field(default_factory=list)
     turn_gates: list[TurnGate] = field(default_factory=list)
+    message_parts: dict[str, MessagePartsProvider] = field(default_factory=dict)
     reply_stored: list[ReplyStoredHook] = field(default_factory=list)
 
     def reply_stored_tell(self, turn: "Turn", reply: "Message | None") -> None:
@@ -282,6 +327,12 @@ def register_history_scope(provider: HistoryScopeProvider) -> None:
 def register_turn_gate(gate: TurnGate) -> None:
     if gate not in registry.turn_gates:
         registry.turn_gates.append(gate)
+
+
+def message_parts_register(name: str, provider: MessagePartsProvider) -> None:
+    """Register (or replace) the message parts provider that messages name `name` under
+    CARRIES_KEY in their metadata."""
+    registry.message_parts[name] = provider
 
 
 def register_reply_stored(hook: ReplyStoredHook) -> None:

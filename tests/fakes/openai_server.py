@@ -251,10 +251,13 @@ class FakeOpenAI:
 
     def prompt_tokens(self, body: dict) -> int:
         """The prompt size of a request as this server counts it: per message its text, its
-        tool call arguments and 4 tokens of overhead, plus `json.dumps(tools)`."""
+        images (OpenAI's tile rule, `_image_tokens`), its tool call arguments and 4 tokens of
+        overhead, plus `json.dumps(tools)`."""
         total = 0
         for message in body.get("messages") or []:
             total += MESSAGE_OVERHEAD_TOKENS + count_tokens(_content_text(message.get("content")))
+            if isinstance(message.get("content"), list):
+                total += sum(_image_tokens(part) for part in message["content"])
             for call in message.get("tool_calls") or []:
                 total += count_tokens(str((call.get("function") or {}).get("arguments") or ""))
         if body.get("tools"):
@@ -614,6 +617,29 @@ class _Handler(BaseHTTPRequestHandler):
             "completion_tokens": completion,
             "total_tokens": prompt + completion,
         }
+
+
+def _image_tokens(part) -> int:
+    """What an image part costs as OpenAI counts it at "high" detail: the image fit in
+    2048 × 2048, its short side scaled to 768, 170 per 512-pixel tile plus 85 (the size
+    read from the data: URL's bytes; a URL that is not data: costs the base 85)."""
+    if not isinstance(part, dict) or part.get("type") != "image_url":
+        return 0
+    url = str((part.get("image_url") or {}).get("url") or "")
+    if not url.startswith("data:"):
+        return 85
+    import base64
+    import io
+    import math
+
+    from PIL import Image
+
+    width, height = Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))).size
+    for limit, use_max in ((2048, True), (768, False)):
+        side = max(width, height) if use_max else min(width, height)
+        if side > limit:
+            width, height = width * limit / side, height * limit / side
+    return 85 + 170 * math.ceil(width / 512) * math.ceil(height / 512)
 
 
 def _split_text(content: str, chunk_size: int | None) -> list[str]:

@@ -73,6 +73,7 @@ class ProviderInfo:
     context_tokens: int
     supports_tools: bool
     is_demo: bool = False  # the small offline demo model: UIs say so
+    supports_images: bool = False  # takes image parts in messages (LLM_VISION, llm.vision)
     notice: str = ""  # one sentence for status pages and the CLI
     extra: dict = field(default_factory=dict)
 
@@ -83,13 +84,16 @@ OPENAI_COMPAT_NAME = "openai-compatible"
 OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 
-def openai_compat_info(*, model: str, context_tokens: int, base_url: str) -> ProviderInfo:
+def openai_compat_info(
+    *, model: str, context_tokens: int, base_url: str, supports_images: bool = False
+) -> ProviderInfo:
     """What the OpenAI-compatible provider says of itself (pages and status commands)."""
     return ProviderInfo(
         name=OPENAI_COMPAT_NAME,
         model=model or "(server default)",
         context_tokens=context_tokens,
         supports_tools=True,
+        supports_images=supports_images,
         extra={"base_url": (base_url or OPENAI_DEFAULT_BASE_URL).rstrip("/")},
     )
 

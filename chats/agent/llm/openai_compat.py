@@ -20,6 +20,7 @@ from django.conf import settings
 from openai import Stream
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
+from chats.agent.counting import image_parts_tokens
 from chats.agent.llm.base import (
     OPENAI_COMPAT_NAME,
     OPENAI_DEFAULT_BASE_URL,
@@ -34,6 +35,7 @@ from chats.agent.llm.base import (
 )
 from chats.agent.llm.keepalive import reusable_body
 from chats.agent.llm.retry import RetryPolicy, is_retryable_status, parse_retry_after
+from chats.agent.llm.vision import model_takes_images
 from chats.agent.tokens import count_tokens
 
 logger = logging.getLogger(__name__)
@@ -71,17 +73,86 @@ def message_text(content) -> str:
 
 
 def estimate_prompt_tokens(messages: list[dict], tools: list[dict] | None = None) -> int:
-    """Prompt size as counted here when a server reports no usage: every message's text and
-    tool call arguments plus a fixed overhead per message, plus the tools JSON."""
+    """Prompt size as counted here when a server reports no usage: every message's text, its
+    images and tool call arguments plus a fixed overhead per message, plus the tools JSON."""
     total = 0
     for message in messages:
-        total += MESSAGE_OVERHEAD_TOKENS + count_tokens(message_text(message.get("content")))
+        content = message.get("content")
+        total += MESSAGE_OVERHEAD_TOKENS + count_tokens(message_text(content))
+        total += image_parts_tokens(content)
         for call in message.get("tool_calls") or ():
             function = call.get("function") or {}
             total += count_tokens(str(function.get("arguments") or ""))
     if tools:
         total += count_tokens(json.dumps(tools))
     return total
+
+
+# A data: URL of an image is megabytes of base64: JSON-encoding it again for every request
+# costs more than everything else the hub does for a turn. It needs no escaping, so the
+# request is encoded with a short placeholder in its place and the URL's bytes spliced in.
+_SPLICE_MIN = 4096
+_url_bytes: dict[tuple[int, int], bytes] = {}
+_URL_BYTES_MAX = 64 * 1024 * 1024
+# The placeholder: a NUL and a per-process random tag no text of a request can guess.
+_MARK = f"\x00image-{uuid.uuid4().hex}-"
+_MARK_JSON = json.dumps(_MARK)[:-1].encode()  # '"\u0000image-…-'
+
+
+def _spliceable(url: object) -> bool:
+    return (
+        isinstance(url, str)
+        and len(url) >= _SPLICE_MIN
+        and url.isascii()
+        and url.isprintable()
+        and '"' not in url
+        and "\\" not in url
+    )
+
+
+def _ascii(url: str) -> bytes:
+    key = (hash(url), len(url))
+    data = _url_bytes.get(key)
+    if data is None:
+        if sum(map(len, _url_bytes.values())) + len(url) > _URL_BYTES_MAX:
+            _url_bytes.clear()
+        data = _url_bytes[key] = url.encode("ascii")
+    return data
+
+
+def request_body(params: dict) -> bytes:
+    """`params` as the JSON bytes the SDK would send (compact, UTF-8), with long image URLs
+    spliced in as bytes rather than escaped by the encoder."""
+    urls: list[str] = []
+    messages = []
+    for message in params.get("messages") or ():
+        content = message.get("content")
+        if isinstance(content, list) and any(
+            isinstance(part, dict) and part.get("type") == "image_url" for part in content
+        ):
+            parts = []
+            for part in content:
+                url = (part.get("image_url") or {}).get("url") if isinstance(part, dict) else None
+                if part.get("type") == "image_url" and _spliceable(url):
+                    parts.append(
+                        {**part, "image_url": {**part["image_url"], "url": f"{_MARK}{len(urls)}"}}
+                    )
+                    urls.append(url)
+                else:
+                    parts.append(part)
+            message = {**message, "content": parts}
+        messages.append(message)
+    encoded = json.dumps(
+        {**params, "messages": messages}, ensure_ascii=False, separators=(",", ":"), allow_nan=False
+    ).encode()
+    if not urls:
+        return encoded
+    pieces = encoded.split(_MARK_JSON)
+    out = [pieces[0]]
+    for piece in pieces[1:]:
+        index, rest = piece.split(b'"', 1)
+        out += [b'"', _ascii(urls[int(index)]), b'"', rest]
+    return b"".join(out)
 
 
 @dataclass
@@ -183,7 +254,10 @@ class OpenAICompatProvider:
     @property
     def info(self) -> ProviderInfo:
         return openai_compat_info(
-            model=self.model, context_tokens=self.context_tokens, base_url=self.base_url
+            model=self.model,
+            context_tokens=self.context_tokens,
+            base_url=self.base_url,
+            supports_images=model_takes_images(self.model, settings.LLM_VISION),
         )
 
     def close(self) -> None:
@@ -258,10 +332,11 @@ class OpenAICompatProvider:
             params["max_tokens"] = max_tokens
         # The SDK's typed `chat.completions.create` walks every message through its TypedDict
         # transformer: ~150 ms for a 200-message prompt on these machines. Our messages are
-        # already plain JSON, so post them through the same client, auth and stream parser.
+        # already plain JSON, so post them through the same client, auth and stream parser,
+        # as JSON bytes we encode (`request_body`: images spliced in, not re-escaped).
         return self.client.post(
             "/chat/completions",
-            body=params,
+            content=request_body(params),
             cast_to=ChatCompletion,
             options={"security": {"bearer_auth": True}},
             stream=True,
