@@ -88,7 +88,7 @@ class AttachmentsConfig(AppConfig):
         # and the dashboard's forms.
         body_limit_register("/api/v1/uploads/", settings.ATTACHMENTS_API_MAX_BODY_BYTES)
         body_limit_register(PATH_PREFIX, upload_body_limit())
-        # Documents' text, read off the request path in a bounded child (docs/FILES.md).
+        # Documents' text, read off the request path in a bounded child (docs/ATTACHMENTS.md).
         processor_register(PROCESSOR_NAME, wants=wants_document, run=extract_document)
         register_tool_provider(attachment_tools)
         # Images described once by a vision model when the hub's model takes no images.

@@ -31,6 +31,7 @@ from attachments.services import _blob_for, _sniff, attachment_from_blob
 from chats.agent.registry import ORIGIN_CHAT, Tool, ToolError, TurnContext
 from chats.models import Message, Turn
 from chats.reply_files import ReplyFile
+from chats.rows import fetch_prepared
 
 logger = logging.getLogger(__name__)
 
@@ -194,9 +195,18 @@ class OutboundTools:
 outbound_tools = OutboundTools()
 
 
+def _any_pending_sql(quote) -> str:
+    pending = PendingReplyFile._meta
+    column = quote(pending.get_field("turn").column)
+    return f"SELECT 1 FROM {quote(pending.db_table)} WHERE {column} = %s LIMIT 1"
+
+
 def reply_files_attach(turn: Turn, reply: Message | None) -> None:
     """The reply-stored hook: the turn's pending files become attachments of its reply, in
-    the order the agent sent them (dropped when the turn stored no reply)."""
+    the order the agent sent them (dropped when the turn stored no reply). It runs on every
+    turn: one prepared statement says "nothing attached" before any queryset is built."""
+    if not fetch_prepared("reply_files_pending", _any_pending_sql, [turn.pk]):
+        return
     pending = list(PendingReplyFile.objects.filter(turn_id=turn.pk).select_related("blob"))
     if not pending:
         return

@@ -36,7 +36,7 @@ BUSY_RETRY_SECONDS = 1
 
 @shared_task(bind=True, name=PROCESS_TASK, ignore_result=True, acks_late=True, max_retries=None)
 def process_attachment(self, attachment_id: int) -> str | None:
-    """Derive what the hub knows of one stored file (docs/FILES.md)."""
+    """Derive what the hub knows of one stored file (docs/ATTACHMENTS.md)."""
     if not _processing.acquire(blocking=False):
         raise self.retry(countdown=BUSY_RETRY_SECONDS)
     try:
@@ -48,5 +48,5 @@ def process_attachment(self, attachment_id: int) -> str | None:
 
 @shared_task(name="attachments.tasks.sweep_blobs", ignore_result=True)
 def sweep_blobs() -> int:
-    """Beat's periodic sweep: deletes blobs no attachment uses (docs/FILES.md)."""
+    """Beat's periodic sweep: deletes blobs no attachment uses (docs/ATTACHMENTS.md)."""
     return blobs_sweep()

@@ -172,7 +172,7 @@ BUSY_RETRY_SECONDS = 1
 )
 def fetch_telegram_file(self, message_id: int) -> bool:
     """Download and store the photo or document of a Telegram message; its turn goes on
-    afterwards (docs/FILES.md, "Telegram")."""
+    afterwards (docs/ATTACHMENTS.md, "Telegram")."""
     if not _fetching.acquire(blocking=False):
         raise self.retry(countdown=BUSY_RETRY_SECONDS)
     try:

@@ -259,8 +259,20 @@ HOOK_CALLS = {
     ),
     # Told once the reply is stored; a turn that attached nothing is the case measured.
     "reply_stored": ("reply stored", lambda hook, context: hook(_NO_TURN, None)),
+    # Asked only for messages that name it (files): in a chat without any it is never
+    # called, and the build difference below measures the engine's look at the window; its
+    # own call is measured here with nothing to answer for.
+    "message_parts": ("message parts", lambda hook, context: hook(_no_carry(context))),
 }
 _NO_TURN = SimpleNamespace(pk=-1)
+
+
+def _no_carry(context):
+    from chats.agent.registry import CarryRequest
+
+    return CarryRequest(
+        caps={}, trigger_id=context.trigger.pk, provider_info=None, turn_context=context
+    )
 
 
 def _spend():
@@ -332,7 +344,7 @@ def hook_costs(args, chat, trigger) -> tuple[list[list], list[str]]:
                 unknown.append(field.name)
             continue
         kind, call = HOOK_CALLS[field.name]
-        for hook in entries:
+        for hook in entries.values() if isinstance(entries, dict) else entries:
             hooks += 1
             key = f"{kind}\t{_hook_name(hook)}"
             calls[key] = lambda hook=hook, call=call: call(hook, context)

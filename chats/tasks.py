@@ -47,7 +47,7 @@ def sweep_turns() -> dict:
 @shared_task(name=RELEASE_TASK, ignore_result=True)
 def release_turn_hold(hold_id: int) -> bool:
     """A held message's timer (its quiet period or deadline): request its turn if it is
-    ready now (docs/FILES.md, "The turn waits for its files"); at most once."""
+    ready now (docs/ATTACHMENTS.md, "The turn waits for its files"); at most once."""
     return turn_holds_release(hold_id=hold_id) is not None
 
 

@@ -343,7 +343,7 @@ LLM_PROVIDER = env_str("LLM_PROVIDER", "auto")
 LLM_VISION = env_str("LLM_VISION", "auto").lower()
 if LLM_VISION not in ("auto", "on", "off"):
     raise ImproperlyConfigured("LLM_VISION must be auto, on or off")
-# A model that describes images once for a model that takes none (docs/FILES.md): set
+# A model that describes images once for a model that takes none (docs/ATTACHMENTS.md): set
 # VISION_LLM_MODEL to use one; the server and key default to LLM_BASE_URL and LLM_API_KEY.
 VISION_LLM_BASE_URL = env_str("VISION_LLM_BASE_URL")
 VISION_LLM_MODEL = env_str("VISION_LLM_MODEL")
@@ -455,7 +455,7 @@ def _storage_options(name: str, folder: str) -> dict:
 
 
 SKILLS_BLOB_STORAGE_OPTIONS = _storage_options("SKILLS_BLOB_STORAGE_OPTIONS", "skill-blobs")
-# Files on messages (docs/FILES.md): their blobs, one per SHA-256, in the `attachments` alias
+# Files on messages (docs/ATTACHMENTS.md): their blobs, one per SHA-256, in the `attachments` alias
 # of STORAGES; a folder under var/ by default, any Django storage backend by setting (an
 # S3-compatible bucket through django-storages, as for the skills' blobs above).
 ATTACHMENTS_STORAGE = env_str("ATTACHMENTS_STORAGE", "django.core.files.storage.FileSystemStorage")
@@ -475,7 +475,7 @@ ATTACHMENTS_API_MAX_BODY_BYTES = env_int(
 # this many seconds after it arrived (then with what is ready).
 ATTACHMENTS_TURN_WAIT_SECONDS = env_float("ATTACHMENTS_TURN_WAIT_SECONDS", 30, minimum=0)
 # How often beat's sweep deletes blobs no attachment uses (older than an hour).
-# Base64 files in the JSON message post (docs/FILES.md#http-api): each at most this, decoded;
+# Base64 files in the JSON message post (docs/ATTACHMENTS.md#http-api): each at most this, decoded;
 # the JSON body limit (API_MAX_BODY_BYTES) applies to the whole post first.
 ATTACHMENTS_JSON_MAX_BYTES = env_int("ATTACHMENTS_JSON_MAX_BYTES", 5 * 1024 * 1024, minimum=1)
 # /v1 image and file parts given as https URLs are fetched only when this is on (off: only
@@ -483,7 +483,7 @@ ATTACHMENTS_JSON_MAX_BYTES = env_int("ATTACHMENTS_JSON_MAX_BYTES", 5 * 1024 * 10
 OPENAI_API_FETCH_IMAGE_URLS = env_bool("OPENAI_API_FETCH_IMAGE_URLS", False)
 OPENAI_API_FETCH_TIMEOUT_SECONDS = env_int("OPENAI_API_FETCH_TIMEOUT_SECONDS", 10, minimum=1)
 ATTACHMENTS_SWEEP_SECONDS = env_int("ATTACHMENTS_SWEEP_SECONDS", 3600, minimum=60)
-# Extraction of documents' text (docs/FILES.md#extraction), in a child process per file:
+# Extraction of documents' text (docs/ATTACHMENTS.md#extraction), in a child process per file:
 # its wall-clock bound, its address-space bound, the most text stored per file, and the
 # most PDF pages read.
 ATTACHMENTS_EXTRACT_SECONDS = env_float("ATTACHMENTS_EXTRACT_SECONDS", 60.0, minimum=1)

@@ -1,5 +1,5 @@
 """Text extraction from documents (PDF, DOCX, XLSX, PPTX, HTML, CSV, Markdown, plain text and
-source code), plugged into the attachments' processing registry (docs/FILES.md#extraction).
+source code), plugged into the attachments' processing registry (docs/ATTACHMENTS.md#extraction).
 
 The reading itself runs in a child process (`python -m attachments.extraction.child`) with
 an address-space limit and a wall-clock timeout, so a bomb or a hang fails one file, never

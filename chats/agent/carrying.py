@@ -12,6 +12,7 @@ what the files take comes out of the history.
 import logging
 from collections.abc import Iterable
 
+from chats.agent.convert import StoredMessage
 from chats.agent.counting import _Item, image_part
 from chats.agent.registry import CARRIES_KEY, Carried, CarryRequest, TurnContext, registry
 
@@ -47,7 +48,8 @@ def carry_parts(
         wanted.setdefault(name, {})[trigger.pk] = trigger_cap
         items[trigger.pk] = trigger_item
     for unit, unit_items in history:
-        for row in unit.rows:
+        # A unit of one message is the message itself (chats.agent.context builds no wrapper).
+        for row in (unit,) if type(unit) is StoredMessage else unit.rows:
             names = _names(row.metadata) if row.metadata else ()
             if not names:
                 continue
