@@ -286,6 +286,8 @@ def _message_block(
 
 def attachments_carried(request: CarryRequest) -> dict[int, Carried]:
     """The `attachments` message parts provider: each asked message's files (one query)."""
+    if not request.caps:
+        return {}
     # A fixed head, whatever the caps: what is shown is a prefix of it, and its scan is cached.
     head_chars = settings.ATTACHMENTS_INLINE_TOKENS * CHARS_PER_TOKEN_READ
     rows = (
