@@ -12,7 +12,7 @@ from django.conf import settings
 from attachments.images import ImageUnusable, prepare
 from attachments.models import Attachment
 from attachments.processing import Derived, ProcessingFailed
-from chats.agent.llm import LLMError, OpenAICompatProvider, TextDelta, Usage
+from chats.agent.llm import LLMError, TextDelta, Usage
 from chats.agent.llm.vision import model_takes_images
 from chats.signals import model_usage
 
@@ -48,8 +48,11 @@ def wants(attachment: Attachment) -> bool:
     )
 
 
-def vision_provider() -> OpenAICompatProvider:
-    """The vision model's provider, built from the VISION_LLM_* settings."""
+def vision_provider():
+    """The vision model's provider, built from the VISION_LLM_* settings (the SDK is loaded
+    here, in the files' worker, never at start-up: pages need none of it)."""
+    from chats.agent.llm.openai_compat import OpenAICompatProvider
+
     return OpenAICompatProvider.from_settings(
         base_url=settings.VISION_LLM_BASE_URL or settings.LLM_BASE_URL,
         api_key=settings.VISION_LLM_API_KEY or settings.LLM_API_KEY,

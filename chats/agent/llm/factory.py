@@ -89,10 +89,13 @@ def provider_info() -> ProviderInfo:
         return cached.info
     choice = (settings.LLM_PROVIDER or "auto").strip().lower()
     if choice == "openai" or (choice == "auto" and settings.LLM_BASE_URL):
+        from chats.agent.llm.vision import model_takes_images
+
         return openai_compat_info(
             model=settings.LLM_MODEL,
             context_tokens=settings.LLM_CONTEXT_TOKENS,
             base_url=settings.LLM_BASE_URL,
+            supports_images=model_takes_images(settings.LLM_MODEL, settings.LLM_VISION),
         )
     return get_provider().info
 
