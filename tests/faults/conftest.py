@@ -1,6 +1,14 @@
 """Fixtures of the fault-injection suite: a Valkey server each test owns (so it can kill
 and restart it under the running processes), an API token of a person, and `make run`'s
-supervised stack against them (`stack`)."""
+supervised stack against them (`stack`).
+
+Fault injection against `make run` itself (issue #11): the supervisor with daphne and a
+Celery worker (beat inside), a Valkey the test kills and restarts, the fake model streaming
+slow replies. Each scenario checks what a user would notice: every message they posted is
+kept, no turn runs twice, every chat answers again within 60 s of the recovery, and no
+process stays dead; the figures go to var/test-logs/fault-figures.jsonl and into
+docs/RELIABILITY.md. One scenario per file, so the parallel run spreads them over workers.
+"""
 
 import pytest
 from django.conf import global_settings

@@ -1,10 +1,5 @@
-"""Fault injection against `make run` itself (issue #11): the supervisor with daphne and a
-Celery worker (beat inside), a Valkey the test kills and restarts, the fake model streaming
-slow replies. Each scenario checks what a user would notice: every message they posted is
-kept, no turn runs twice, every chat answers again within 60 s of the recovery, and no
-process stays dead; the figures go to var/test-logs/fault-figures.jsonl and into
-docs/RELIABILITY.md. One scenario per file, so the parallel run spreads them over workers.
-"""
+"""Fault injection (tests/faults/conftest.py says what every scenario checks): Redis
+restarted mid-reply, 5 times; nothing has to be restarted."""
 
 import time
 
