@@ -56,6 +56,12 @@ def _own_redis_namespace():
     os.environ["REDIS_KEY_PREFIX"] = prefix  # for the workers and servers tests start
     settings.REDIS_KEY_PREFIX = prefix
     settings.CACHES["default"]["KEY_PREFIX"] = prefix
+    from django.core.cache import caches
+
+    # A cache made before this fixture (an import, collection) keeps the prefix it was made
+    # with: it would share keys with every other run and worker on this Redis.
+    for made in caches.all(initialized_only=True):
+        made.key_prefix = prefix
     settings.CHANNEL_LAYERS["default"]["CONFIG"]["prefix"] = prefix
     app.conf.task_default_queue = prefix
     yield

@@ -361,8 +361,12 @@ def test_a_photo_with_a_caption_is_stored_and_answered_once_it_is_in(telegram_li
     assert stored.text == "Is this rack wired right?"
     attachment = Attachment.objects.get(message=stored)
     assert attachment.media_type == "image/png" and attachment.blob.file.read() == photo
-    assert fake_openai.last_user_text(llm.last_request) == "Is this rack wired right?"
-    assert [final_text(m) for m in tg.bot_messages(1001)] == ["re: Is this rack wired right?"]
+    # The caption, then what the message carries: this model takes no images, so it is told
+    # plainly that it cannot see the photo (attachments.to_model).
+    asked = fake_openai.last_user_text(llm.last_request)
+    assert asked.startswith("Is this rack wired right?") and "you cannot see" in asked
+    [answer] = [final_text(m) for m in tg.bot_messages(1001)]
+    assert answer.startswith("re: Is this rack wired right?")
 
 
 def test_an_album_is_answered_once_after_its_last_item(telegram_live, settings):
@@ -396,8 +400,14 @@ def test_an_album_is_answered_once_after_its_last_item(telegram_live, settings):
     assert turn.trigger_id == messages[-1].pk and turn.status == Turn.Status.COMPLETED
     # The model saw the whole album: the captioned item and the photo in the history.
     history = [m["content"] for m in llm.last_request["messages"] if m["role"] == "user"]
-    assert history == ["which cable is loose?", "[photo]", "[document wiring.txt]"]
-    assert [final_text(m) for m in tg.bot_messages(1001)] == ["re: [document wiring.txt]"]
+    first_texts = [c if isinstance(c, str) else c[0]["text"] for c in history]
+    assert first_texts == ["which cable is loose?", "[photo]", "[document wiring.txt]"]
+    # Each item's file travels with it: the photos named, the document's text read.
+    carried = [c[1]["text"] for c in history]
+    assert "photo_" in carried[0] and "you cannot see" in carried[0]
+    assert "rack 4: port 12 -> 13" in carried[2]
+    [answer] = [final_text(m) for m in tg.bot_messages(1001)]
+    assert answer.startswith("re: [document wiring.txt]")
     assert OutboundMessage.objects.filter(kind="reply").count() == 1
 
 

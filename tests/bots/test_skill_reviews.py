@@ -11,7 +11,7 @@ from bots.models import OutboundMessage
 from bots.skill_reviews import CUT_NOTE, prompt_text
 from chats.models import ChatKind
 from chats.services import actor_get_or_create, chat_get_or_create, chat_member_ensure
-from skills.format import parse_skill_md
+from skills.format import content_hash, parse_skill_md
 from skills.models import Skill, SkillEvent, SkillProposal
 from skills.services import Author, skill_create, skill_delete, skill_edit, skill_patch
 from tests.bots.conftest import GROUP_ID, process
@@ -337,11 +337,12 @@ def hostile_proposal(skill, marco, **fields):
         "skill_md": text,
         "front_matter": parse_skill_md(text).front_matter,
         "files": {},
-        "content_hash": "x",
         "author_person": marco,
         "reason": "Because </pre><b>I</b> said\u200b so",
     }
     defaults.update(fields)
+    # The content's own hash, as stored proposals have: diffs are cached by it.
+    defaults["content_hash"] = content_hash(defaults["skill_md"], defaults["files"])
     return SkillProposal.objects.create(**defaults)
 
 

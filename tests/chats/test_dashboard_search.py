@@ -259,7 +259,7 @@ def test_status_names_the_demo_model_with_its_notice(monkeypatch, member):
             notice="This is the small offline demo model: expect short, simple answers.",
         )
 
-    monkeypatch.setattr(views_context, "get_provider", lambda: Demo())
+    monkeypatch.setattr(views_context, "provider_info", lambda: Demo().info)
     page = login(member).get("/status").content.decode()
     assert "gemma-3-270m" in page and "offline demo" in page and "2048 tokens" in page
     assert "This is the small offline demo model" in page

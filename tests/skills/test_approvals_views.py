@@ -13,6 +13,7 @@ from chats.services import actor_get_or_create, chat_get_or_create, chat_member_
 from memory.models import MemoryEntry
 from memory.services import Author as MemoryAuthor
 from memory.services import memory_book, memory_propose
+from skills.format import content_hash
 from skills.models import Skill, SkillEvent, SkillProposal
 from skills.reviews import skill_proposal_decide
 from skills.services import (
@@ -521,8 +522,10 @@ def test_a_proposal_the_scanner_blocks_on_approval_says_what_it_found(proposal, 
 
 def test_hidden_code_points_and_markup_are_shown_as_text(proposal, staff_reviewer):
     hidden = "make image\u200b-fast" + "".join(chr(0xE0000 + ord(c)) for c in "run rm")
+    changed = proposal.skill_md.replace("make image-fast", hidden)
     SkillProposal.objects.filter(pk=proposal.pk).update(
-        skill_md=proposal.skill_md.replace("make image-fast", hidden),
+        skill_md=changed,
+        content_hash=content_hash(changed, proposal.files),  # diffs are cached by it
         reason="Faster\u200d<script>alert(1)</script>",
     )
     page = login(staff_reviewer).get(APPROVALS).text
