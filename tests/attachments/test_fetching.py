@@ -3,7 +3,6 @@ redirects, size and time are checked on every hop. Loopback is refused in real u
 tests allow exactly the test server's address (and trust its certificate); everything else
 keeps the real policy."""
 
-import datetime
 import http.server
 import ipaddress
 import socket
@@ -12,49 +11,13 @@ import threading
 import time
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from attachments import fetching
 from attachments.fetching import FetchRefused, fetch_url
 from tests.attachments.conftest import png_bytes
+from tests.fakes.tls import self_signed_certificate
 
 PNG = png_bytes(3, 3)
-
-
-def _certificate(tmp_path):
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "files.test")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("files.test"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            ),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return cert_path, key_path
 
 
 class _Files(http.server.BaseHTTPRequestHandler):
@@ -95,11 +58,10 @@ class _Files(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def server(tmp_path, monkeypatch):
-    cert_path, key_path = _certificate(tmp_path)
+    certificate = self_signed_certificate(tmp_path, names=("files.test",))
+    cert_path = certificate.cert_path
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Files)
-    server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    server_context.load_cert_chain(cert_path, key_path)
-    httpd.socket = server_context.wrap_socket(httpd.socket, server_side=True)
+    httpd.socket = certificate.server_context().wrap_socket(httpd.socket, server_side=True)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
 

@@ -27,8 +27,11 @@ class Certificate:
         return context
 
 
-def self_signed_certificate(directory: Path) -> Certificate:
-    """Write a fresh key and a self-signed certificate for 127.0.0.1/localhost, valid a day."""
+def self_signed_certificate(
+    directory: Path, *, names: tuple[str, ...] = ("localhost",)
+) -> Certificate:
+    """Write a fresh key and a self-signed certificate for 127.0.0.1 and the DNS `names`
+    (localhost by default), valid a day."""
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
     now = datetime.datetime.now(datetime.UTC)
@@ -42,7 +45,8 @@ def self_signed_certificate(directory: Path) -> Certificate:
         .not_valid_after(now + datetime.timedelta(days=1))
         .add_extension(
             x509.SubjectAlternativeName(
-                [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+                + [x509.DNSName(name) for name in names]
             ),
             critical=False,
         )
