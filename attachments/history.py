@@ -11,9 +11,9 @@ from datetime import datetime
 from django.conf import settings
 
 from attachments.models import Attachment
-from attachments.services import _blob_for, _mark_carrying
+from attachments.services import blob_for, mark_carrying
 from chats.history_bundle import Bundle
-from chats.jsonl import _iso
+from chats.jsonl import iso_utc
 from chats.models import Message
 
 MAX_FILES_PER_RECORD = 100
@@ -57,7 +57,7 @@ def attachments_export(messages: Sequence[Message], bundle: Bundle | None) -> di
                 "extracted_text": row.extracted_text,
                 "page_count": row.page_count,
                 "description": row.description,
-                "created_at": _iso(row.created_at),
+                "created_at": iso_utc(row.created_at),
             }
         )
         if bundle is not None and row.blob is not None:
@@ -111,14 +111,14 @@ def attachments_parse(value: object) -> list[dict]:
 def attachments_restore(message: Message, entries: list[dict], bundle: Bundle | None) -> None:
     """Store the imported message's files (inside the record's transaction)."""
     if entries:  # the context builder asks for the files of messages that carry any
-        _mark_carrying(message)
+        mark_carrying(message)
     for entry in entries:
         data = None
         if bundle is not None and entry["size"]:
             data = bundle.blob_read_verified(entry["sha256"], limit=entry["size"])
         fields = dict(entry)
         if data is not None:
-            fields["blob"] = _blob_for(data, entry["sha256"])
+            fields["blob"] = blob_for(data, entry["sha256"])
         elif entry["size"]:
             fields["state"] = Attachment.State.FAILED
             fields["failure"] = MISSING_BYTES

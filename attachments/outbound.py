@@ -27,7 +27,7 @@ from django.utils import timezone
 
 from attachments.models import Attachment, Blob, PendingReplyFile, attachment_storage
 from attachments.names import clean_file_name
-from attachments.services import _blob_for, _sniff, attachment_from_blob
+from attachments.services import attachment_from_blob, blob_for, sniff_bytes
 from chats.agent.registry import ORIGIN_CHAT, Tool, ToolError, TurnContext
 from chats.models import Message, Turn
 from chats.reply_files import ReplyFile
@@ -143,8 +143,8 @@ def file_send(context: TurnContext, arguments: dict) -> str:
                 raise ToolError("The file is empty (0 bytes); nothing was attached.")
             name = clean_file_name(arguments.get("name") or "")
             _check_limits(turn, context.chat.pk, len(data))
-            sniffed = _sniff(data)
-            blob = _blob_for(data, sniffed.sha256)
+            sniffed = sniff_bytes(data)
+            blob = blob_for(data, sniffed.sha256)
             media_type, kind, size = sniffed.media_type, sniffed.kind, len(data)
         PendingReplyFile.objects.create(
             turn=turn,

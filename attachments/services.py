@@ -89,7 +89,7 @@ def _check_limits(message: Message, size: int) -> None:
         )
 
 
-def _blob_for(data: bytes, sha256: str) -> Blob:
+def blob_for(data: bytes, sha256: str) -> Blob:
     """The blob holding `data`, written to storage only when no blob has this hash. The row
     is locked so the sweep cannot delete it before the caller's attachment commits."""
     blob = Blob.objects.select_for_update().filter(sha256=sha256).first()
@@ -104,7 +104,7 @@ def _blob_for(data: bytes, sha256: str) -> Blob:
     return blob
 
 
-def _mark_carrying(message: Message) -> None:
+def mark_carrying(message: Message) -> None:
     """Name this app in the message's `carries` metadata, so that the context builder asks
     it about the message's files (and never asks about a message without any)."""
     metadata = message.metadata if isinstance(message.metadata, dict) else {}
@@ -116,15 +116,15 @@ def _mark_carrying(message: Message) -> None:
 
 
 @dataclass(frozen=True)
-class _Sniffed:
+class Sniffed:
     media_type: str
     kind: str
     sha256: str
 
 
-def _sniff(data: bytes) -> _Sniffed:
+def sniff_bytes(data: bytes) -> Sniffed:
     media_type = sniff_media_type(data)
-    return _Sniffed(media_type, kind_for(media_type), hashlib.sha256(data).hexdigest())
+    return Sniffed(media_type, kind_for(media_type), hashlib.sha256(data).hexdigest())
 
 
 def attachment_store(
@@ -143,7 +143,7 @@ def attachment_store(
         raise TypeError("attachment_store takes exactly one of data= or file=")
     if data is None:
         data = _read_bounded(file, settings.ATTACHMENTS_MAX_FILE_BYTES)
-    sniffed = _sniff(data)
+    sniffed = sniff_bytes(data)
     with transaction.atomic():
         locked = Message.objects.select_for_update().get(pk=message.pk)
         _check_limits(locked, len(data))
@@ -156,13 +156,13 @@ def attachment_store(
             "size": len(data),
             "sha256": sniffed.sha256,
         }
-        _mark_carrying(locked)
+        mark_carrying(locked)
         message.metadata = locked.metadata
         if not data:
             return Attachment.objects.create(
                 **fields, state=Attachment.State.FAILED, failure="The file is empty (0 bytes)."
             )
-        attachment = Attachment(**fields, blob=_blob_for(data, sniffed.sha256))
+        attachment = Attachment(**fields, blob=blob_for(data, sniffed.sha256))
         processor = processor_for(attachment)
         attachment.state = Attachment.State.PENDING if processor else Attachment.State.READY
         attachment.save()

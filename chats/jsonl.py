@@ -59,7 +59,7 @@ EXPORT_CHUNK_SIZE = 500
 # --- export -----------------------------------------------------------------------------
 
 
-def _iso(value: datetime | None) -> str | None:
+def iso_utc(value: datetime | None) -> str | None:
     if value is None:
         return None
     return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
@@ -83,24 +83,24 @@ def message_record(message: Message) -> dict:
         "user_id": actor.external_id if actor else None,
         "user_name": actor.display_name if actor else None,
         "message_id": message.external_id,
-        "ts": _iso(message.source_ts or message.created_at),
-        "source_ts": _iso(message.source_ts),
-        "stored_at": _iso(message.created_at),
+        "ts": iso_utc(message.source_ts or message.created_at),
+        "source_ts": iso_utc(message.source_ts),
+        "stored_at": iso_utc(message.created_at),
         "role": message.role,
         "content": message.text,
         "parts": message.parts,
         "metadata": message.metadata,
         "reply_to": reply_to,
         "token_count": message.token_count,
-        "edited_at": _iso(message.edited_at),
+        "edited_at": iso_utc(message.edited_at),
         "edits": [
             {
                 "previous_text": edit.previous_text,
                 "previous_parts": edit.previous_parts,
                 "new_text": edit.new_text,
                 "new_parts": edit.new_parts,
-                "source_ts": _iso(edit.source_ts),
-                "recorded_at": _iso(edit.recorded_at),
+                "source_ts": iso_utc(edit.source_ts),
+                "recorded_at": iso_utc(edit.recorded_at),
             }
             for edit in message.edits.all()
         ],

@@ -1,5 +1,5 @@
 """Messages that already have files name the attachments app in their `carries` metadata, so
-the context builder asks for their files (attachments.services._mark_carrying does it for
+the context builder asks for their files (attachments.services.mark_carrying does it for
 new files)."""
 
 from django.db import migrations
