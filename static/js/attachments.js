@@ -8,22 +8,10 @@
 (function () {
   "use strict";
 
-  function newId() {
-    if (window.crypto && crypto.randomUUID) return crypto.randomUUID();
-    var b = crypto.getRandomValues(new Uint8Array(16));
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    var h = Array.from(b, function (x) { return x.toString(16).padStart(2, "0"); }).join("");
-    return [h.slice(0, 8), h.slice(8, 12), h.slice(12, 16), h.slice(16, 20), h.slice(20)].join("-");
-  }
-
-  function csrfHeaders() {
-    try {
-      return JSON.parse(document.body.getAttribute("hx-headers") || "{}");
-    } catch (err) {
-      return {};
-    }
-  }
+  // A client id for a message (its resend is stored once) and the CSRF header htmx sends
+  // (set on <body> by base.html), for the pages' own requests.
+  var newId = window.Hermes.newId;
+  var csrfHeaders = window.Hermes.csrfHeaders;
 
   function sizeText(bytes) {
     if (bytes < 1024) return bytes + " B";
