@@ -206,3 +206,33 @@ def test_only_the_chats_readers_download_what_a_tool_made(
     for person in (outsider, elsewhere):
         client.force_login(person)
         assert client.get(path).status_code == 404
+
+
+def test_a_step_that_waited_for_a_decision_passes_all_its_files_after_it(fake, room, owner):
+    """The screenshot runs, the export waits for a decider; once decided the turn goes on in
+    a fresh runner: the files of both results come in one labelled message after both."""
+    from toolservers.approvals import approval_decide
+    from toolservers.models import ToolApproval, ToolServer
+
+    enable(room, ToolServer.objects.get(slug="pictures"), tool="export", policy="ask")
+    fake.script(
+        fake_openai.tool_calls(
+            [("c1", "pictures__screenshot", {"count": 1}), ("c2", "pictures__export", {})]
+        ),
+        fake_openai.text("Both."),
+    )
+    turn = run(ask(room, owner, "shoot and export"))
+    assert turn.status == Turn.Status.WAITING
+    card = ToolApproval.objects.get(turn=turn)
+    approval_decide(
+        approval_id=card.pk, nonce=card.nonce, person=owner, approve=True, enqueue=False
+    )
+    turn = run(turn)
+    assert turn.status == Turn.Status.COMPLETED
+    messages = fake.requests[-1]["messages"]
+    roles = [m["role"] for m in messages[-4:]]
+    assert roles == ["assistant", "tool", "tool", "user"]
+    after = messages[-1]
+    assert _texts(after).startswith(TOOL_FILES_LABEL)
+    assert "(call c1):" in _texts(after) and "(call c2):" in _texts(after)
+    assert _images(after) == [png(4, 3)] and "report q3.bin" in _texts(after)
