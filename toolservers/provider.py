@@ -132,7 +132,8 @@ def _resource_name(uri: str, index: int) -> str:
 class _Files:
     """The files a result carries (images, binary resources), within the bounds: at most
     TOOLSERVERS_RESULT_FILES, each at most TOOLSERVERS_RESULT_FILE_BYTES (checked on the
-    base64's length, before decoding). Each item leaves a line in the text either way."""
+    base64's length, before decoding). Each kept or refused item leaves a line in the text;
+    those past the count share one line (`summary`)."""
 
     def __init__(self):
         self.files: list[ToolFile] = []
