@@ -109,13 +109,19 @@ def test_a_vision_model_sees_the_tools_image_on_the_next_step(fake, room, owner)
 def test_without_vision_the_model_is_told_it_cannot_see_the_image(fake, room, owner, settings):
     settings.LLM_VISION = "off"
     fake.script(
-        fake_openai.tool_calls([("c1", "pictures__screenshot", {"count": 1})]),
-        fake_openai.text("I cannot see it."),
+        fake_openai.tool_calls(
+            [("c1", "pictures__screenshot", {"count": 1}), ("c2", "pictures__screenshot", {})]
+        ),
+        fake_openai.text("I cannot see them."),
     )
-    run(ask(room, owner, "take a screenshot"))
+    run(ask(room, owner, "take a screenshot, twice"))
     _, after = _after_tool(fake.requests[1])
     assert not _images(after)
-    assert CANNOT_SEE in _texts(after) and "image-2.png" in _texts(after)
+    assert _texts(after).count(CANNOT_SEE) == 2 and "image-2.png" in _texts(after)
+    # The same screenshot twice: two attachments (one per result), one stored blob.
+    shots = Attachment.objects.order_by("id")
+    assert [s.message.metadata["tool_call_id"] for s in shots] == ["c1", "c2"]
+    assert shots[0].blob_id == shots[1].blob_id
 
 
 def test_a_binary_resource_becomes_a_file_sniffed_from_its_bytes(fake, room, owner):
