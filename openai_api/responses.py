@@ -128,34 +128,22 @@ async def _events(landed: Landed, since: tuple, response_id: str):
     created, sequence, ended, follow = now(), 0, False, None
     item_id = f"msg_{response_id[5:]}"
     after, person = since
-    if landed.held:  # its files are still being read: a comment now, the events once read
-        yield ": waiting for files\n\n"
-        landed = await _after_hold(person, landed, response_id)
-        if landed.turn is None:
-            error = no_turn_error().body()["error"]
-            yield (
-                "event: error\ndata: "
-                + json.dumps(
-                    {
-                        "type": "error",
-                        "sequence_number": 0,
-                        "message": error["message"],
-                        "code": error["code"],
-                        "param": None,
-                    },
-                    ensure_ascii=False,
-                )
-                + "\n\n"
-            )
-            return
-    follow = follow_turn(landed.chat.pk, landed.turn.pk, after, person.pk)
-    turn = await sync_to_async(outcome)(landed.turn.pk)
 
     def event(kind: str, **fields) -> str:
         nonlocal sequence
         payload = {"type": kind, "sequence_number": sequence, **fields}
         sequence += 1
         return f"event: {kind}\ndata: {json.dumps(payload, ensure_ascii=False)}\n\n"
+
+    if landed.held:  # its files are still being read: a comment now, the events once read
+        yield ": waiting for files\n\n"
+        landed = await _after_hold(person, landed, response_id)
+        if landed.turn is None:
+            error = no_turn_error().body()["error"]
+            yield event("error", message=error["message"], code=error["code"], param=None)
+            return
+    follow = follow_turn(landed.chat.pk, landed.turn.pk, after, person.pk)
+    turn = await sync_to_async(outcome)(landed.turn.pk)
 
     def snapshot(status: str, text: str | None = None) -> dict:
         return response_json(
