@@ -32,6 +32,7 @@ class AttachmentsConfig(AppConfig):
         from chats.agent.registry import (
             message_parts_register,
             register_reply_stored,
+            register_tool_files_store,
             register_tool_provider,
         )
         from chats.api.post_fields import PostField, register_post_field
@@ -95,3 +96,8 @@ class AttachmentsConfig(AppConfig):
         processor_register(describe.PROCESSOR_NAME, wants=describe.wants, run=describe.run)
         # How files reach the model: asked by the context builder for messages that carry any.
         message_parts_register(CARRIES_NAME, attachments_carried)
+        # Images and files a tool returned (a tool server's MCP content) become attachments
+        # of the tool result, which the model sees after the step.
+        from attachments.tool_files import tool_files_store
+
+        register_tool_files_store(tool_files_store)

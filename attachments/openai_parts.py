@@ -8,6 +8,10 @@ The part shapes OpenAI's clients send:
 - Responses `{"type": "input_image", "image_url": …}`;
 - Responses `{"type": "input_file", "file_data": …, "filename": …}` or `"file_url": …`.
 
+A file that is read after it is stored (a PDF, a DOCX: `pending`) holds the message's turn
+(attachments.waiting) until it is read or ATTACHMENTS_TURN_WAIT_SECONDS pass; the endpoint
+follows the turn the hold's release requests.
+
 `data:` URLs (and a file's bare base64) are always taken; an https URL only when
 OPENAI_API_FETCH_IMAGE_URLS is on (attachments.fetching refuses private addresses and bounds
 size and time); a `file_id` is refused (the hub keeps no OpenAI Files).
@@ -24,6 +28,7 @@ from attachments.inbound import (
     files_store,
     parse_data_url,
 )
+from attachments.waiting import files_hold_if_pending
 from chats.models import Message
 from openai_api.content_parts import ContentPart, ContentPartHandler, ContentPartRefused
 
@@ -124,6 +129,9 @@ def parts_store(message: Message, files: list[InboundFile]) -> None:
             status=first["status"],
             code="attachment_refused",
         )
+    # A file still to be read (a PDF's text) holds the turn until it is read, or the bound;
+    # the endpoint sees the hold (chats.agent.holds) and follows the turn its release requests.
+    files_hold_if_pending(message=message, respond=True)
 
 
 content_part_handler = ContentPartHandler(

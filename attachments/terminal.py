@@ -1,8 +1,10 @@
 """The terminal's `/attach PATH`: stage a file for the next message (several may be staged);
 `/attach` alone lists what is staged, `/attach --clear` unstages. The files are read and
 stored with `attachment_store` once the next message is stored, before its turn is requested
-(chats.staged). The terminal runs as its operator's OS user, so it reads what that user
-may read; a missing, unreadable or too large file is refused when it is staged, with why.
+(chats.staged); a file still to be read (a PDF) holds the turn until it is read, or at most
+ATTACHMENTS_TURN_WAIT_SECONDS (attachments.waiting), and the terminal waits for it. The
+terminal runs as its operator's OS user, so it reads what that user may read; a missing,
+unreadable or too large file is refused when it is staged, with why.
 """
 
 import os
@@ -12,6 +14,7 @@ from pathlib import Path
 from django.conf import settings
 
 from attachments.services import AttachmentRefused, attachment_store
+from attachments.waiting import files_hold_if_pending
 from chats.models import Message
 from chats.slash_commands import CommandContext, SlashCommand
 
@@ -113,6 +116,12 @@ def staged_files_store(message: Message, session: dict) -> list[str]:
         lines.append(
             f"Attached {attachment.name} ({_size(attachment.size)}, {attachment.media_type})."
         )
+    # A file still to be read (a PDF's text) holds the turn until it is read or the bound
+    # passes; the terminal waits for the hold and then requests the turn in its own process
+    # (respond=False: the release requests none for a worker to run).
+    if staged and files_hold_if_pending(message=message, respond=False):
+        wait = settings.ATTACHMENTS_TURN_WAIT_SECONDS
+        lines.append(f"Reading the files before the agent answers (at most {wait:g} s)…")
     return lines
 
 

@@ -44,15 +44,24 @@ def files_hold_release_if_settled(message_id: int) -> Turn | None:
     return turn_hold_clear(message_id=message_id, reason=FILES)
 
 
+def files_hold_if_pending(*, message: Message, respond: bool) -> bool:
+    """Hold `message`'s turn while one of its (stored) files is pending; whether it held.
+    `respond=False` for a channel that requests the turn itself once the hold is released
+    (the terminal runs its turns in its own process)."""
+    if files_settled(message.pk):
+        return False
+    files_hold(message=message, respond=respond)
+    # A file that settled between the check and the commit found no hold to clear.
+    transaction.on_commit(lambda: files_hold_release_if_settled(message.pk))
+    return True
+
+
 def turn_request_when_ready(*, message: Message) -> Turn | None:
     """Request `message`'s turn now if its files are all settled; else hold it until they are
     (or the bound) and return None. The caller's files are stored already."""
-    if files_settled(message.pk):
-        return turn_request(message=message)
-    files_hold(message=message, respond=True)
-    # A file that settled between the check and the commit found no hold to clear.
-    transaction.on_commit(lambda: files_hold_release_if_settled(message.pk))
-    return None
+    if files_hold_if_pending(message=message, respond=True):
+        return None
+    return turn_request(message=message)
 
 
 def on_attachment_settled(sender=None, attachment=None, **kwargs) -> None:

@@ -403,6 +403,13 @@ SKILLS_PENDING_MAX = env_int("SKILLS_PENDING_MAX", 10, minimum=0)
 SKILLS_REVIEWERS_GROUP = env_str("SKILLS_REVIEWERS_GROUP", "skill reviewers")
 # Tool servers (MCP): a tool result is cut to this many tokens before the model sees it.
 TOOLSERVERS_RESULT_TOKENS = env_int("TOOLSERVERS_RESULT_TOKENS", 4000, minimum=100)
+# Images and binary resources a tool result carries become files the model sees after the
+# step: at most this many per result, each at most this many bytes (the attachments' own
+# limits apply too); past that they are named with the reason, never decoded.
+TOOLSERVERS_RESULT_FILES = env_int("TOOLSERVERS_RESULT_FILES", 10, minimum=0)
+TOOLSERVERS_RESULT_FILE_BYTES = env_int(
+    "TOOLSERVERS_RESULT_FILE_BYTES", 20 * 1024 * 1024, minimum=1024
+)
 # The definitions of a chat's tool-server tools, sent with every request, stay within this.
 TOOLSERVERS_DEFINITIONS_TOKENS = env_int("TOOLSERVERS_DEFINITIONS_TOKENS", 8000, minimum=200)
 # How long opening a tool server's session (spawn or connect, then the MCP handshake) may take.

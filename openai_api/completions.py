@@ -23,6 +23,7 @@ from openai_api.following import (
     answer_of,
     failure,
     follow_to_end,
+    held_turn,
     is_final,
     land,
     landing_error,
@@ -53,12 +54,21 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
         landed, after = await sync_to_async(land)(person, conversation)
     except LANDING_ERRORS as exc:
         return openai_error_response(landing_error(exc, param="messages"))
+    if landed.turn is None and not landed.held:
+        return openai_error_response(no_turn_error())
+    ref = landed.turn.pk if landed.turn is not None else f"m{landed.trigger.pk}"
+    completion_id = f"chatcmpl-hermes-{ref}-{uuid.uuid4().hex[:8]}"
+    if conversation.stream:
+        follow = (
+            None if landed.held else follow_turn(landed.chat.pk, landed.turn.pk, after, person.pk)
+        )
+        return sse_response(
+            _chunks(landed, follow, completion_id, conversation.include_usage, (after, person.pk))
+        )
+    landed = await held_turn(landed)  # its files are read first (or the bound passes)
     if landed.turn is None:
         return openai_error_response(no_turn_error())
-    completion_id = f"chatcmpl-hermes-{landed.turn.pk}-{uuid.uuid4().hex[:8]}"
     follow = follow_turn(landed.chat.pk, landed.turn.pk, after, person.pk)
-    if conversation.stream:
-        return sse_response(_chunks(landed, follow, completion_id, conversation.include_usage))
     return await _whole(landed, follow, completion_id)
 
 
@@ -75,7 +85,11 @@ def _data(payload: dict) -> str:
     return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
 
 
-async def _chunks(landed: Landed, follow, completion_id: str, include_usage: bool):
+async def _chunks(
+    landed: Landed, follow, completion_id: str, include_usage: bool, since: tuple = ()
+):
+    """The streamed answer: `follow` follows the turn; for a message held for its files
+    (no turn yet, `follow` None) the turn is followed from `since` (event seq, person id)."""
     created = now()
     ended = False
 
@@ -87,6 +101,17 @@ async def _chunks(landed: Landed, follow, completion_id: str, include_usage: boo
     text = StreamedText()
     try:
         yield chunk({"role": "assistant", "content": ""})
+        if landed.held:  # its files are still being read: say so, then follow the turn
+            yield ": waiting for files\n\n"
+            yield chunk({}, extra={"hermes": {"status": "waiting", "reason": "files"}})
+            landed = await held_turn(landed)
+            if landed.turn is None:
+                ended = True
+                yield _data(no_turn_error().body())
+                yield "data: [DONE]\n\n"
+                return
+            yield chunk({}, extra={"hermes": {"status": "resumed"}})
+            follow = follow_turn(landed.chat.pk, landed.turn.pk, *since)
         async for event in follow:
             kind = event.get("type")
             if event is KEEPALIVE:
@@ -123,6 +148,9 @@ async def _chunks(landed: Landed, follow, completion_id: str, include_usage: boo
                 yield "data: [DONE]\n\n"
                 return
     finally:
-        if not ended:  # the client went away (or the server is stopping): stop the turn
+        # The client went away (or the server is stopping): stop the turn (one still held
+        # for its files goes on; its answer is in the conversation).
+        if not ended and landed.turn is not None:
             await asyncio.shield(stop_turn(landed))
-        await follow.aclose()
+        if follow is not None:
+            await follow.aclose()

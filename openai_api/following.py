@@ -2,13 +2,17 @@
 the turn to its end, stop it when the client goes away, and say why it failed."""
 
 import asyncio
+from dataclasses import replace
+from datetime import timedelta
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.http import StreamingHttpResponse
+from django.utils import timezone
 
 from chats.agent.events import last_seq
+from chats.agent.holds import turn_hold_poll
 from chats.agent.turns import turn_stop
 from chats.api.streams import FINAL_EVENTS
 from chats.models import Turn
@@ -64,6 +68,34 @@ def land(person, request: ConversationRequest) -> tuple[Landed, int]:
     except ContentPartRefused as exc:
         raise OpenAIError(exc.status, str(exc), param=exc.param, code=exc.code) from exc
     return landed, after
+
+
+HOLD_POLL_SECONDS = 0.25
+HOLD_SLACK_SECONDS = 10
+
+
+def _hold_state(landed: Landed):
+    state = turn_hold_poll(landed.trigger.pk)
+    turn = outcome(state.turn_id) if state.turn_id else None
+    return state, turn
+
+
+async def held_turn(landed: Landed) -> Landed:
+    """The request's message waits for its files (a PDF being read: `landed.held`): wait
+    until its hold is released (when the files are read, or at the hold's deadline,
+    ATTACHMENTS_TURN_WAIT_SECONDS, which this releases itself should the timer be late) and
+    return it with the turn the release requested. `turn` stays None if none was (the
+    caller answers `no_turn_error`). A client that goes away meanwhile leaves the message
+    held: its turn goes as for any message, and the answer is in the conversation."""
+    if not landed.held:
+        return landed
+    while True:
+        state, turn = await sync_to_async(_hold_state)(landed)
+        if not state.held:
+            return replace(landed, turn=turn, held=False)
+        if timezone.now() > state.deadline + timedelta(seconds=HOLD_SLACK_SECONDS):
+            return replace(landed, turn=None, held=False)  # a release that keeps failing
+        await asyncio.sleep(HOLD_POLL_SECONDS)
 
 
 def outcome(turn_id: int) -> Turn:

@@ -21,6 +21,7 @@ from openai_api.following import (
     answer_of,
     failure,
     follow_to_end,
+    held_turn,
     is_final,
     land,
     landing_error,
@@ -66,11 +67,26 @@ def _land_response(person, parsed: ResponsesRequest) -> tuple[Landed, int, str]:
     parsed = _previous_chat_key(person, parsed)
     landed, after = land(person, parsed.conversation)
     response_id = f"resp_{uuid.uuid4().hex}"
+    _response_store(person, landed, response_id)
+    return landed, after, response_id
+
+
+def _response_store(person, landed: Landed, response_id: str) -> None:
+    """Remember which turn answers `response_id` (once the turn exists: a message held for
+    its files gets it when the hold is released)."""
     if landed.turn is not None:
         StoredResponse.objects.create(
             response_id=response_id, person=person, chat=landed.chat, turn=landed.turn
         )
-    return landed, after, response_id
+
+
+async def _after_hold(person, landed: Landed, response_id: str) -> Landed:
+    """The landed request once its files are read (see `held_turn`), its response stored."""
+    if not landed.held:
+        return landed
+    landed = await held_turn(landed)
+    await sync_to_async(_response_store)(person, landed, response_id)
+    return landed
 
 
 @csrf_exempt
@@ -84,11 +100,14 @@ async def responses(request: HttpRequest) -> HttpResponse:
         landed, after, response_id = await sync_to_async(_land_response)(person, parsed)
     except LANDING_ERRORS as exc:
         return openai_error_response(landing_error(exc, param="input"))
+    if landed.turn is None and not landed.held:
+        return openai_error_response(no_turn_error())
+    if parsed.conversation.stream:
+        return sse_response(_events(landed, (after, person), response_id))
+    landed = await _after_hold(person, landed, response_id)
     if landed.turn is None:
         return openai_error_response(no_turn_error())
     follow = follow_turn(landed.chat.pk, landed.turn.pk, after, person.pk)
-    if parsed.conversation.stream:
-        return sse_response(_events(landed, follow, response_id))
     return await _whole(landed, follow, response_id)
 
 
@@ -104,16 +123,27 @@ async def _whole(landed: Landed, follow, response_id: str) -> JsonResponse:
     return JsonResponse(body)
 
 
-async def _events(landed: Landed, follow, response_id: str):
-    created, sequence, ended = now(), 0, False
+async def _events(landed: Landed, since: tuple, response_id: str):
+    """The streamed response; `since`: (event seq, person) to follow the turn from."""
+    created, sequence, ended, follow = now(), 0, False, None
     item_id = f"msg_{response_id[5:]}"
-    turn = await sync_to_async(outcome)(landed.turn.pk)
+    after, person = since
 
     def event(kind: str, **fields) -> str:
         nonlocal sequence
         payload = {"type": kind, "sequence_number": sequence, **fields}
         sequence += 1
         return f"event: {kind}\ndata: {json.dumps(payload, ensure_ascii=False)}\n\n"
+
+    if landed.held:  # its files are still being read: a comment now, the events once read
+        yield ": waiting for files\n\n"
+        landed = await _after_hold(person, landed, response_id)
+        if landed.turn is None:
+            error = no_turn_error().body()["error"]
+            yield event("error", message=error["message"], code=error["code"], param=None)
+            return
+    follow = follow_turn(landed.chat.pk, landed.turn.pk, after, person.pk)
+    turn = await sync_to_async(outcome)(landed.turn.pk)
 
     def snapshot(status: str, text: str | None = None) -> dict:
         return response_json(
@@ -160,4 +190,5 @@ async def _events(landed: Landed, follow, response_id: str):
     finally:
         if not ended:
             await asyncio.shield(stop_turn(landed))
-        await follow.aclose()
+        if follow is not None:
+            await follow.aclose()

@@ -21,6 +21,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
+from chats.agent.holds import turn_hold_held
 from chats.agent.turns import message_received, turn_request
 from chats.models import Channel, Chat, ChatKind, ChatMember, Message, Turn
 from chats.selectors import chat_for_person, chat_may_post
@@ -51,6 +52,9 @@ class Landed:
     trigger: Message
     turn: Turn | None
     new: bool = False  # the turn was requested by this call (not a retry's earlier one)
+    # The message's turn is held back (its files are still being read: chats.agent.holds);
+    # the endpoint follows the turn the hold's release requests (`turn` is None until then).
+    held: bool = False
 
 
 def _author(person: AbstractBaseUser) -> str:
@@ -141,6 +145,8 @@ def _retry(chat: Chat, digest: str) -> Landed | None:
     turn = _trigger_turn(trigger)
     if turn is not None and (not turn.is_finished or turn.status == Turn.Status.COMPLETED):
         return Landed(chat, trigger, turn)
+    if turn is None and turn_hold_held(trigger.pk):  # its files are still being read
+        return Landed(chat, trigger, None, held=True)
     return Landed(chat, trigger, turn_request(message=trigger), new=True)
 
 
@@ -150,6 +156,11 @@ def _store_parts(result, parts: ResolvedParts) -> None:
     request: the client gets an error and nothing is half stored."""
     if parts and result.created and result.message.role == Message.Role.USER:
         content_parts_store(result.message, parts)
+
+
+def _held(result) -> bool:
+    """Whether storing the message's parts held its turn (a file still being read)."""
+    return bool(result.created) and turn_hold_held(result.message.pk)
 
 
 def conversation_post(
@@ -187,9 +198,10 @@ def conversation_post(
         conversation.save(update_fields=["system_note", "tip_digest"])
         last = _ingest_items(person=person, chat=chat, items=items, digests=digests, start=start)
         _store_parts(last, parts)
-        turn = message_received(last)
+        held = _held(last)
+        turn = message_received(last, held=held)
         if turn is None:
-            return Landed(chat, last.message, _trigger_turn(last.message))
+            return Landed(chat, last.message, _trigger_turn(last.message), new=held, held=held)
         return Landed(chat, last.message, turn, new=True)
 
 
@@ -209,7 +221,8 @@ def _post_to_named_chat(*, person, request: ConversationRequest, parts: Resolved
         _one_at_a_time(person)
         retried = _unanswered(chat, digest, person)
         if retried is not None:  # the same request again while its turn runs: follow it
-            return Landed(chat, retried, _trigger_turn(retried))
+            turn = _trigger_turn(retried)
+            return Landed(chat, retried, turn, held=turn is None and turn_hold_held(retried.pk))
         metadata = {"openai_digest": digest}
         if chat.channel == Channel.WEB:
             metadata["via"] = "openai"
@@ -232,8 +245,9 @@ def _post_to_named_chat(*, person, request: ConversationRequest, parts: Resolved
             metadata=metadata,
         )
         _store_parts(result, parts)
-        turn = message_received(result)
-        return Landed(result.chat, result.message, turn, new=turn is not None)
+        held = _held(result)
+        turn = message_received(result, held=held)
+        return Landed(result.chat, result.message, turn, new=turn is not None or held, held=held)
 
 
 def _unanswered(chat: Chat, digest: str, person) -> Message | None:
@@ -249,7 +263,9 @@ def _unanswered(chat: Chat, digest: str, person) -> Message | None:
     if message is None:
         return None
     turn = _trigger_turn(message)
-    return message if turn is not None and not turn.is_finished else None
+    if turn is None:  # held while its files are read: still open
+        return message if turn_hold_held(message.pk) else None
+    return message if not turn.is_finished else None
 
 
 STEP_SEPARATOR = "\n\n"

@@ -8,7 +8,10 @@ deny refuses, ask makes the turn wait for a decider's approval), and leaves a `T
 audit row whatever happens, written in the turn's own thread (the engine's worker threads
 close their database connection after each call, and a new one per call would cost more
 than the call). Results are rendered to text, cut to `TOOLSERVERS_RESULT_TOKENS` with a
-marker, and scanned; the model is told when a result carries instructions.
+marker, and scanned; the model is told when a result carries instructions. Images and
+binary resources a result carries go to the engine as the reply's files (bounded), which
+the tool files store (attachments) keeps on the tool result; the model sees them after the
+step.
 
 The definitions a chat's tools add to every request stay within
 `TOOLSERVERS_DEFINITIONS_TOKENS` (`select_within_budget`): descriptions are shortened first,
@@ -16,17 +19,29 @@ then the most useful tools are kept, the same ones for the same toolset (prompt 
 and the `tool_servers` prompt section tells the model in one line how many were left out.
 """
 
+import base64
+import binascii
 import functools
 import json
 import logging
+import mimetypes
 import re
 import threading
 import time
+from urllib.parse import unquote, urlsplit
 
 from django.conf import settings
 
 from chats.agent.counting import TOOLS_OVERHEAD
-from chats.agent.registry import ORIGIN_CHAT, SectionText, Tool, ToolError, TurnContext
+from chats.agent.registry import (
+    ORIGIN_CHAT,
+    SectionText,
+    Tool,
+    ToolError,
+    ToolFile,
+    ToolReply,
+    TurnContext,
+)
 from chats.agent.tokens import count_tokens, decode, encode
 from hermes_site.scanning import scan_text
 from toolservers.approvals import tool_gate
@@ -98,14 +113,72 @@ def function_names(active: list[ActiveTool]) -> list[str]:
     return names
 
 
-def _describe_item(item) -> str:
+def _size(size: int) -> str:
+    if size >= 1024 * 1024:
+        return f"{size / (1024 * 1024):.1f} MB"
+    return f"{size / 1024:.1f} KB" if size >= 1024 else f"{size} bytes"
+
+
+def _base64_size(data: str) -> int:
+    """The decoded size of base64 `data`, without decoding it."""
+    return len(data) * 3 // 4 - data[-2:].count("=")
+
+
+def _resource_name(uri: str, index: int) -> str:
+    tail = unquote(urlsplit(str(uri)).path.rstrip("/").rsplit("/", 1)[-1])
+    return tail or f"resource-{index}"
+
+
+class _Files:
+    """The files a result carries (images, binary resources), within the bounds: at most
+    TOOLSERVERS_RESULT_FILES, each at most TOOLSERVERS_RESULT_FILE_BYTES (checked on the
+    base64's length, before decoding). Each kept or refused item leaves a line in the text;
+    those past the count share one line (`summary`)."""
+
+    def __init__(self):
+        self.files: list[ToolFile] = []
+        self.notes: list[str] = []
+        self.left_out = 0
+
+    def take(self, kind: str, name: str, data: str, mime_type: str) -> str | None:
+        data = data or ""
+        size = _base64_size(data)
+        what = f"{kind} from the tool: {mime_type or 'binary'}, {_size(size)}"
+        limit = settings.TOOLSERVERS_RESULT_FILE_BYTES
+        if len(self.files) >= settings.TOOLSERVERS_RESULT_FILES:
+            self.left_out += 1  # one line for all of them (`summary`)
+            return None
+        if size > limit:
+            return f"[{what}: not kept, over the {_size(limit)} a file from a tool may have]"
+        try:
+            raw = base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError):
+            return f"[{what}: not kept, its data is not valid base64]"
+        self.files.append(ToolFile(kind=kind, name=name, data=raw, declared_type=mime_type or ""))
+        return f"[{what} ({name}): shown to you after this step's tool results]"
+
+    def summary(self) -> str | None:
+        """The line (and note) saying how many files were past the count, if any."""
+        if not self.left_out:
+            return None
+        line = (
+            f"[{self.left_out} more file(s) from the tool were not kept: a result carries at "
+            f"most {settings.TOOLSERVERS_RESULT_FILES}. Ask the tool for fewer.]"
+        )
+        self.notes.append(line)
+        return line
+
+
+def _describe_item(item, files: _Files, index: int) -> str | None:
     kind = getattr(item, "type", "")
     if kind == "text":
         return item.text
-    if kind in ("image", "audio"):
-        data = item.data or ""
-        size = len(data) * 3 // 4 - data[-2:].count("=")  # base64 without decoding it
-        return f"[{kind} from the tool: {item.mime_type}, about {size:,} bytes, not shown]"
+    if kind == "image":
+        extension = mimetypes.guess_extension(item.mime_type or "") or ".img"
+        return files.take("image", f"image-{index}{extension}", item.data, item.mime_type)
+    if kind == "audio":
+        size = _base64_size(item.data or "")
+        return f"[audio from the tool: {item.mime_type}, about {size:,} bytes, not shown]"
     if kind == "resource_link":
         return f"[resource link: {item.name} <{item.uri}>]"
     if kind == "resource":
@@ -113,18 +186,31 @@ def _describe_item(item) -> str:
         text = getattr(resource, "text", None)
         if text is not None:
             return f"[resource <{resource.uri}>]\n{text}"
-        return f"[resource <{resource.uri}>: {resource.mime_type or 'binary'}, not shown]"
+        name = _resource_name(resource.uri, index)
+        line = files.take("file", name, resource.blob, resource.mime_type or "")
+        return f"[resource <{resource.uri}>] {line}" if line else None
     return f"[{kind or 'unknown'} content, not shown]"
 
 
-def render_result(result) -> str:
-    """The tool result as text: text parts, else the structured content as JSON; images
-    and resources as one line each."""
-    parts = [_describe_item(item) for item in (result.content or [])]
-    has_text = any(getattr(item, "type", "") == "text" for item in (result.content or []))
+def render_result(result) -> ToolReply:
+    """The tool result as text: text parts, else the structured content as JSON; images and
+    binary resources as one line each, their bytes as the reply's `files` (bounded) and
+    what was not kept in its `notes`."""
+    files = _Files()
+    content = result.content or []
+    parts = [_describe_item(item, files, index) for index, item in enumerate(content, 1)]
+    parts.append(files.summary())
+    parts = [part for part in parts if part is not None]
+    has_text = any(getattr(item, "type", "") == "text" for item in content)
     if result.structured_content is not None and not has_text:
         parts.append(json.dumps(result.structured_content, ensure_ascii=False, default=str))
-    return "\n".join(parts) or "(the tool returned nothing)"
+    return _with_files("\n".join(parts) or "(the tool returned nothing)", files.files, files.notes)
+
+
+def _with_files(text: str, files, notes, cls=ToolReply) -> ToolReply:
+    reply = cls(text)
+    reply.files, reply.notes = tuple(files), tuple(notes)
+    return reply
 
 
 def fit_budget(text: str, budget: int) -> str:
@@ -349,8 +435,9 @@ def _refusal_recorder(item: ActiveTool):
     return record
 
 
-class _Reply(str):
-    """A result's text for the model, with what its audit row will say (`audit`)."""
+class _Reply(ToolReply):
+    """A result's text for the model (with its files, for the tool files store), with what
+    its audit row will say (`audit`)."""
 
     audit: dict
 
@@ -424,7 +511,7 @@ def _handler(item: ActiveTool):
                 message,
                 audit(ToolCall.Decision.ALLOWED, error=message, result_chars=len(rendered)),
             )
-        reply = _Reply(text)
+        reply = _with_files(text, rendered.files, rendered.notes, cls=_Reply)
         reply.audit = audit(ToolCall.Decision.ALLOWED, result=text, result_chars=len(rendered))
         return reply
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from django.conf import settings
 from django.utils import timezone
 
-from chats.agent.carrying import carry_parts
+from chats.agent.carrying import carry_parts, is_tool_files
 from chats.agent.convert import (
     SUMMARY_HEADER,
     StoredMessage,
@@ -145,9 +145,17 @@ def _units(items: Sequence[_Item], start: int, end: int) -> list[list[int]]:
                     break
                 index += 1
                 unit.append(index)
+            if index + 1 < end and _tool_files(items[index + 1]):
+                index += 1  # the step's tool files go (and stay) with it
+                unit.append(index)
         units.append(unit)
         index += 1
     return units
+
+
+def _tool_files(item: _Item) -> bool:
+    """A step's tool files (a labelled user message), not a person's message."""
+    return item.raw is not None and item.role == "user" and is_tool_files(item.raw)
 
 
 def _enforce(
@@ -158,7 +166,11 @@ def _enforce(
         return items, 0, 0
     head = 1 if items and items[0].role == "system" else 0
     last_user = max(
-        (index for index in range(head, len(items)) if items[index].role == "user"),
+        (
+            index
+            for index in range(head, len(items))
+            if items[index].role == "user" and not _tool_files(items[index])
+        ),
         default=None,
     )
     tail = last_user if last_user is not None else max(head, len(items) - 1)

@@ -19,10 +19,17 @@ their row locks, so a clear, a timer and the sweep racing each other request one
 turn is requested through `turn_request`: the chat's busy and interrupt rules apply as to
 any message, at that moment. Timers are Celery tasks (`chats.tasks.release_turn_hold`) sent
 after the commit; the periodic turn sweep releases any hold whose timer was lost.
+
+A channel that follows the turn answering its message (`/v1`, the terminal) asks
+`turn_hold_poll` (or blocks in `turn_hold_wait`) until the hold is released, releasing it
+itself once due. The terminal, which runs its turns in its own process, has its hold placed
+with `respond=False` and requests the turn itself after the release.
 """
 
 import logging
-from datetime import timedelta
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.db.models import Q
@@ -169,3 +176,57 @@ def turn_holds_release_due() -> int:
         if (deadline <= now or not reasons) and turn_holds_release(hold_id=hold_id) is not None:
             requested += 1
     return requested
+
+
+@dataclass(frozen=True)
+class HoldState:
+    """Where a message's hold stands for a channel that follows it: `held` while it holds
+    the turn back; once released, `turn_id` is the turn its release requested (None: none,
+    e.g. a hold placed with `respond=False` for a channel that requests its own turn)."""
+
+    held: bool
+    turn_id: int | None = None
+    reasons: tuple[str, ...] = ()
+    deadline: datetime | None = None  # while held: when it is released at the latest
+
+
+def turn_hold_poll(message_id: int) -> HoldState:
+    """The message's hold now (not held: no hold, or released), releasing it first when it
+    is due (its reasons cleared and quiet, or past its deadline). A channel that follows a
+    held message (`/v1`, the terminal) asks this until it is released: the release does not
+    depend on the timer's Celery task reaching a worker. Safe to race the timer, the clear
+    and the sweep: the release happens once (`turn_holds_release`)."""
+    hold = TurnHold.objects.filter(message_id=message_id).first()
+    if hold is None:
+        return HoldState(held=False)
+    if hold.state == TurnHold.State.HELD:
+        now = timezone.now()
+        if now >= hold.deadline or (not hold.reasons and now >= hold.not_before):
+            turn_holds_release(hold_id=hold.pk)
+            hold.refresh_from_db()
+    if hold.state == TurnHold.State.HELD:
+        return HoldState(held=True, reasons=tuple(hold.reasons), deadline=hold.deadline)
+    return HoldState(held=False, turn_id=hold.turn_id)
+
+
+def turn_hold_held(message_id: int) -> bool:
+    """Whether the message's turn is held back now (an app placed a hold on it)."""
+    return TurnHold.objects.filter(message_id=message_id, state=TurnHold.State.HELD).exists()
+
+
+def turn_hold_wait(
+    message_id: int, *, poll_seconds: float = 0.2, bound_seconds: float | None = None
+) -> HoldState:
+    """Block until the message's hold is released (`turn_hold_poll`), at most the hold's own
+    deadline plus `bound_seconds` (default: 10 s; a release that keeps failing must not hang
+    the caller). For a channel that runs its turns in its own process (the terminal)."""
+    hold = TurnHold.objects.filter(message_id=message_id).first()
+    if hold is None:
+        return HoldState(held=False)
+    slack = 10.0 if bound_seconds is None else bound_seconds
+    give_up = hold.deadline + timedelta(seconds=slack)
+    while True:
+        state = turn_hold_poll(message_id)
+        if not state.held or timezone.now() >= give_up:
+            return state
+        time.sleep(poll_seconds)

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from django.conf import settings
 
 from chats.agent import events, tracing
+from chats.agent.carrying import tool_files_message
 from chats.agent.compression import compress_history, needs_compression
 from chats.agent.context import ContextBudget, build_context, enforce_window
 from chats.agent.convert import tool_call_step
@@ -93,6 +94,7 @@ class TurnRunner:
         self._error_kind = ""  # why it failed, for its trace span (LLMError.kind or internal)
         # The counters as stored when the run began: what is above them is not recorded yet.
         self._recorded = (turn.prompt_tokens, turn.completion_tokens)
+        self._files_cap = 0  # set once the context is built (see `_run`)
 
     # --- events -----------------------------------------------------------------------
 
@@ -169,6 +171,9 @@ class TurnRunner:
             )
             self.turn.prompt_report = built.report
             limit = ContextBudget.from_settings(info.context_tokens).input_limit
+            # What one tool result's files may take in the next request (as much as the
+            # current message may; the window guard runs before every call).
+            self._files_cap = built.budget.current
             messages = built.messages
             done = self.turn.iterations  # > 0: a turn that waited continues where it stopped
             if done:
@@ -296,13 +301,19 @@ class TurnRunner:
         sent = [tool_call_step(text, calls)]
         return sent + self._resolve_calls(step.pk, calls, tool_map)
 
-    def _resolve_calls(self, step_id: int, calls: list[ToolCall], tool_map) -> list[dict]:
+    def _resolve_calls(
+        self, step_id: int, calls: list[ToolCall], tool_map, earlier: list | None = None
+    ) -> list[dict]:
         """Run (or refuse) each call in order, storing each result before announcing it;
         raises _Waiting at a call that needs a decision (the results before it are stored,
         the calls after it run when the turn continues) and _Stopped once all are stored
-        when the turn was asked to stop."""
+        when the turn was asked to stop. Files a call returned are kept on its result
+        (the tool files store) and go to the model in one labelled user message after the
+        step's last result (`earlier`: the step's results stored before the turn waited)."""
         sent = []
         stopped = None
+        rows = list(earlier or [])
+        notes: list[str] = []
         for call in calls:
             if stopped is None:
                 stopped = interrupt_reason(self.turn.pk)
@@ -312,7 +323,7 @@ class TurnRunner:
                 result = self._traced_execute(step_id, call, tool_map)
                 content, is_error, duration = result.content, result.is_error, result.duration_ms
             # Stored (only while the lease is held) before it is announced.
-            turn_append(
+            row = turn_append(
                 turn=self.turn,
                 role=Message.Role.TOOL,
                 text=content,
@@ -324,6 +335,10 @@ class TurnRunner:
                     "duration_ms": duration,
                 },
             )
+            rows.append(row)
+            if stopped is None and (result.files or result.notes):
+                kept = registry.tool_files_store(self.context, row, result.files)
+                notes += [f"{call.name}: {note}" for note in (*result.notes, *kept)]
             if stopped is None:
                 tool_call_finished.send_robust(
                     sender=Turn,
@@ -343,7 +358,18 @@ class TurnRunner:
             sent.append({"role": "tool", "tool_call_id": call.id, "content": content})
         if stopped is not None:
             raise _Stopped(stopped)
-        return sent
+        return sent + self._tool_files(rows, notes)
+
+    def _tool_files(self, rows: list, notes: list[str] = ()) -> list[dict]:
+        """The labelled user message with what a step's results carry (none: [])."""
+        follow = tool_files_message(
+            rows,
+            cap=self._files_cap,
+            provider_info=self.provider.info,
+            turn_context=self.context,
+            notes=notes,
+        )
+        return [follow] if follow is not None else []
 
     def _traced_execute(self, step_id: int, call: ToolCall, tool_map) -> ToolResult:
         """`_execute` inside the call's trace span (name, server, outcome, duration)."""
@@ -387,10 +413,11 @@ class TurnRunner:
             metadata__turn=self.turn.pk,
         ).order_by("id")
         sent: list[dict] = []
-        last_step, last_calls, answered = None, [], set()
+        last_step, last_calls, answered, step_rows = None, [], set(), []
         for row in rows:
             if row.role == Message.Role.ASSISTANT:
-                last_step, answered = row, set()
+                sent += self._tool_files(step_rows)  # the previous step's files
+                last_step, answered, step_rows = row, set(), []
                 last_calls = [
                     ToolCall(id=str(p["id"]), name=p["name"], arguments=p.get("arguments") or "")
                     for p in row.parts or []
@@ -401,9 +428,12 @@ class TurnRunner:
                 call_id = str(row.metadata.get("tool_call_id", ""))
                 answered.add(call_id)
                 sent.append({"role": "tool", "tool_call_id": call_id, "content": row.text})
+                step_rows.append(row)
         pending = [call for call in last_calls if call.id not in answered]
         if last_step is not None and pending:
-            sent += self._resolve_calls(last_step.pk, pending, tool_map)
+            sent += self._resolve_calls(last_step.pk, pending, tool_map, earlier=step_rows)
+        else:
+            sent += self._tool_files(step_rows)
         return sent
 
     # --- outcomes -------------------------------------------------------------------------

@@ -11,6 +11,13 @@ to the model besides its text (its files: image parts, a document's text). The b
 it once per request, about the messages of the window whose metadata names it under
 `CARRIES_KEY`, so a chat where no message carries anything never calls it.
 
+A **tool files store** (`register_tool_files_store`) keeps the files a tool returned beside
+its text (a tool server's images and resources: `ToolFile`s on a `ToolReply`) on the stored
+tool result message, e.g. as attachments; the message then names a message parts provider,
+and the loop passes what it carries to the model in a labelled user message after the step
+(Chat Completions takes no images in tool messages). The engine never imports
+`attachments`.
+
 A **turn gate** (`register_turn_gate`) is asked before a turn calls the model and again
 between the iterations of its tool loop; it may end the turn with an answer instead (the
 budgets app: a monthly cap is used up). The engine never imports `budgets`.
@@ -176,6 +183,30 @@ ReplyStoredHook = Callable[["Turn", "Message | None"], None]
 TurnGate = Callable[[TurnContext, TurnSpend], "str | None"]
 
 
+@dataclass(frozen=True)
+class ToolFile:
+    """A file a tool returned beside its text: `kind` "image" or "file" (a label), the
+    bytes, a name and the type the tool claimed (the store believes only the bytes)."""
+
+    kind: str
+    name: str
+    data: bytes
+    declared_type: str = ""
+
+
+class ToolReply(str):
+    """A handler's text result that also carries files (`files`) for the tool files store,
+    and notes the model should read about files that were not kept (`notes`)."""
+
+    files: tuple[ToolFile, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+# (context, stored tool result message, files) -> lines for the model (e.g. why a file was
+# not kept), in the turn's own thread, after the tool result is stored.
+ToolFilesStore = Callable[[TurnContext, "Message", "tuple[ToolFile, ...]"], list[str]]
+
+
 class ToolError(Exception):
     """Raised by a handler for a failure the model should read as is (its message is the
     tool's error result, without the generic "the tool failed" wrapping)."""
@@ -234,6 +265,23 @@ class Registry:
     turn_gates: list[TurnGate] = field(default_factory=list)
     message_parts: dict[str, MessagePartsProvider] = field(default_factory=dict)
     reply_stored: list[ReplyStoredHook] = field(default_factory=list)
+    tool_files_stores: list[ToolFilesStore] = field(default_factory=list)
+
+    def tool_files_store(
+        self, context: TurnContext, message: "Message", files: "tuple[ToolFile, ...]"
+    ) -> list[str]:
+        """Hand a tool result's files to the store (the first registered); lines for the
+        model. Without a store, or when it fails, the files are not kept and the lines say
+        so: the tool's text result stands either way."""
+        if not files:
+            return []
+        if not self.tool_files_stores:
+            return [f"{len(files)} file(s) from the tool not kept: this hub stores no files."]
+        try:
+            return list(self.tool_files_stores[0](context, message, files))
+        except Exception:  # noqa: BLE001 - the tool's text result stands without its files
+            logger.exception("tool files store failed for message %s", message.pk)
+            return [f"{len(files)} file(s) from the tool could not be kept (an internal error)."]
 
     def reply_stored_tell(self, turn: "Turn", reply: "Message | None") -> None:
         """Tell every reply-stored hook, each in a savepoint of the caller's transaction: a
@@ -333,6 +381,11 @@ def message_parts_register(name: str, provider: MessagePartsProvider) -> None:
     """Register (or replace) the message parts provider that messages name `name` under
     CARRIES_KEY in their metadata."""
     registry.message_parts[name] = provider
+
+
+def register_tool_files_store(store: ToolFilesStore) -> None:
+    if store not in registry.tool_files_stores:
+        registry.tool_files_stores.append(store)
 
 
 def register_reply_stored(hook: ReplyStoredHook) -> None:

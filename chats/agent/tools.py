@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db import close_old_connections, connections
 
 from chats.agent import tracing
-from chats.agent.registry import Gate, Tool, ToolError, TurnContext
+from chats.agent.registry import Gate, Tool, ToolError, ToolFile, TurnContext
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +49,10 @@ class ToolResult:
     content: str
     is_error: bool
     duration_ms: int
+    # Files the tool returned beside its text (a `ToolReply`'s), for the tool files store;
+    # `notes`: what the model should read about files that were not kept.
+    files: tuple[ToolFile, ...] = ()
+    notes: tuple[str, ...] = ()
 
 
 def _as_text(value) -> str:
@@ -157,7 +161,14 @@ def run_prepared_call(
         logger.info("tool %s raised", name, exc_info=True)
         message = f"Error: the tool {name} failed: {type(exc).__name__}: {exc}"
         return finished(exc, result(message, is_error=True))
-    return finished(value, result(value, is_error=False))
+    answer = result(value, is_error=False)
+    files, notes = (
+        tuple(getattr(value, "files", ()) or ()),
+        tuple(getattr(value, "notes", ()) or ()),
+    )
+    if files or notes:
+        answer = ToolResult(answer.content, False, answer.duration_ms, files, notes)
+    return finished(value, answer)
 
 
 def execute_tool_call(

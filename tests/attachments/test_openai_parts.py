@@ -271,3 +271,35 @@ def test_a_limit_met_while_storing_rolls_the_request_back(key_of, owner, setting
     assert response.status_code == 413
     assert response.json()["error"]["code"] == "attachment_refused"
     assert not Message.objects.exists() and not Attachment.objects.exists()
+
+
+def test_a_file_still_to_be_read_holds_the_turn_and_a_retry_follows_the_same_message(owner):
+    """A PDF is read after it is stored: the turn is held (the endpoint follows the turn the
+    hold's release requests); the same request again lands on the same held message."""
+    part = {
+        "type": "file",
+        "file": {"filename": "runbook.pdf", "file_data": data_url(PDF, "application/pdf")},
+    }
+    body = completion({"role": "user", "content": [{"type": "text", "text": "read it"}, part]})
+    landed, _ = land(owner, parse_chat_completion(_Request(), body))
+    assert landed.held and landed.turn is None and landed.new
+    assert landed.trigger.attachments.get().state == Attachment.State.PENDING
+    again, _ = land(owner, parse_chat_completion(_Request(), body))
+    assert again.held and again.turn is None and again.trigger == landed.trigger
+    assert Message.objects.filter(text="read it").count() == 1
+    assert not Turn.objects.exists()
+
+
+def test_in_a_named_room_a_retry_of_a_held_message_stores_nothing_twice(owner, team_chat):
+    part = {
+        "type": "file",
+        "file": {"filename": "runbook.pdf", "file_data": data_url(PDF, "application/pdf")},
+    }
+    body = completion({"role": "user", "content": [{"type": "text", "text": "read it"}, part]})
+    body["metadata"] = {"chat": team_chat.chat_key}
+    landed, _ = land(owner, parse_chat_completion(_Request(), body))
+    assert landed.held and landed.turn is None and landed.chat == team_chat
+    again, _ = land(owner, parse_chat_completion(_Request(), body))
+    assert again.held and again.trigger == landed.trigger
+    assert Message.objects.filter(chat=team_chat, text="read it").count() == 1
+    assert not Turn.objects.exists()

@@ -68,7 +68,11 @@ def test_attach_stages_files_for_the_next_message_only(fake_llm, tmp_path):
             "",
         ]
     )
-    result = run_terminal(fake_llm, blobs, typed, ATTACHMENTS_MAX_FILE_BYTES="4096")
+    # No worker reads the text file here: its hold ends at the (short) bound
+    # (tests/attachments/test_turn_holds_channels.py has the worker and the wait).
+    result = run_terminal(
+        fake_llm, blobs, typed, ATTACHMENTS_MAX_FILE_BYTES="4096", ATTACHMENTS_TURN_WAIT_SECONDS="1"
+    )
     out = result.stdout
     assert "Nothing is staged." in out
     assert "Staged screen shot.png" in out and "Staged 说明.txt" in out

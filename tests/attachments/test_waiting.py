@@ -13,8 +13,14 @@ from django.utils import timezone
 from attachments.models import Attachment
 from attachments.processing import Derived, processor_register, processor_unregister
 from attachments.services import attachment_process, attachment_store
-from attachments.waiting import turn_request_when_ready
-from chats.agent.holds import turn_holds_release, turn_holds_release_due
+from attachments.waiting import files_hold_if_pending, turn_request_when_ready
+from chats.agent.holds import (
+    HoldState,
+    turn_hold_poll,
+    turn_hold_wait,
+    turn_holds_release,
+    turn_holds_release_due,
+)
 from chats.agent.interrupts import interrupt_reason
 from chats.models import Turn, TurnHold
 
@@ -164,3 +170,30 @@ def test_the_upload_api_answers_at_once_and_the_turn_follows_the_files(api_for, 
     attachment_process(body["attachments"][0]["id"])
     turn = Turn.objects.get()
     assert turn.trigger_id == body["message"]["id"]
+
+
+def test_a_following_channel_polls_the_hold_and_releases_it_at_its_deadline(say, slow_text):
+    """`/v1` and the terminal follow a held message with `turn_hold_poll`: held while the file
+    is read, released (by the poll itself) once past the deadline, with the turn it requested;
+    a hold placed for the terminal (`respond=False`) releases without requesting one."""
+    message = say()
+    attachment_store(message=message, name="notes.txt", data=b"slow\n")
+    assert files_hold_if_pending(message=message, respond=True)
+    state = turn_hold_poll(message.pk)
+    assert state.held and state.reasons == ("files",) and state.deadline is not None
+    assert not Turn.objects.exists()
+    _past_deadline(message)
+    state = turn_hold_poll(message.pk)  # no timer ran: the poll released it
+    assert not state.held and state.turn_id == Turn.objects.get(trigger=message).pk
+    assert turn_hold_poll(message.pk) == state  # once
+
+    terminal = say("from the terminal")
+    attachment_store(message=terminal, name="more.txt", data=b"slow\n")
+    assert files_hold_if_pending(message=terminal, respond=False)
+    _past_deadline(terminal)
+    assert turn_hold_wait(terminal.pk, poll_seconds=0) == HoldState(held=False, turn_id=None)
+    assert not Turn.objects.filter(trigger=terminal).exists()  # the terminal requests its own
+
+    ready = say("nothing pending")
+    assert not files_hold_if_pending(message=ready, respond=True)
+    assert turn_hold_poll(ready.pk) == HoldState(held=False)

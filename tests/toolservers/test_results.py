@@ -9,7 +9,7 @@ from chats.agent.tokens import count_tokens
 from toolservers.provider import fit_budget, guard, render_result
 
 
-def test_every_content_kind_becomes_text_and_binary_stays_out():
+def test_every_content_kind_becomes_text_and_binary_goes_as_files():
     png = base64.b64encode(b"\x89PNG" + b"\0" * 3000).decode()
     result = types.CallToolResult(
         content=[
@@ -32,12 +32,24 @@ def test_every_content_kind_becomes_text_and_binary_stays_out():
     )
     text = render_result(result)
     assert text.splitlines()[0] == "Two files changed."
-    assert "[image from the tool: image/png, about 3,004 bytes, not shown]" in text
-    assert "[audio from the tool: audio/wav" in text
+    assert (
+        "[image from the tool: image/png, 2.9 KB (image-2.png): shown to you after this "
+        "step's tool results]"
+    ) in text
+    assert "[audio from the tool: audio/wav" in text and "not shown]" in text
     assert "[resource link: diff <file:///repo/x.diff>]" in text
     assert "[resource <file:///notes.md>]\n# Notes" in text
-    assert "[resource <file:///a.bin>: application/octet-stream, not shown]" in text
-    assert png[:40] not in text  # no base64 reaches the model
+    assert "[resource <file:///a.bin>] [file from the tool: application/octet-stream, 2.9 KB" in (
+        text
+    )
+    assert png[:40] not in text  # no base64 reaches the model in the text
+    # The image and the binary resource go to the engine as files, decoded.
+    raw = base64.b64decode(png)
+    assert [(f.kind, f.name, f.data, f.declared_type) for f in text.files] == [
+        ("image", "image-2.png", raw, "image/png"),
+        ("file", "a.bin", raw, "application/octet-stream"),
+    ]
+    assert text.notes == ()
     assert '"changed"' not in text  # structured content only when there is no text
 
 
