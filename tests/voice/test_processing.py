@@ -154,3 +154,18 @@ def test_a_silent_video_is_ready_with_a_note(say, tmp_path, enqueued):
     assert transcribe_attachment(attachment.pk) == "ready"
     attachment.refresh_from_db()
     assert attachment.extracted_text == "" and "No speech was heard" in attachment.note
+
+
+def test_a_turn_waits_longer_for_a_recording_than_for_other_files(
+    say, tmp_path, enqueued, settings
+):
+    from attachments.waiting import files_hold
+    from chats.models import TurnHold
+
+    settings.ATTACHMENTS_TURN_WAIT_SECONDS = 30
+    message = say("")
+    files_hold(message=message, respond=True)  # Telegram holds before it fetches the file
+    first = TurnHold.objects.get(message=message).deadline
+    attachment_store(message=message, name="v.ogg", data=voice_note(tmp_path).read_bytes())
+    later = TurnHold.objects.get(message=message).deadline
+    assert (later - first).total_seconds() >= settings.VOICE_TURN_WAIT_SECONDS - 5
