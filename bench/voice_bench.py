@@ -33,9 +33,13 @@ from bench.common import machine_info, markdown_table, median  # noqa: E402
 from tests.voice.speech import ENGLISH, encode, espeak, read_samples, word_error_rate  # noqa: E402
 from voice.runner import run_child  # noqa: E402
 
-TEXT = ENGLISH + " " + (
-    "Could you also check whether the invoice from March was paid, and send the report "
-    "to the whole team before the end of the week?"
+TEXT = (
+    ENGLISH
+    + " "
+    + (
+        "Could you also check whether the invoice from March was paid, and send the report "
+        "to the whole team before the end of the week?"
+    )
 )
 
 
