@@ -151,3 +151,8 @@ def test_speech_in_two_languages_names_both(tmp_path, model_cache):
     answer = _run(encode(mixed, tmp_path / "mixed.ogg"), model_cache)
     assert sorted(answer["languages"]) == ["de", "en"], answer
     assert "sister" in answer["text"].lower()
+
+
+def test_an_engine_over_its_memory_bound_fails_clearly(tmp_path, model_cache):
+    with pytest.raises(TranscriptionFailed, match="needed more than 600 MB of memory"):
+        run_child(_request(voice_note(tmp_path), model_cache), seconds=120, memory_mb=600)
