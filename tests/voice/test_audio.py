@@ -38,7 +38,10 @@ def test_the_containers_people_send_decode_to_the_same_length(tmp_path, containe
 
 
 def test_decoding_stops_at_the_limit_whatever_the_file_says(tmp_path):
-    path = encode(np.ones(48000 * 12, np.int16) * 3000, tmp_path / "long.ogg")
+    # A WebM stream states no duration (as browsers' recordings): the decoder counts.
+    path = encode(np.ones(48000 * 12, np.int16) * 3000, tmp_path / "long.webm", fmt="webm")
+    with av.open(str(path)) as container:
+        assert container.streams.audio[0].duration is None
     with pytest.raises(audio.AudioTooLong):
         audio.decode(str(path), max_seconds=5)
 
@@ -62,3 +65,32 @@ def test_long_audio_is_cut_in_its_pauses(tmp_path):
     assert all(end - start <= audio.PART_SECONDS * rate for start, end in parts)
     for _, end in parts[:-1]:
         assert any(start <= end <= stop for start, stop in pauses), end / rate
+
+
+def test_two_hours_are_refused_by_their_duration_without_decoding(tmp_path, monkeypatch):
+    """A two-hour WAV (16 kHz mono; a sparse file, so the test writes little): refused by its
+    stated duration before a sample is decoded (no resampler is even made). FFmpeg checks a
+    header's length against the file's size, so a header that lies is read to the limit
+    instead (test_decoding_stops_at_the_limit_whatever_the_file_says)."""
+    import struct
+
+    import av as real_av
+
+    two_hours = audio.RATE * 2 * 7200
+    header = (
+        b"RIFF" + struct.pack("<I", 36 + two_hours) + b"WAVEfmt "
+        + struct.pack("<IHHIIHH", 16, 1, 1, audio.RATE, audio.RATE * 2, 2, 16)
+        + b"data" + struct.pack("<I", two_hours)
+    )  # fmt: skip
+    path = tmp_path / "two-hours.wav"
+    with open(path, "wb") as out:
+        out.write(header)
+        out.seek(len(header) + two_hours - 1)
+        out.write(b"\x00")
+
+    def no_decoding(*args, **kwargs):
+        raise AssertionError("the file was decoded")
+
+    monkeypatch.setattr(real_av, "AudioResampler", no_decoding)
+    with pytest.raises(audio.AudioTooLong):
+        audio.decode(str(path), max_seconds=1800)
