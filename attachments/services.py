@@ -21,6 +21,7 @@ from attachments.processing import PROCESS_TASK, ProcessingFailed, processor_for
 from attachments.signals import attachment_settled
 from attachments.sniffing import kind_for, sniff_media_type
 from attachments.thumbnails import thumbnail_delete
+from attachments.waiting import files_hold_lengthen
 from chats.agent.registry import CARRIES_KEY
 from chats.models import Message
 
@@ -167,7 +168,9 @@ def attachment_store(
         attachment.state = Attachment.State.PENDING if processor else Attachment.State.READY
         attachment.save()
         if processor is not None:
-            transaction.on_commit(lambda: _process_enqueue(attachment.pk))
+            transaction.on_commit(lambda: _process_enqueue(attachment.pk, processor.task))
+            if processor.wait_seconds:
+                files_hold_lengthen(message)
         return attachment
 
 
@@ -197,15 +200,18 @@ def attachment_from_blob(
     attachment.state = Attachment.State.PENDING if processor else Attachment.State.READY
     attachment.save()
     if processor is not None:
-        transaction.on_commit(lambda: _process_enqueue(attachment.pk))
+        transaction.on_commit(lambda: _process_enqueue(attachment.pk, processor.task))
+        if processor.wait_seconds:
+            files_hold_lengthen(message)
     return attachment
 
 
-def _process_enqueue(attachment_id: int) -> None:
-    """Send the file to the files' queue; a dead broker leaves it `pending`, and the waiting
-    turn goes ahead after its bounded wait (the message and the file are kept)."""
+def _process_enqueue(attachment_id: int, task: str = PROCESS_TASK) -> None:
+    """Send the file to its processor's task (the files' queue unless the processor names
+    its own); a dead broker leaves it `pending`, and the waiting turn goes ahead after its
+    bounded wait (the message and the file are kept)."""
     try:
-        current_app.send_task(PROCESS_TASK, args=[attachment_id])
+        current_app.send_task(task, args=[attachment_id])
     except Exception:  # noqa: BLE001 - the broker being down must not fail the upload
         logger.exception("could not enqueue the processing of attachment %s", attachment_id)
 
