@@ -169,7 +169,7 @@ def test_fifty_images_and_a_big_blob_are_capped_with_a_clear_note(fake, room, ow
 
 
 def test_images_past_the_requests_room_are_named_not_sent(fake, room, owner, settings):
-    settings.LLM_CONTEXT_TOKENS = 4096  # the window bounds what one step's files may take
+    settings.LLM_CONTEXT_TOKENS = 4600  # the window bounds what one step's files may take
     fake.script(
         fake_openai.tool_calls([("c1", "pictures__screenshot", {"count": 10})]),
         fake_openai.text("Some."),
