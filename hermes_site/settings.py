@@ -637,6 +637,10 @@ TELEGRAM_LINK_PREVIEWS = env_bool("TELEGRAM_LINK_PREVIEWS", False)
 TELEGRAM_MEDIA_GROUP_QUIET_SECONDS = env_float("TELEGRAM_MEDIA_GROUP_QUIET_SECONDS", 2.0, minimum=0)
 # Fetching one file from the Bot API (getFile and the download), off the update's path.
 TELEGRAM_FILE_TIMEOUT_SECONDS = env_float("TELEGRAM_FILE_TIMEOUT_SECONDS", 60.0, minimum=1)
+# How long "typing…" shows at most while a voice note is transcribed (docs/VOICE.md).
+TELEGRAM_TRANSCRIBING_ACTION_SECONDS = env_float(
+    "TELEGRAM_TRANSCRIBING_ACTION_SECONDS", 900.0, minimum=0
+)
 
 # --- Logging ----------------------------------------------------------------------------
 
