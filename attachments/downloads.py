@@ -42,6 +42,43 @@ def image_response(attachment: Attachment) -> HttpResponse:
     return _guarded(response)
 
 
+# What the dashboard's player may play inline: sniffed audio, and the audio track of the
+# video containers a voice or video note comes in. Anything else only downloads.
+LISTEN_TYPES = frozenset(
+    {
+        "audio/ogg",
+        "audio/webm",
+        "audio/mpeg",
+        "audio/mp4",
+        "audio/x-m4a",
+        "audio/aac",
+        "audio/x-wav",
+        "audio/wav",
+        "audio/x-flac",
+        "audio/flac",
+        "video/webm",
+        "video/mp4",
+    }
+)
+
+
+def listens_inline(attachment: Attachment) -> bool:
+    return attachment.blob_id is not None and attachment.media_type in LISTEN_TYPES
+
+
+def audio_response(attachment: Attachment) -> HttpResponse:
+    """A heard file inline for the page's player, as its sniffed type, with the download's
+    guards (sandbox, nosniff, not kept by the browser)."""
+    if not listens_inline(attachment):
+        raise ValueError(f"{attachment.media_type} is never played inline")
+    response = FileResponse(attachment.blob.file.open("rb"), content_type=attachment.media_type)
+    response["Content-Disposition"] = download_disposition(attachment.name).replace(
+        "attachment;", "inline;", 1
+    )
+    response["Content-Length"] = str(attachment.size)
+    return _guarded(response)
+
+
 def thumbnail_response(thumbnail: bytes) -> HttpResponse:
     """A thumbnail, not kept by the browser either: someone removed from the chat sees none
     of its images from then on (making one again costs a read of the kept WebP)."""

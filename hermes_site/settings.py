@@ -272,6 +272,9 @@ SECURE_CSP = {
     "script-src": ["'self'"],
     "style-src": ["'self'"],
     "img-src": ["'self'", "data:"],
+    # Voice messages: the players load this site's audio, and a recording plays back from
+    # its blob: URL before it is sent (the composer's record button).
+    "media-src": ["'self'", "blob:"],
     "connect-src": ["'self'"],
     "font-src": ["'self'"],
     "object-src": ["'none'"],
@@ -463,6 +466,8 @@ ATTACHMENTS_STORAGE_OPTIONS = _storage_options("ATTACHMENTS_STORAGE_OPTIONS", "a
 # Limits: one file, files on one message, bytes a chat receives in 24 hours (rolling).
 ATTACHMENTS_MAX_FILE_BYTES = env_int("ATTACHMENTS_MAX_FILE_BYTES", 20 * 1024 * 1024, minimum=1)
 ATTACHMENTS_MAX_PER_MESSAGE = env_int("ATTACHMENTS_MAX_PER_MESSAGE", 10, minimum=1)
+# The dashboard's record button stops (and sends) a voice message after this many seconds.
+ATTACHMENTS_RECORD_MAX_SECONDS = env_int("ATTACHMENTS_RECORD_MAX_SECONDS", 1800, minimum=10)
 ATTACHMENTS_MAX_BYTES_PER_CHAT_DAY = env_int(
     "ATTACHMENTS_MAX_BYTES_PER_CHAT_DAY", 500 * 1024 * 1024, minimum=1
 )
