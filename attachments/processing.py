@@ -6,11 +6,15 @@ commit. The task runs the processor (off the request path, on the files' queue),
 it derived and sets `ready` or `failed` (with a reason a person can read), then sends
 `attachment_settled`. A file no processor wants is `ready` as soon as it is stored.
 
-A processor is `(name, wants, run)`:
+A processor is `(name, wants, run)`, and optionally `task`:
 - `wants(attachment) -> bool`: cheap, no I/O (it runs inside the storing transaction);
 - `run(attachment) -> Derived`: may take time and memory within its own bounds; raises
   `ProcessingFailed("reason for a person")` for a file it cannot read. Any other exception
-  is logged and the file marked failed with a generic reason: no worker dies of one file.
+  is logged and the file marked failed with a generic reason: no worker dies of one file;
+- `task`: the name of a Celery task of the processor's own app, enqueued instead of
+  PROCESS_TASK for the files it wants, with the attachment's id: work that must not share
+  the files' queue (transcription, on its own queue and time limit) runs there, and the
+  task settles the file through `attachments.services.attachment_process` like any other.
 """
 
 import logging
@@ -49,16 +53,22 @@ class Processor:
     name: str
     wants: Callable[["Attachment"], bool]
     run: Callable[["Attachment"], Derived]
+    task: str = PROCESS_TASK
 
 
 _processors: dict[str, Processor] = {}
 
 
 def processor_register(
-    name: str, *, wants: Callable[["Attachment"], bool], run: Callable[["Attachment"], Derived]
+    name: str,
+    *,
+    wants: Callable[["Attachment"], bool],
+    run: Callable[["Attachment"], Derived],
+    task: str | None = None,
 ) -> None:
-    """Register (or replace, by name) a processor of stored files."""
-    _processors[name] = Processor(name, wants, run)
+    """Register (or replace, by name) a processor of stored files; `task` (a Celery task's
+    name) runs it elsewhere than on the files' queue."""
+    _processors[name] = Processor(name, wants, run, task or PROCESS_TASK)
 
 
 def processor_unregister(name: str) -> None:

@@ -167,7 +167,7 @@ def attachment_store(
         attachment.state = Attachment.State.PENDING if processor else Attachment.State.READY
         attachment.save()
         if processor is not None:
-            transaction.on_commit(lambda: _process_enqueue(attachment.pk))
+            transaction.on_commit(lambda: _process_enqueue(attachment.pk, processor.task))
         return attachment
 
 
@@ -197,15 +197,16 @@ def attachment_from_blob(
     attachment.state = Attachment.State.PENDING if processor else Attachment.State.READY
     attachment.save()
     if processor is not None:
-        transaction.on_commit(lambda: _process_enqueue(attachment.pk))
+        transaction.on_commit(lambda: _process_enqueue(attachment.pk, processor.task))
     return attachment
 
 
-def _process_enqueue(attachment_id: int) -> None:
-    """Send the file to the files' queue; a dead broker leaves it `pending`, and the waiting
-    turn goes ahead after its bounded wait (the message and the file are kept)."""
+def _process_enqueue(attachment_id: int, task: str = PROCESS_TASK) -> None:
+    """Send the file to its processor's task (the files' queue unless the processor names
+    its own); a dead broker leaves it `pending`, and the waiting turn goes ahead after its
+    bounded wait (the message and the file are kept)."""
     try:
-        current_app.send_task(PROCESS_TASK, args=[attachment_id])
+        current_app.send_task(task, args=[attachment_id])
     except Exception:  # noqa: BLE001 - the broker being down must not fail the upload
         logger.exception("could not enqueue the processing of attachment %s", attachment_id)
 

@@ -4,7 +4,8 @@ Processes (hermes_site/supervisor.py): the embedded Valkey (unless REDIS_URL is 
 an append-only file under var/valkey), daphne serving HTTP and WebSockets on
 127.0.0.1:PORT (as hermes_site.webserver, which refuses a body past its path's limit
 before reading it), a Celery worker with its embedded beat (the periodic turn sweep), a second
-worker for background reviews (queue "<REDIS_KEY_PREFIX>-reviews", concurrency 1), a third
+worker for background reviews (queue "<REDIS_KEY_PREFIX>-reviews", concurrency 1; the files'
+and the voice queues too), a third
 for the schedules' dispatcher (queue "<REDIS_KEY_PREFIX>-schedules", solo pool), and the
 Telegram bridge when TELEGRAM_BOT_TOKEN is set. All of them write their Prometheus counters
 to one directory (PROMETHEUS_MULTIPROC_DIR, var/prometheus by default), so /metrics on the
@@ -144,10 +145,11 @@ def embedded_workers(env: dict[str, str]) -> dict[str, list[str]]:
     - "worker": turns in a pool of CELERY_CONCURRENCY threads (a turn waits on the model's
       stream, so threads carry it as well as processes, for one process's memory), with beat
       as a thread of the same process (--beat-thread, hermes_site/celery.py).
-    - "background": the reviews', the schedules' and the files' queues in a pool of three
-      threads, a review (or the curator) holding at most one of them (learning.tasks) and a
-      file's processing at most one (attachments.tasks), so a dispatcher pass always finds a
-      free thread, and none ever takes a turn's slot.
+    - "background": the reviews', the schedules', the files' and the voice queues in a pool
+      of four threads, a review (or the curator) holding at most one of them
+      (learning.tasks), a file's processing at most one (attachments.tasks) and a
+      transcription at most one (voice.tasks, its engine in a child process), so a
+      dispatcher pass always finds a free thread, and none ever takes a turn's slot.
     A crash of one is restarted by the supervisor without touching the other."""
     prefix = env.get("REDIS_KEY_PREFIX") or "hermes"
     return {
@@ -160,13 +162,13 @@ def embedded_workers(env: dict[str, str]) -> dict[str, list[str]]:
         ),
         "background": _celery_worker(
             "-Q",
-            f"{prefix}-reviews,{prefix}-schedules,{prefix}-files",
+            f"{prefix}-reviews,{prefix}-schedules,{prefix}-files,{prefix}-voice",
             "-n",
             "background@%h",
             "--pool",
             "threads",
             "--concurrency",
-            "3",
+            "4",
         ),
     }
 
@@ -179,9 +181,15 @@ def split_workers(env: dict[str, str]) -> dict[str, list[str]]:
         # -B: beat forked from the worker runs the periodic turn sweep and sends the skills
         # curator to the reviews queue and the dispatcher to its own queue.
         "worker": _celery_worker("-B", "--concurrency", env.get("CELERY_CONCURRENCY", "2")),
-        # Background reviews (one at a time) and the files' processing share this worker.
+        # Background reviews (one at a time), the files' processing and transcription share
+        # this worker.
         "reviews": _celery_worker(
-            "-Q", f"{prefix}-reviews,{prefix}-files", "-n", "reviews@%h", "--concurrency", "1"
+            "-Q",
+            f"{prefix}-reviews,{prefix}-files,{prefix}-voice",
+            "-n",
+            "reviews@%h",
+            "--concurrency",
+            "1",
         ),
         # The schedules' dispatcher on its own queue and worker, one pass at a time (solo).
         "schedules": _celery_worker(

@@ -74,6 +74,7 @@ INSTALLED_APPS = [
     "usage.apps.UsageConfig",
     "budgets.apps.BudgetsConfig",
     "attachments.apps.AttachmentsConfig",
+    "voice.apps.VoiceConfig",
 ]
 
 MIDDLEWARE = [
@@ -501,6 +502,32 @@ ATTACHMENTS_INLINE_TOKENS = env_int("ATTACHMENTS_INLINE_TOKENS", 4000, minimum=1
 # Images of earlier messages sent again as images with each request: the newest this many
 # (the current message's always go); older ones are named as shown before.
 ATTACHMENTS_HISTORY_IMAGES = env_int("ATTACHMENTS_HISTORY_IMAGES", 4, minimum=0)
+# --- Voice: transcription of audio and video files (docs/VOICE.md) ------------------------
+# On: audio files and videos' sound tracks are transcribed (on the "<REDIS_KEY_PREFIX>-voice"
+# queue, in a child process bounded by the three settings after it).
+VOICE_ENABLED = env_bool("VOICE_ENABLED", True)
+# The longest recording transcribed (seconds); a longer one fails with a clear reason and is kept.
+VOICE_MAX_SECONDS = env_float("VOICE_MAX_SECONDS", 1800, minimum=1)
+# Wall-clock bound of one file's transcription (the child is killed after it; the Celery task's
+# time limit is a minute more) and the child's address-space bound.
+VOICE_TRANSCRIBE_SECONDS = env_float("VOICE_TRANSCRIBE_SECONDS", 1500, minimum=10)
+VOICE_MEMORY_MB = env_int("VOICE_MEMORY_MB", 2048, minimum=1024)
+# Threads the local engine uses (the machine's cores by default: one file at a time).
+VOICE_CPU_THREADS = env_int("VOICE_CPU_THREADS", min(os.cpu_count() or 2, 4), minimum=1)
+# The spoken language (a Whisper code: en, zh, de, ...); empty: detected per part.
+VOICE_LANGUAGE = env_str("VOICE_LANGUAGE")
+# Another CTranslate2 Whisper model folder for the local engine; empty: the packaged
+# Whisper base (joined once under VAR_DIR/voice/models).
+VOICE_MODEL_DIR = env_str("VOICE_MODEL_DIR")
+VOICE_MODEL_CACHE = VAR_DIR / "voice" / "models"
+# Optional: an OpenAI-compatible /audio/transcriptions server, tried first; the local engine
+# transcribes when it fails. STT_PRICE_PER_MINUTE (in USAGE_CURRENCY) makes it a paid backend:
+# its minutes are priced in the usage ledger and money caps are checked before it is used.
+STT_BASE_URL = env_str("STT_BASE_URL")
+STT_MODEL = env_str("STT_MODEL") or "whisper-1"
+STT_API_KEY = env_str("STT_API_KEY")
+STT_TIMEOUT_SECONDS = env_float("STT_TIMEOUT_SECONDS", 120, minimum=1)
+STT_PRICE_PER_MINUTE = env_str("STT_PRICE_PER_MINUTE")
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
@@ -525,11 +552,13 @@ REVIEW_LLM_MODEL = env_str("REVIEW_LLM_MODEL")
 # Reviews run on a Celery queue of their own, "<REDIS_KEY_PREFIX>-reviews" (`make run`
 # starts a worker for it with concurrency 1), so a review never delays a turn; the schedules'
 # dispatcher runs on "<REDIS_KEY_PREFIX>-schedules" (its own worker), so turns never delay it.
-# What the hub derives from files (extraction, descriptions) runs on "<REDIS_KEY_PREFIX>-files".
+# What the hub derives from files (extraction, descriptions) runs on "<REDIS_KEY_PREFIX>-files";
+# transcription on "<REDIS_KEY_PREFIX>-voice" (the same worker reads both: docs/VOICE.md).
 CELERY_TASK_ROUTES = (
     "learning.tasks.route_review",
     "schedules.tasks.route_dispatch",
     "attachments.tasks.route_files",
+    "voice.tasks.route_voice",
 )
 # The skills curator (docs/LEARNING.md#curator), run by beat on the reviews queue every this
 # many hours (0: never). A skill unused for STALE_DAYS is marked stale, for ARCHIVE_DAYS

@@ -28,6 +28,7 @@ PACKAGES = (
     "skills",
     "toolservers",
     "usage",
+    "voice",
 )
 
 

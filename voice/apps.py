@@ -1,0 +1,22 @@
+from django.apps import AppConfig
+
+
+class VoiceConfig(AppConfig):
+    name = "voice"
+    verbose_name = "Voice (transcripts of audio and video)"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from attachments.processing import processor_register
+        from attachments.to_model import text_frame_register
+        from voice.framing import FRAMES
+        from voice.processor import PROCESSOR_NAME, transcribe, wants_recording
+        from voice.tasks_names import TRANSCRIBE_TASK
+
+        # Audio and videos' sound tracks, transcribed on the voice queue (voice.tasks); the
+        # model is loaded only in the transcription child, never in this process.
+        processor_register(
+            PROCESSOR_NAME, wants=wants_recording, run=transcribe, task=TRANSCRIBE_TASK
+        )
+        for kind, frame in FRAMES.items():
+            text_frame_register(kind, frame)
