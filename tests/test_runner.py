@@ -334,9 +334,7 @@ def test_the_embedded_layout_keeps_reviews_and_the_dispatcher_off_the_turn_worke
     # Reviews, the dispatcher, files and transcription: their own process and queues, never a
     # turn's slot; a review, a file and a recording take one thread each at most, so the
     # dispatcher finds the fourth.
-    assert (
-        background[background.index("-Q") + 1] == "hub-reviews,hub-schedules,hub-files,hub-voice"
-    )
+    assert background[background.index("-Q") + 1] == "hub-reviews,hub-schedules,hub-files,hub-voice"
     assert background[background.index("--pool") + 1] == "threads"
     assert background[background.index("--concurrency") + 1] == "4"
 
