@@ -2,7 +2,13 @@
 registered with attachments' details registry (`attachments.details`, name "transcript"):
 the HTTP API's attachment JSON and the dashboard's audio card read it without attachments
 naming this app. One query per page; only files the caller's page already holds (so only
-files its reader may read)."""
+files its reader may read). `transcript_progress_announce` moves the cards' progress live.
+
+Both are connected in `VoiceConfig.ready()`:
+
+    register_attachment_details("transcript", transcript_details)
+    transcript_progress.connect(transcript_progress_announce, dispatch_uid="voice-progress-live")
+"""
 
 from collections.abc import Sequence
 
@@ -28,3 +34,15 @@ def transcript_details(attachments: Sequence[Attachment]) -> dict[int, dict]:
         }
         for row in Transcript.objects.filter(attachment_id__in=heard)
     }
+
+
+def transcript_progress_announce(sender=None, transcript: Transcript | None = None, **kwargs):
+    """Receiver of `voice.signals.transcript_progress`: the open pages of the chat fetch the
+    voice message again, so "transcribing… part 2 of 5" moves live."""
+    if transcript is None:
+        return
+    from attachments.live import attachment_progress_announce
+
+    attachment = Attachment.objects.select_related("message").filter(pk=transcript.pk).first()
+    if attachment is not None and attachment.state == Attachment.State.PENDING:
+        attachment_progress_announce(attachment)

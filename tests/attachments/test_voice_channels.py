@@ -220,3 +220,46 @@ def test_transcripts_are_refused_to_an_outsider_another_integration_and_another_
     assert api_for(gina).get(f"/api/v1/attachments/{voice.pk}").status_code == 404
     assert api_for(gina).get(f"/api/v1/attachments/{heard.pk}").status_code == 200
     assert Message.objects.filter(chat=team_chat).count() == 1
+
+
+def test_the_voice_apps_details_show_language_duration_and_progress(
+    api_for, team_chat, owner, say, engine
+):
+    """voice.details on real Transcript rows (registered here as VoiceConfig.ready does)."""
+    from chats.agent.events import events_since
+    from voice.details import transcript_details, transcript_progress_announce
+    from voice.models import Transcript
+
+    register_attachment_details("transcript", transcript_details)
+    try:
+        voice = attachment_store(message=say(""), name="v.ogg", data=speech_ogg_opus(SPOKEN))
+        row = Transcript.objects.create(
+            attachment=voice,
+            language="zh",
+            duration_seconds=61.5,
+            engine="local:whisper-base",
+            parts_done=1,
+            parts_total=3,
+        )
+        transcript_progress_announce(transcript=row)
+        shown = _history(api_for, owner, team_chat).json()["messages"][0]["attachments"][0]
+        html = message_html(login(owner), team_chat, voice.message_id)
+    finally:
+        unregister_attachment_details("transcript")
+    assert shown["transcript"] == {
+        "state": "pending",
+        "text": None,
+        "machine_made": True,
+        "language": "zh",
+        "duration_seconds": 61.5,
+        "engine": "local:whisper-base",
+        "parts_done": 1,
+        "parts_total": 3,
+    }
+    assert "transcribing…" in html and "part 1 of 3" in html
+    progress = [
+        e for e in events_since(team_chat.pk, 0) if e.get("reason") == "attachment.progress"
+    ]
+    assert [(e["message"]["id"], e["attachment"]) for e in progress] == [
+        (voice.message_id, {"id": voice.pk, "state": "pending"})
+    ]

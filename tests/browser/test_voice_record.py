@@ -1,7 +1,8 @@
 """The composer's record button, in Chromium with a fake microphone that plays a WAV
 espeak-ng spoke (`--use-fake-device-for-media-stream --use-file-for-fake-audio-capture`):
-record, send, and see the voice message appear, with its player and its transcript's place,
-in another member's browser live; the audio plays from the hub for readers only (an
+record, send, and see the voice message appear in another member's browser live, with its
+player, then its transcript (made by the hub's engine on the voice queue) marked
+"transcribed automatically"; the audio plays from the hub for readers only (an
 outsider's browser gets 404). The page trips no Content-Security-Policy, and a page served
 where browsers give no microphone says why instead of failing silently."""
 
@@ -61,7 +62,30 @@ def browser_with_microphone(microphone_wav):
 
 
 @pytest.fixture
-def mic_page_for(browser_with_microphone, live_stack):
+def voice_stack(transactional_db, fake_llm, settings):
+    """daphne and a worker that reads the files' and the voice queues (as `make run`'s
+    background worker does), so a recording is transcribed by the hub's engine."""
+    from django.conf import global_settings
+
+    from tests.live import LiveStack
+
+    settings.PASSWORD_HASHERS = global_settings.PASSWORD_HASHERS
+    stack = LiveStack(
+        llm_base_url=fake_llm.base_url,
+        worker_name=f"voice-{os.getpid()}@%h",
+        extra_env={"STT_BASE_URL": "", "VOICE_CPU_THREADS": "2"},
+    )
+    try:
+        stack.start_web()
+        stack.start_worker(extra_queues=("files", "voice"))
+        yield stack
+    finally:
+        stack.stop()
+
+
+@pytest.fixture
+def mic_page_for(browser_with_microphone, voice_stack):
+    live_stack = voice_stack
     contexts = []
 
     def make(person, *, base_url=None):
@@ -113,7 +137,14 @@ def test_a_recorded_voice_message_goes_to_the_room_and_shows_live_elsewhere(
     expect(theirs).to_have_count(1, timeout=30_000)
     player = theirs.locator("audio.file-player")
     expect(player).to_have_count(1)
-    expect(theirs.locator(".transcript")).to_have_count(1)
+    # The transcript replaces "transcribing…" on both pages when the engine is done.
+    for page in (bob_page, alice_page):
+        card = page.locator("article.message-user .file-heard .transcript")
+        expect(card.locator(".transcript-mark")).to_contain_text(
+            "transcribed automatically", timeout=180_000
+        )
+        expect(card.locator(".transcript-text")).to_contain_text("meeting room")
+    assert "transcribing…" not in theirs.inner_text()
 
     message = Message.objects.get(role="user", chat=room)
     attachment = Attachment.objects.get(message=message)
@@ -142,9 +173,7 @@ def test_a_recorded_voice_message_goes_to_the_room_and_shows_live_elsewhere(
     assert violations == []
 
 
-def test_without_a_secure_page_the_record_button_says_why(
-    mic_page_for, make_person, live_stack, fake_llm
-):
+def test_without_a_secure_page_the_record_button_says_why(mic_page_for, make_person, fake_llm):
     """http:// on a name other than localhost is no secure context: browsers give it no
     microphone, and the button explains instead of failing."""
     alice = make_person("alice")
