@@ -14,7 +14,9 @@ A processor is `(name, wants, run)`, and optionally `task`:
 - `task`: the name of a Celery task of the processor's own app, enqueued instead of
   PROCESS_TASK for the files it wants, with the attachment's id: work that must not share
   the files' queue (transcription, on its own queue and time limit) runs there, and the
-  task settles the file through `attachments.services.attachment_process` like any other.
+  task settles the file through `attachments.services.attachment_process` like any other;
+- `wait_seconds`: how much longer than ATTACHMENTS_TURN_WAIT_SECONDS a turn waits for the
+  files it processes (a transcription takes longer than reading a PDF).
 """
 
 import logging
@@ -54,6 +56,7 @@ class Processor:
     wants: Callable[["Attachment"], bool]
     run: Callable[["Attachment"], Derived]
     task: str = PROCESS_TASK
+    wait_seconds: float = 0.0
 
 
 _processors: dict[str, Processor] = {}
@@ -65,10 +68,12 @@ def processor_register(
     wants: Callable[["Attachment"], bool],
     run: Callable[["Attachment"], Derived],
     task: str | None = None,
+    wait_seconds: float = 0.0,
 ) -> None:
     """Register (or replace, by name) a processor of stored files; `task` (a Celery task's
-    name) runs it elsewhere than on the files' queue."""
-    _processors[name] = Processor(name, wants, run, task or PROCESS_TASK)
+    name) runs it elsewhere than on the files' queue; `wait_seconds` lengthens a turn's
+    wait for its files."""
+    _processors[name] = Processor(name, wants, run, task or PROCESS_TASK, wait_seconds)
 
 
 def processor_unregister(name: str) -> None:

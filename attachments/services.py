@@ -21,6 +21,7 @@ from attachments.processing import PROCESS_TASK, ProcessingFailed, processor_for
 from attachments.signals import attachment_settled
 from attachments.sniffing import kind_for, sniff_media_type
 from attachments.thumbnails import thumbnail_delete
+from attachments.waiting import files_hold_lengthen
 from chats.agent.registry import CARRIES_KEY
 from chats.models import Message
 
@@ -168,6 +169,8 @@ def attachment_store(
         attachment.save()
         if processor is not None:
             transaction.on_commit(lambda: _process_enqueue(attachment.pk, processor.task))
+            if processor.wait_seconds:
+                files_hold_lengthen(message)
         return attachment
 
 
@@ -198,6 +201,8 @@ def attachment_from_blob(
     attachment.save()
     if processor is not None:
         transaction.on_commit(lambda: _process_enqueue(attachment.pk, processor.task))
+        if processor.wait_seconds:
+            files_hold_lengthen(message)
     return attachment
 
 

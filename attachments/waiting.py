@@ -12,22 +12,45 @@ from django.conf import settings
 from django.db import transaction
 
 from attachments.models import Attachment
+from attachments.processing import processor_for
 from chats.agent.holds import turn_hold_clear, turn_hold_place
 from chats.agent.turns import turn_request
-from chats.models import Message, Turn
+from chats.models import Message, Turn, TurnHold
 
 FILES = "files"
 
 
 def files_hold(*, message: Message, respond: bool, extra_seconds: float = 0.0) -> None:
     """Hold `message`'s turn until its files settle (in the caller's transaction); at most
-    ATTACHMENTS_TURN_WAIT_SECONDS (+ `extra_seconds`: a channel's time to fetch them)."""
+    ATTACHMENTS_TURN_WAIT_SECONDS (+ `extra_seconds`: a channel's time to fetch them, + the
+    longest `wait_seconds` of the processors of its pending files: a transcription)."""
     turn_hold_place(
         message=message,
         reason=FILES,
-        deadline_seconds=settings.ATTACHMENTS_TURN_WAIT_SECONDS + extra_seconds,
+        deadline_seconds=settings.ATTACHMENTS_TURN_WAIT_SECONDS
+        + extra_seconds
+        + _processing_wait(message.pk),
         respond=respond,
     )
+
+
+def _processing_wait(message_id: int) -> float:
+    pending = Attachment.objects.filter(message_id=message_id, state=Attachment.State.PENDING)
+    waits = [getattr(processor_for(a), "wait_seconds", 0.0) for a in pending]
+    return max(waits, default=0.0)
+
+
+def files_hold_lengthen(message: Message) -> None:
+    """A file whose processor takes longer (`wait_seconds`) was stored on a message whose
+    turn already waits for its files (Telegram places the hold before fetching): the hold
+    waits that much longer (placing again only moves times later)."""
+    hold = (
+        TurnHold.objects.filter(message_id=message.pk, state=TurnHold.State.HELD)
+        .values("reasons", "respond")
+        .first()
+    )
+    if hold is not None and FILES in (hold["reasons"] or []):
+        files_hold(message=message, respond=hold["respond"])
 
 
 def files_settled(message_id: int) -> bool:

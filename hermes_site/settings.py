@@ -512,6 +512,9 @@ VOICE_MAX_SECONDS = env_float("VOICE_MAX_SECONDS", 1800, minimum=1)
 # time limit is a minute more) and the child's address-space bound.
 VOICE_TRANSCRIBE_SECONDS = env_float("VOICE_TRANSCRIBE_SECONDS", 1500, minimum=10)
 VOICE_MEMORY_MB = env_int("VOICE_MEMORY_MB", 2048, minimum=1024)
+# How much longer than ATTACHMENTS_TURN_WAIT_SECONDS a message's turn waits for its recording's
+# transcript (past it the turn goes ahead and the agent is told it is still being transcribed).
+VOICE_TURN_WAIT_SECONDS = env_float("VOICE_TURN_WAIT_SECONDS", 180, minimum=0)
 # Threads the local engine uses (the machine's cores by default: one file at a time).
 VOICE_CPU_THREADS = env_int("VOICE_CPU_THREADS", min(os.cpu_count() or 2, 4), minimum=1)
 # The spoken language (a Whisper code: en, zh, de, ...); empty: detected per part.

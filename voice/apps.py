@@ -7,6 +7,8 @@ class VoiceConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from django.conf import settings
+
         from attachments.processing import processor_register
         from attachments.to_model import text_frame_register
         from voice.framing import FRAMES
@@ -15,8 +17,13 @@ class VoiceConfig(AppConfig):
 
         # Audio and videos' sound tracks, transcribed on the voice queue (voice.tasks); the
         # model is loaded only in the transcription child, never in this process.
+        # A turn waits VOICE_TURN_WAIT_SECONDS longer for a recording than for other files.
         processor_register(
-            PROCESSOR_NAME, wants=wants_recording, run=transcribe, task=TRANSCRIBE_TASK
+            PROCESSOR_NAME,
+            wants=wants_recording,
+            run=transcribe,
+            task=TRANSCRIBE_TASK,
+            wait_seconds=settings.VOICE_TURN_WAIT_SECONDS,
         )
         for kind, frame in FRAMES.items():
             text_frame_register(kind, frame)

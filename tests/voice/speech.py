@@ -48,7 +48,7 @@ def read_samples(path: Path, rate: int = 48000) -> np.ndarray:
 def encode(samples: np.ndarray, path: Path, *, rate: int = 48000, fmt: str = "ogg") -> Path:
     """`samples` (mono int16 at `rate`) encoded as Opus in OGG (Telegram's voice notes) or
     as WAV (`fmt="wav"`)."""
-    codec = "libopus" if fmt == "ogg" else "pcm_s16le"
+    codec = "pcm_s16le" if fmt == "wav" else "libopus"
     with av.open(str(path), "w", format=fmt) as container:
         stream = container.add_stream(codec, rate=rate)
         stream.layout = "mono"
