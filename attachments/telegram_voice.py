@@ -91,9 +91,17 @@ def transcribing_chat_actions() -> list[PendingAction]:
 
 def on_heard_file_settled(sender=None, attachment: Attachment | None = None, **kwargs) -> None:
     """Receiver of `attachment_settled` for Telegram's heard files: tell a failure, and in a
-    group decide from the transcript whether the bot was addressed."""
+    group decide from the transcript whether the bot was addressed. Never raises: the
+    receivers after it (the turn's release) must run whatever happens here."""
     if attachment is None:
         return
+    try:
+        _heard_file_settled(attachment)
+    except Exception:  # noqa: BLE001 - a notice or a decision lost is logged, the turn goes on
+        logger.exception("after the transcript of attachment %s", attachment.pk)
+
+
+def _heard_file_settled(attachment: Attachment) -> None:
     attachment = Attachment.objects.select_related("message__chat").filter(pk=attachment.pk).first()
     if attachment is None:
         return

@@ -282,3 +282,20 @@ def test_a_voice_note_over_telegrams_20_mb_is_told_and_the_message_kept(
 )
 def test_names_bot(transcript, named):
     assert names_bot(transcript, username="hermes_test_bot") is named
+
+
+@pytest.mark.usefixtures("files_processed_inline")
+def test_a_failure_after_the_transcript_never_keeps_the_turn_held(
+    fake_telegram, transcriber, monkeypatch
+):
+    def broken(**kwargs):
+        raise RuntimeError("the bot's identity cannot be read")
+
+    monkeypatch.setattr("attachments.telegram_voice.voice_note_addressed", broken)
+    transcriber.text = "hermes test bot, hello"
+    process(fake_telegram.voice(private_chat(ALICE), ALICE, speech_ogg_opus("hello")))
+    group = group_chat(GROUP_ID, "Ops")
+    process(fake_telegram.voice(group, BOB, speech_ogg_opus("hello")))
+    # The private note's turn went; the group's hold was released, nothing lost.
+    assert Turn.objects.count() == 1
+    assert not TurnHold.objects.filter(state=TurnHold.State.HELD).exists()
