@@ -3,9 +3,10 @@
 them, `attachments.processing`). Three things the bridge cannot know by itself:
 
 - **"typing…" while a transcript is made**: a chat action source (`bots.chat_actions`)
-  answers the Telegram chats with an audio or video file still `pending`, for a person who
-  waits for the bot (a private chat, or a group message addressed to the bot), for at most
-  TELEGRAM_TRANSCRIBING_ACTION_SECONDS after the file was stored.
+  answers the Telegram chats with an audio or video file still `pending` (or a voice note
+  whose turn is held while it is downloaded), for a person who waits for the bot (a private
+  chat, or a group message addressed to the bot), for at most
+  TELEGRAM_TRANSCRIBING_ACTION_SECONDS after the file arrived.
 - **A failed transcript is told**: when such a file settles `failed`, a notice says why and
   that the audio is kept (the bridge sends notices to Telegram); only where the person waits
   for the bot, so a group is not told about voice notes that were never for the bot.
@@ -83,6 +84,24 @@ def transcribing_chat_actions() -> list[PendingAction]:
         if meta is None or not _waits_for_bot(attachment.message, meta):
             continue
         actions.append(PendingAction(meta["chat_id"], meta.get("thread_id"), ACTION))
+    # Before the file is stored (its download from the Bot API): the message's turn is held
+    # for it and wanted.
+    held = (
+        TurnHold.objects.filter(
+            state=TurnHold.State.HELD,
+            respond=True,
+            created_at__gte=since,
+            chat__channel=Channel.TELEGRAM,
+        )
+        .select_related("message")
+        .order_by("-id")[:100]
+    )
+    for hold in held:
+        meta = _telegram_meta(hold.message)
+        if (meta.get("attachment") or {}).get("type") in HEARD and isinstance(
+            meta.get("chat_id"), int
+        ):
+            actions.append(PendingAction(meta["chat_id"], meta.get("thread_id"), ACTION))
     return actions
 
 

@@ -133,6 +133,18 @@ def test_audio_files_and_video_notes_become_attachments_too(fake_telegram, trans
     assert Turn.objects.count() == 1
 
 
+def test_typing_shows_while_a_voice_note_is_downloaded(fake_telegram, monkeypatch):
+    monkeypatch.setattr("attachments.telegram.fetch_telegram_file.delay", lambda pk: None)
+    process(fake_telegram.voice(private_chat(ALICE), ALICE, speech_ogg_opus("one")))
+    process(fake_telegram.voice(group_chat(GROUP_ID, "Ops"), BOB, speech_ogg_opus("two")))
+    assert Attachment.objects.count() == 0  # not fetched yet
+    assert [(a.telegram_chat_id, a.action) for a in pending_chat_actions()] == [
+        (ALICE["id"], "typing")
+    ]
+    TurnHold.objects.update(state=TurnHold.State.RELEASED)
+    assert pending_chat_actions() == []
+
+
 def test_typing_shows_while_a_waiting_persons_voice_note_is_transcribed(
     fake_telegram, transcriber, queued, settings
 ):
@@ -148,6 +160,7 @@ def test_typing_shows_while_a_waiting_persons_voice_note_is_transcribed(
     # Bounded: a transcript stuck for longer than the setting shows nothing any more.
     settings.TELEGRAM_TRANSCRIBING_ACTION_SECONDS = 60
     Attachment.objects.update(created_at=timezone.now() - timedelta(seconds=61))
+    TurnHold.objects.update(created_at=timezone.now() - timedelta(seconds=61))
     assert transcribing_chat_actions() == []
 
 
