@@ -82,11 +82,15 @@ def _blobs_and_fetches(settings, tmp_path, monkeypatch):
 @pytest.fixture
 def queued(monkeypatch):
     """Files wait in the files' queue (no worker): they stay `pending`."""
+    from attachments.processing import PROCESS_TASK
+
     sent = []
-    monkeypatch.setattr(
-        "attachments.services.current_app.send_task",
-        lambda name, args=(), **kwargs: sent.append(args),
-    )
+
+    def send_task(name, args=(), **kwargs):
+        if name == PROCESS_TASK:  # the files' work (not the holds' timers)
+            sent.append(args)
+
+    monkeypatch.setattr("attachments.services.current_app.send_task", send_task)
     return sent
 
 
