@@ -25,7 +25,7 @@ comes from the models' metadata. `tests/budgets/test_check_query.py` holds it eq
 `usage.selectors.spend` and to the ORM's reading of budgets and prices.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime
 from decimal import Context, Decimal
 from functools import lru_cache
@@ -129,6 +129,18 @@ def budget_check(
     start, end = month_bounds(now)
     caps, _ = _read(person_id, chat_id, start, end, None, None)
     return _first_used_up(caps, pending_tokens, pending_cost_nanos or 0, end)
+
+
+def money_budget_check(
+    person_id: int | None, chat_id: int | None, *, now: datetime, pending_cost_nanos: int
+) -> Refusal | None:
+    """`budget_check` for work priced in money alone, not in tokens (a paid transcription:
+    its audio seconds are no tokens, so tokens caps do not apply): the first money cap that
+    this work's `pending_cost_nanos` would reach, else None."""
+    start, end = month_bounds(now)
+    caps, _ = _read(person_id, chat_id, start, end, None, None)
+    money = [replace(cap, monthly_tokens=None) for cap in caps if cap.monthly_cost is not None]
+    return _first_used_up(money, 0, pending_cost_nanos, end)
 
 
 def budget_check_unrecorded(

@@ -127,12 +127,13 @@ class LiveStack:
         *,
         pool: str = "solo",
         concurrency: int = 1,
-        extra_queues: tuple[str, ...] = ("files",),
+        extra_queues: tuple[str, ...] = ("files", "voice"),
     ) -> None:
         """`pool="prefork"` runs the worker as `make run` does: tasks in child processes,
         acknowledged by the parent. `extra_queues`: suffixes of other queues it consumes too
-        (by default "files", "<prefix>-files": a stack's documents are read, so a turn that
-        waits for its files does not wait out its bound)."""
+        (by default "files" and "voice", "<prefix>-files" and "<prefix>-voice": a stack's
+        documents are read and its recordings transcribed, so a turn that waits for its files
+        does not wait out its bound)."""
         self.worker = self._spawn(
             "worker",
             [

@@ -44,6 +44,7 @@ class Kind(models.TextChoices):
     COMPRESSION = "compression", "Compression summaries"
     VISION = "vision", "Image descriptions"
     TOOL = "tool", "Tool calls"
+    TRANSCRIPTION = "transcription", "Transcriptions"
 
 
 class ModelPrice(models.Model):
@@ -131,6 +132,9 @@ class UsageRecord(models.Model):
     # are not priced and carry no tokens: always None.
     cost_nanos = models.BigIntegerField(null=True, blank=True)
     duration_ms = models.PositiveIntegerField(null=True, blank=True)
+    # Audio transcribed (kind "transcription"): a unit of its own, never tokens; priced per
+    # minute by the engine that transcribed it (voice.accounting), the local one free.
+    audio_ms = models.PositiveBigIntegerField(null=True, blank=True)
     detail = models.CharField(max_length=255, blank=True, default="")  # e.g. the tool's name
 
     class Meta:
@@ -152,7 +156,7 @@ class UsageRecord(models.Model):
 
 
 SUM_COLUMNS = ["calls", "prompt_tokens", "completion_tokens", "cost_nanos", "unpriced_tokens",
-               "unpriced_calls", "duration_ms"]  # fmt: skip
+               "unpriced_calls", "duration_ms", "audio_ms"]  # fmt: skip
 
 
 class UsageDay(models.Model):
@@ -187,6 +191,7 @@ class UsageDay(models.Model):
     unpriced_calls = models.PositiveBigIntegerField(default=0)
     unpriced_tokens = models.PositiveBigIntegerField(default=0)
     duration_ms = models.PositiveBigIntegerField(default=0)
+    audio_ms = models.PositiveBigIntegerField(default=0, db_default=0)
 
     class Meta:
         ordering = ["-day"]
@@ -242,6 +247,7 @@ class UsageHubDay(models.Model):
     unpriced_calls = models.PositiveBigIntegerField(default=0)
     unpriced_tokens = models.PositiveBigIntegerField(default=0)
     duration_ms = models.PositiveBigIntegerField(default=0)
+    audio_ms = models.PositiveBigIntegerField(default=0, db_default=0)
 
     class Meta:
         ordering = ["-day"]
@@ -266,6 +272,7 @@ class _DaySums(models.Model):
     unpriced_calls = models.PositiveBigIntegerField(default=0)
     unpriced_tokens = models.PositiveBigIntegerField(default=0)
     duration_ms = models.PositiveBigIntegerField(default=0)
+    audio_ms = models.PositiveBigIntegerField(default=0, db_default=0)
 
     class Meta:
         abstract = True

@@ -32,7 +32,7 @@ from usage.models import (
 GROUPINGS = ("day", "person", "chat", "model", "kind")
 TABLE_ROWS = 100  # the most rows one breakdown by person or chat (and its CSV) holds
 SUMMED = ("calls", "prompt_tokens", "completion_tokens", "cost_nanos", "unpriced_tokens",
-          "unpriced_calls", "duration_ms")  # fmt: skip
+          "unpriced_calls", "duration_ms", "audio_ms")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,11 @@ class Spend:
     unpriced_tokens: int = 0
     unpriced_calls: int = 0
     duration_ms: int = 0
+    audio_ms: int = 0  # audio transcribed (a unit of its own)
+
+    @property
+    def audio_seconds(self) -> int:
+        return (self.audio_ms + 500) // 1000
 
     @property
     def tokens(self) -> int:

@@ -125,6 +125,7 @@ def _add_to_day(record: UsageRecord) -> None:
         "unpriced_calls": 0 if priced or record.kind == Kind.TOOL else record.calls,
         "unpriced_tokens": 0 if priced else tokens,
         "duration_ms": record.duration_ms or 0,
+        "audio_ms": record.audio_ms or 0,
     }
     slot = day_slot(record.day, record.person_id, record.chat_id, record.model, record.kind)
     _add(
@@ -183,13 +184,18 @@ def usage_record(
     duration_ms: int | None = None,
     detail: str = "",
     at: datetime | None = None,
+    audio_ms: int | None = None,
+    audio_cost_nanos: int | None = None,
 ) -> UsageRecord:
     """Write one ledger record, priced at the price of its day (None when unpriced; tool
-    calls are never priced), and add it to its day's sums in the same transaction."""
+    calls are never priced; a transcription is priced by its engine: `audio_cost_nanos`),
+    and add it to its day's sums in the same transaction."""
     at = at or timezone.now()
     day = _day_of(at)
     cost = None
-    if kind != Kind.TOOL:
+    if kind == Kind.TRANSCRIPTION:
+        cost = audio_cost_nanos
+    elif kind != Kind.TOOL:
         cost = cost_nanos(model, day, prompt_tokens, completion_tokens)
     record = UsageRecord(
         at=at,
@@ -205,6 +211,7 @@ def usage_record(
         completion_tokens=completion_tokens,
         cost_nanos=cost,
         duration_ms=duration_ms,
+        audio_ms=audio_ms,
         detail=detail[:255],
     )
     with transaction.atomic():
@@ -241,6 +248,24 @@ def usage_record_model_work(
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
         turn_id=turn.pk if turn is not None else None,
+    )
+
+
+def usage_record_transcription(
+    *, message_id: int, chat_id: int, engine: str, audio_ms: int, cost_nanos: int | None
+) -> UsageRecord:
+    """Record the transcription of one recording of a message (kind "transcription"):
+    `audio_ms` of audio, attributed through that message (its author, usage's rule), priced
+    by the engine (`cost_nanos`: 0 for the local engine, None when a paid one has no price)."""
+    who = attribution_of_trigger(message_id)
+    return usage_record(
+        kind=Kind.TRANSCRIPTION,
+        chat_id=chat_id,
+        person_id=who.person_id,
+        model=engine,
+        audio_ms=audio_ms,
+        audio_cost_nanos=cost_nanos,
+        detail=f"message {message_id}",
     )
 
 
@@ -297,7 +322,7 @@ def _reprice(records, model: str) -> None:
     """Set the cost of `model`'s records from its prices, interval by interval, in SQL
     (the same integer arithmetic as ModelPrice.cost_nanos)."""
     prices = list(ModelPrice.objects.filter(model=model).order_by("valid_from"))
-    mine = records.filter(model=model).exclude(kind=Kind.TOOL)
+    mine = records.filter(model=model).exclude(kind__in=(Kind.TOOL, Kind.TRANSCRIPTION))
     if not prices:
         mine.update(cost_nanos=None)
         return
@@ -375,6 +400,7 @@ def _insert_sums(table, records, keys: tuple, extra: dict) -> int:
             0,
         ),
         "duration_ms": Sum("duration_ms", default=0),
+        "audio_ms": Sum("audio_ms", default=0),
     }
     return _insert_grouped(table, records, keys, {**extra, **sums})
 
@@ -429,7 +455,7 @@ def usage_rebuild(*, model: str | None = None, reprice: bool = True) -> int:
 
 def _priced_or_recorded_models() -> list[str]:
     recorded = set(
-        UsageRecord.objects.exclude(kind=Kind.TOOL)
+        UsageRecord.objects.exclude(kind__in=(Kind.TOOL, Kind.TRANSCRIPTION))
         .exclude(model="")
         .values_list("model", flat=True)
         .distinct()

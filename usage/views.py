@@ -152,7 +152,7 @@ def _csv(rows, by: str, currency: str) -> HttpResponse:
 
 
 _HEADERS = {
-    by: [by, "calls", "prompt tokens", "completion tokens", "total tokens", "cost"]
+    by: [by, "calls", "prompt tokens", "completion tokens", "total tokens", "audio seconds", "cost"]
     for by in GROUPINGS
 }
 
@@ -166,6 +166,7 @@ def _cells(row, currency: str) -> list[str]:
         f"{spend.prompt_tokens}",
         f"{spend.completion_tokens}",
         f"{spend.tokens}",
+        f"{spend.audio_seconds}",
         cost_text(spend, currency),
     ]
 

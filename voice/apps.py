@@ -27,3 +27,13 @@ class VoiceConfig(AppConfig):
         )
         for kind, frame in FRAMES.items():
             text_frame_register(kind, frame)
+        # History exports keep the transcript's facts beside the file's words and bytes.
+        from chats.history_bundle import register_record_extra
+        from voice.history import transcripts_export, transcripts_parse, transcripts_restore
+
+        register_record_extra(
+            "transcripts",
+            export=transcripts_export,
+            parse=transcripts_parse,
+            restore=transcripts_restore,
+        )

@@ -52,12 +52,13 @@ def test_make_run_starts_a_review_worker_on_that_queue_one_review_at_a_time():
         "acme-reviews",
         "acme-schedules",
         "acme-files",
+        "acme-voice",
     ]
     assert "-B" not in background and "--beat-thread" not in background  # beat runs once
     assert "-Q" not in procs["worker"]  # the main worker takes the default queue only
     assert "background" in READY_LINES
     split = processes({"PORT": "8000", "HERMES_PROCESS_LAYOUT": "split"})["reviews"]
-    assert split[split.index("-Q") + 1] == "hermes-reviews,hermes-files"
+    assert split[split.index("-Q") + 1] == "hermes-reviews,hermes-files,hermes-voice"
     assert split[split.index("--concurrency") + 1] == "1"
 
 

@@ -59,6 +59,7 @@ def ledger_rows() -> dict:
             0 if priced else r.prompt_tokens + r.completion_tokens,
             0 if priced or r.kind == Kind.TOOL else r.calls,
             r.duration_ms or 0,
+            r.audio_ms or 0,
         )
         key = (r.day, r.model, r.kind)
         old = sums.get(key, (0,) * len(row))

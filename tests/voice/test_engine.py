@@ -133,3 +133,26 @@ def test_a_hanging_child_is_killed_at_its_bound(tmp_path, model_cache):
     os.mkfifo(fifo)
     with pytest.raises(TranscriptionFailed, match="longer than 2 seconds"):
         run_child(_request(fifo, model_cache), seconds=2, memory_mb=2048)
+
+
+def test_speech_in_two_languages_names_both(tmp_path, model_cache):
+    english = read_samples(voice_note(tmp_path))
+    german = read_samples(
+        voice_note(
+            tmp_path,
+            "Guten Morgen, ich komme heute etwas später ins Büro, weil der Zug Verspätung hat.",
+            voice="de",
+            name="de",
+        )
+    )
+    pause = np.zeros(48000 // 2, np.int16)
+    # Three English sentences (about 22 s: the first part), then three German ones.
+    mixed = np.concatenate([english, pause] * 3 + [german, pause] * 3)
+    answer = _run(encode(mixed, tmp_path / "mixed.ogg"), model_cache)
+    assert sorted(answer["languages"]) == ["de", "en"], answer
+    assert "sister" in answer["text"].lower()
+
+
+def test_an_engine_over_its_memory_bound_fails_clearly(tmp_path, model_cache):
+    with pytest.raises(TranscriptionFailed, match="needed more than 600 MB of memory"):
+        run_child(_request(voice_note(tmp_path), model_cache), seconds=120, memory_mb=600)
