@@ -66,7 +66,7 @@ def attachment_listen(request: HttpRequest, attachment_id: int) -> HttpResponse:
     attachment = attachment_for_person(request.user, attachment_id)
     if attachment is None or not listens_inline(attachment):
         raise Http404(UNKNOWN_ATTACHMENT)
-    return audio_response(attachment)
+    return audio_response(attachment, request.headers.get("Range", ""))
 
 
 @api_endpoint("GET")

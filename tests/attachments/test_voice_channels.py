@@ -132,6 +132,23 @@ def test_the_player_gets_the_audio_inline_readers_only(team_chat, member, outsid
     other_room, _ = chat_get_or_create(channel="web", chat_id="other-room")
     chat_member_ensure(chat=other_room, person=outsider, role=ChatMember.Role.OWNER)
     assert login(outsider).get(f"/attachments/{attachment.pk}/listen").status_code == 404
+    # The player seeks: one byte range, 206 (an end past the file is cut at its end).
+    part = login(member).get(f"/attachments/{attachment.pk}/listen", HTTP_RANGE="bytes=10-19")
+    assert part.status_code == 206 and part.content == data[10:20]
+    assert part["Content-Range"] == f"bytes 10-19/{len(data)}"
+    assert "sandbox" in part["Content-Security-Policy"]
+    tail = login(member).get(f"/attachments/{attachment.pk}/listen", HTTP_RANGE="bytes=-5")
+    assert tail.status_code == 206 and tail.content == data[-5:]
+    whole = login(member).get(
+        f"/attachments/{attachment.pk}/listen", HTTP_RANGE=f"bytes={len(data)}-"
+    )
+    assert whole.status_code == 200  # unsatisfiable: the whole file, as a server may
+    assert (
+        login(outsider)
+        .get(f"/attachments/{attachment.pk}/listen", HTTP_RANGE="bytes=0-9")
+        .status_code
+        == 404
+    )
     # Not audio: never played inline here.
     text = attachment_store(message=attachment.message, name="a.txt", data=b"words\n")
     assert login(member).get(f"/attachments/{text.pk}/listen").status_code == 404
