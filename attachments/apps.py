@@ -76,11 +76,19 @@ class AttachmentsConfig(AppConfig):
         # The terminal's /attach PATH, stored on the next message.
         register_slash_command(attach_command)
         register_staged_consumer("attach", staged_files_store)
+        # Telegram's voice notes: "typing…" while transcribed, a failure told, and in a group
+        # the transcript decides whether the bot was addressed (before the turn's release).
+        from attachments.telegram_voice import on_heard_file_settled, transcribing_chat_actions
+        from bots.chat_actions import register_chat_action_source
+
+        register_chat_action_source("transcribing", transcribing_chat_actions)
+        attachment_settled.connect(on_heard_file_settled, dispatch_uid="attachments-telegram-heard")
         # The turn waits for its files: the last one to settle lets it go.
         from attachments.waiting import on_attachment_settled
 
         attachment_settled.connect(on_attachment_settled, dispatch_uid="attachments-turn-waits")
-        # Photos and documents sent on Telegram (the bridge's media registry).
+        # Photos, documents, voice notes, audio and video notes sent on Telegram (the bridge's
+        # media registry).
         from attachments.telegram import telegram_media_take, telegram_media_takes
         from bots.media import register_media_handler
 

@@ -15,3 +15,17 @@ def attachment_settled_announce(sender, *, attachment, **kwargs) -> None:
         reason="attachment.settled",
         attachment={"id": attachment.pk, "state": attachment.state},
     )
+
+
+def attachment_progress_announce(attachment) -> None:
+    """A `pending` file's progress changed (a transcript's part done): every viewer's card
+    fetches the message again to show it. Called by the app doing the work, outside any
+    transaction; at most once per part, so a long recording sends a bounded number."""
+    message = attachment.message
+    events.publish(
+        message.chat_id,
+        "message.updated",
+        message={"id": message.pk},
+        reason="attachment.progress",
+        attachment={"id": attachment.pk, "state": attachment.state},
+    )

@@ -1,4 +1,4 @@
-"""`/v1` images and files, as attachments of the stored user message (registered with
+"""`/v1` images, files and audio, as attachments of the stored user message (registered with
 openai_api.content_parts in AttachmentsConfig.ready()).
 
 The part shapes OpenAI's clients send:
@@ -6,7 +6,11 @@ The part shapes OpenAI's clients send:
 - Chat Completions `{"type": "image_url", "image_url": {"url": …}}` (a bare string too);
 - Chat Completions `{"type": "file", "file": {"file_data": …, "filename": …}}`;
 - Responses `{"type": "input_image", "image_url": …}`;
-- Responses `{"type": "input_file", "file_data": …, "filename": …}` or `"file_url": …`.
+- Responses `{"type": "input_file", "file_data": …, "filename": …}` or `"file_url": …`;
+- `{"type": "input_audio", "input_audio": {"data": <base64>, "format": "wav" | "mp3"}}`
+  (Chat Completions; the same fields at the part's top level are taken too): a voice
+  message, stored as an audio attachment whose transcript a processor makes. The bytes must
+  sniff as audio; `format` only names the file.
 
 A file that is read after it is stored (a PDF, a DOCX: `pending`) holds the message's turn
 (attachments.waiting) until it is read or ATTACHMENTS_TURN_WAIT_SECONDS pass; the endpoint
@@ -28,11 +32,22 @@ from attachments.inbound import (
     files_store,
     parse_data_url,
 )
+from attachments.sniffing import kind_for, sniff_media_type
 from attachments.waiting import files_hold_if_pending
 from chats.models import Message
 from openai_api.content_parts import ContentPart, ContentPartHandler, ContentPartRefused
 
-PART_TYPES = ("image_url", "input_image", "file", "input_file")
+PART_TYPES = ("image_url", "input_image", "file", "input_file", "input_audio")
+# input_audio's `format`: OpenAI's wav and mp3, and the containers the hub also decodes.
+AUDIO_FORMATS = {
+    "wav": "audio/wav",
+    "mp3": "audio/mpeg",
+    "ogg": "audio/ogg",
+    "opus": "audio/ogg",
+    "webm": "audio/webm",
+    "m4a": "audio/mp4",
+    "flac": "audio/flac",
+}
 FETCH_OFF = (
     "{}: the hub does not fetch URLs (OPENAI_API_FETCH_IMAGE_URLS is off); send the file "
     "as a data: URL (data:<type>;base64,<data>)."
@@ -93,8 +108,41 @@ def _fetched(part: ContentPart, url: str, name: str) -> InboundFile:
     )
 
 
+def _audio_resolve(part: ContentPart) -> InboundFile:
+    """An input_audio part's bytes: base64 `data` that sniffs as audio, named by `format`."""
+    body = part.body.get("input_audio", part.body)
+    if not isinstance(body, dict):
+        raise ContentPartRefused(f"{part.param}.input_audio must be an object.", param=part.param)
+    data, given = body.get("data"), body.get("format")
+    if not isinstance(given, str) or given.lower() not in AUDIO_FORMATS:
+        raise ContentPartRefused(
+            f"{part.param}: input_audio.format must be one of {', '.join(AUDIO_FORMATS)}.",
+            param=part.param,
+        )
+    if not isinstance(data, str) or not data:
+        raise ContentPartRefused(
+            f"{part.param}: input_audio.data must be the audio's bytes in base64.",
+            param=part.param,
+        )
+    limit = settings.ATTACHMENTS_MAX_FILE_BYTES
+    try:
+        raw = decode_base64(data, limit=limit, what="input_audio.data")
+    except InboundRefused as exc:
+        raise _refused(part, exc) from exc
+    sniffed = sniff_media_type(raw)
+    if kind_for(sniffed) not in ("audio", "video"):
+        raise ContentPartRefused(
+            f"{part.param}: input_audio.data is not audio (its bytes are {sniffed}).",
+            param=part.param,
+        )
+    given = given.lower()
+    return InboundFile(f"audio.{given}", raw, AUDIO_FORMATS[given])
+
+
 def part_resolve(part: ContentPart) -> InboundFile:
     """The part's bytes (decoded or fetched) and name; ContentPartRefused otherwise."""
+    if part.type == "input_audio":
+        return _audio_resolve(part)
     url, bare, file_id, name = _fields(part)
     limit = settings.ATTACHMENTS_MAX_FILE_BYTES
     stem = "image" if part.type in ("image_url", "input_image") else "file"

@@ -1,4 +1,6 @@
-"""Files that arrive on Telegram: photos (the largest size Telegram offers) and documents.
+"""Files that arrive on Telegram: photos (the largest size Telegram offers), documents, and
+voice notes, audio files and video notes (stored like documents; what the hub derives from
+them, a transcript, is the processors' business, `attachments.processing`).
 
 Registered with the bridge's media registry (`bots.media`) in `AttachmentsConfig.ready()`:
 the dispatcher names no file. For a message it takes, in the update's transaction, it holds
@@ -11,8 +13,8 @@ ATTACHMENTS_MAX_FILE_BYTES, and stores it on the message like any upload (sniffe
 A file that cannot be had is told to the chat as a notice (which the bridge sends to
 Telegram), and the message is kept: over the Bot API's 20 MB download limit (a local Bot API
 server, TELEGRAM_API_BASE_URL, lifts it), over the hub's limits, or a download that failed.
-Either way the turn then goes on with what is there. Stickers, voice, video and the rest stay
-a label in the message's text.
+Either way the turn then goes on with what is there. Stickers, videos, animations and the
+rest stay a label in the message's text.
 """
 
 import logging
@@ -33,8 +35,12 @@ from chats.notices import chat_notice_post
 
 logger = logging.getLogger(__name__)
 
-TAKEN = ("photo", "document")
+TAKEN = ("photo", "document", "voice", "audio", "video_note")
 NOTICE_KIND = "attachment_not_received"
+# What a file is called when Telegram gives it no name (voice and video notes never have one).
+_WHAT = {"voice": "The voice message", "video_note": "The video message", "audio": "The audio"}
+# The name's ending when the Bot API's file path has none.
+_SUFFIX = {"photo": ".jpg", "voice": ".ogg", "audio": ".mp3", "video_note": ".mp4"}
 
 
 def _megabytes(size: int) -> str:
@@ -42,7 +48,7 @@ def _megabytes(size: int) -> str:
 
 
 def telegram_media_takes(media: dict) -> bool:
-    """The media handler's predicate: photos and documents."""
+    """The media handler's predicate: photos, documents, voice notes, audio, video notes."""
     return media.get("type") in TAKEN and bool(media.get("file_id"))
 
 
@@ -72,14 +78,18 @@ class NotReceived(Exception):
 def _file_name(media: dict, file_path: str, telegram_message_id) -> str:
     if media.get("file_name"):
         return media["file_name"]
-    suffix = PurePosixPath(file_path).suffix or ".jpg"
+    suffix = PurePosixPath(file_path).suffix or _SUFFIX.get(media.get("type"), "")
     return f"{media.get('type', 'file')}_{telegram_message_id}{suffix}"
+
+
+def _what(media: dict) -> str:
+    return media.get("file_name") or _WHAT.get(media.get("type"), "The file")
 
 
 def _download(media: dict) -> tuple[str, bytes]:
     """(file path, bytes) of the message's file; NotReceived with the reason."""
     size = media.get("file_size") or 0
-    what = media.get("file_name") or "The file"
+    what = _what(media)
     if bot_api.uses_cloud_api() and size > bot_api.CLOUD_DOWNLOAD_LIMIT:
         raise NotReceived(_too_big_for_telegram(what, size))
     timeout = settings.TELEGRAM_FILE_TIMEOUT_SECONDS
@@ -146,7 +156,7 @@ def _fetch_and_store(message: Message) -> Attachment | None:
     except NotReceived as exc:
         reason = str(exc)
     except AttachmentRefused as exc:
-        what = media.get("file_name") or "The file"
+        what = _what(media)
         reason = f"{what} was not stored: {exc}"
     chat_notice_post(
         chat=message.chat,
@@ -171,7 +181,8 @@ BUSY_RETRY_SECONDS = 1
     max_retries=None,
 )
 def fetch_telegram_file(self, message_id: int) -> bool:
-    """Download and store the photo or document of a Telegram message; its turn goes on
+    """Download and store the file of a Telegram message (photo, document, voice note,
+    audio, video note); its turn goes on
     afterwards (docs/ATTACHMENTS.md, "Telegram")."""
     if not _fetching.acquire(blocking=False):
         raise self.retry(countdown=BUSY_RETRY_SECONDS)

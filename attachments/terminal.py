@@ -1,10 +1,16 @@
 """The terminal's `/attach PATH`: stage a file for the next message (several may be staged);
 `/attach` alone lists what is staged, `/attach --clear` unstages. The files are read and
 stored with `attachment_store` once the next message is stored, before its turn is requested
-(chats.staged); a file still to be read (a PDF) holds the turn until it is read, or at most
-ATTACHMENTS_TURN_WAIT_SECONDS (attachments.waiting), and the terminal waits for it. The
-terminal runs as its operator's OS user, so it reads what that user may read; a missing,
-unreadable or too large file is refused when it is staged, with why.
+(chats.staged). The terminal runs as its operator's OS user, so it reads what that user
+may read; a missing, unreadable or too large file is refused when it is staged, with why.
+
+A file a processor derives something from (a document's text, an audio file's transcript)
+is processed right there, in the terminal's process and within the processor's own bounds,
+before the turn: the terminal runs its turns in-process too, and must not depend on a
+worker to hear a voice note. A worker that also picks the file up settles nothing twice
+(`attachment_process` settles only a `pending` file). A file still pending after that
+(another process is on it) holds the turn until it is read, or at most
+ATTACHMENTS_TURN_WAIT_SECONDS (attachments.waiting), and the terminal waits for it.
 """
 
 import os
@@ -13,7 +19,8 @@ from pathlib import Path
 
 from django.conf import settings
 
-from attachments.services import AttachmentRefused, attachment_store
+from attachments.models import Attachment
+from attachments.services import AttachmentRefused, attachment_process, attachment_store
 from attachments.waiting import files_hold_if_pending
 from chats.models import Message
 from chats.slash_commands import CommandContext, SlashCommand
@@ -116,13 +123,32 @@ def staged_files_store(message: Message, session: dict) -> list[str]:
         lines.append(
             f"Attached {attachment.name} ({_size(attachment.size)}, {attachment.media_type})."
         )
-    # A file still to be read (a PDF's text) holds the turn until it is read or the bound
-    # passes; the terminal waits for the hold and then requests the turn in its own process
-    # (respond=False: the release requests none for a worker to run).
+        if attachment.state == Attachment.State.PENDING:
+            lines.append(_processed(attachment))
+    # A file still pending (another process is on it) holds the turn until it is read or the
+    # bound passes; the terminal waits for the hold and then requests the turn in its own
+    # process (respond=False: the release requests none for a worker to run).
     if staged and files_hold_if_pending(message=message, respond=False):
         wait = settings.ATTACHMENTS_TURN_WAIT_SECONDS
         lines.append(f"Reading the files before the agent answers (at most {wait:g} s)…")
     return lines
+
+
+def _processed(attachment: Attachment) -> str:
+    """Process a pending file now (its text, its transcript); a line saying how it went."""
+    attachment_process(attachment.pk)
+    attachment.refresh_from_db()
+    heard = attachment.kind in (Attachment.Kind.AUDIO, Attachment.Kind.VIDEO)
+    if attachment.state == Attachment.State.FAILED:
+        what = "Not transcribed" if heard else "Not read"
+        return f"{what}: {attachment.name}: {attachment.failure} (the file is kept)"
+    if attachment.state == Attachment.State.PENDING:  # another process is on it
+        return f"{attachment.name} is still being processed; the agent is told so."
+    if heard:
+        words = " ".join(attachment.extracted_text.split())
+        shown = words if len(words) <= 200 else words[:199] + "…"
+        return f"Transcribed automatically: {shown}" if words else "No speech was heard."
+    return f"Read {attachment.name}."
 
 
 attach_command = SlashCommand(name="attach", help=HELP, handler=attach_answer, channels=("cli",))

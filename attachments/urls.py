@@ -14,5 +14,10 @@ urlpatterns = [
         name="attachment_thumbnail",
     ),
     path("attachments/<int:attachment_id>/view", views.attachment_view, name="attachment_view"),
+    path(
+        "attachments/<int:attachment_id>/listen",
+        views.attachment_listen,
+        name="attachment_listen",
+    ),
     path("attachments/chats/<path:chat_key>/messages", web.message_upload, name="attachments_post"),
 ]

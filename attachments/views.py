@@ -6,7 +6,13 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET
 
-from attachments.downloads import download_response, image_response, thumbnail_response
+from attachments.downloads import (
+    audio_response,
+    download_response,
+    image_response,
+    listens_inline,
+    thumbnail_response,
+)
 from attachments.selectors import attachment_for_person
 from attachments.thumbnails import NoThumbnail, attachment_thumbnail, shows_inline
 from attachments.uploads import api_upload
@@ -50,6 +56,17 @@ def attachment_view(request: HttpRequest, attachment_id: int) -> HttpResponse:
     if attachment is None or not shows_inline(attachment):
         raise Http404(UNKNOWN_ATTACHMENT)
     return image_response(attachment)
+
+
+@login_required
+@require_GET
+def attachment_listen(request: HttpRequest, attachment_id: int) -> HttpResponse:
+    """A voice message or audio file inline, for the page's player, to a reader of its chat;
+    404 for anyone else and for every file that is not audio (or a voice or video note)."""
+    attachment = attachment_for_person(request.user, attachment_id)
+    if attachment is None or not listens_inline(attachment):
+        raise Http404(UNKNOWN_ATTACHMENT)
+    return audio_response(attachment, request.headers.get("Range", ""))
 
 
 @api_endpoint("GET")

@@ -1,6 +1,6 @@
 """The Telegram bridge process (`manage.py run_telegram_bot`).
 
-Three loops on one event loop:
+Four loops on one event loop:
 
 - **polling** (polling mode): getUpdates from the persisted offset; each update goes through
   `telegram_update_process` (one transaction: processed id, message, turn, outbox rows);
@@ -9,6 +9,8 @@ Three loops on one event loop:
 - **outbox**: every open `OutboundMessage` (including those a stopped process left half
   done) is delivered by a task: replies stream, notices are one call. Replies to one
   Telegram chat and topic go one after another.
+- **chat actions**: "typing…" in chats where another app works for a waiting person (a
+  voice note being transcribed), as `bots.chat_actions` sources say.
 - **events**: one channel-layer channel receives the events of every chat with a reply in
   progress and hands them to that reply's queue.
 
@@ -31,6 +33,7 @@ from telegram.error import Forbidden, InvalidToken, NetworkError, RetryAfter, Ti
 from telegram.request import HTTPXRequest
 
 from bots.channel import reply_row_failed
+from bots.chat_actions import pending_chat_actions
 from bots.commands import command_menu
 from bots.delivery import (
     ChatGate,
@@ -203,6 +206,7 @@ class TelegramBridge:
         await self._start()
         tasks = [asyncio.create_task(self._outbox_loop(), name="outbox")]
         tasks.append(asyncio.create_task(self._housekeeping(), name="housekeeping"))
+        tasks.append(asyncio.create_task(self._chat_actions_loop(), name="chat actions"))
         if self.mode == "polling":
             tasks.append(asyncio.create_task(self._poll_loop(), name="polling"))
         logger.info("Telegram bridge running as @%s (%s)", self.identity.username, self.mode)
@@ -373,6 +377,29 @@ class TelegramBridge:
             else:
                 await db(outbox_progress, row=row, **fields)
         self.retry_at[row.pk] = time.monotonic() + min(2**attempts, 300)
+
+    async def _chat_actions_loop(self) -> None:
+        """Show the chat actions other apps ask for (`bots.chat_actions`: a voice note being
+        transcribed), every TELEGRAM_TYPING_INTERVAL_SECONDS, except in chats whose reply is
+        streaming (it types by itself)."""
+        interval = settings.TELEGRAM_TYPING_INTERVAL_SECONDS
+        while not self.stopping.is_set():
+            try:
+                actions = await db(pending_chat_actions)
+            except Exception:  # noqa: BLE001 - database down: try again next round
+                logger.warning("could not read the pending chat actions", exc_info=True)
+                actions = []
+            for action in actions:
+                key = (action.telegram_chat_id, action.thread_id)
+                if self.chat_locks[key].locked():
+                    continue
+                await self.sender.typing(
+                    chat_id=action.telegram_chat_id,
+                    thread_id=action.thread_id,
+                    action=action.action,
+                )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stopping.wait(), interval)
 
     async def _housekeeping(self) -> None:
         last_prune = 0.0

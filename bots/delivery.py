@@ -298,14 +298,17 @@ class Sender:
         message = await api_call(self.gate, chat_id, lambda: upload("send_document"))
         return message.message_id
 
-    async def typing(self, *, chat_id: int, thread_id: int | None) -> None:
-        """Best effort: a failed typing indicator never delays a reply."""
+    async def typing(
+        self, *, chat_id: int, thread_id: int | None, action: str = ChatAction.TYPING
+    ) -> None:
+        """Best effort: a failed typing indicator (or another chat action) never delays a
+        reply."""
         if self.gate.remaining(chat_id) > 0:
             return
         try:
             await asyncio.wait_for(
                 self.bot.send_chat_action(
-                    chat_id=chat_id, action=ChatAction.TYPING, message_thread_id=thread_id
+                    chat_id=chat_id, action=action, message_thread_id=thread_id
                 ),
                 timeout=5,
             )

@@ -273,6 +273,9 @@ SECURE_CSP = {
     "script-src": ["'self'"],
     "style-src": ["'self'"],
     "img-src": ["'self'", "data:"],
+    # Voice messages: the players load this site's audio, and a recording plays back from
+    # its blob: URL before it is sent (the composer's record button).
+    "media-src": ["'self'", "blob:"],
     "connect-src": ["'self'"],
     "font-src": ["'self'"],
     "object-src": ["'none'"],
@@ -471,6 +474,8 @@ ATTACHMENTS_STORAGE_OPTIONS = _storage_options("ATTACHMENTS_STORAGE_OPTIONS", "a
 # Limits: one file, files on one message, bytes a chat receives in 24 hours (rolling).
 ATTACHMENTS_MAX_FILE_BYTES = env_int("ATTACHMENTS_MAX_FILE_BYTES", 20 * 1024 * 1024, minimum=1)
 ATTACHMENTS_MAX_PER_MESSAGE = env_int("ATTACHMENTS_MAX_PER_MESSAGE", 10, minimum=1)
+# The dashboard's record button stops (and sends) a voice message after this many seconds.
+ATTACHMENTS_RECORD_MAX_SECONDS = env_int("ATTACHMENTS_RECORD_MAX_SECONDS", 1800, minimum=10)
 ATTACHMENTS_MAX_BYTES_PER_CHAT_DAY = env_int(
     "ATTACHMENTS_MAX_BYTES_PER_CHAT_DAY", 500 * 1024 * 1024, minimum=1
 )
@@ -676,6 +681,10 @@ TELEGRAM_LINK_PREVIEWS = env_bool("TELEGRAM_LINK_PREVIEWS", False)
 TELEGRAM_MEDIA_GROUP_QUIET_SECONDS = env_float("TELEGRAM_MEDIA_GROUP_QUIET_SECONDS", 2.0, minimum=0)
 # Fetching one file from the Bot API (getFile and the download), off the update's path.
 TELEGRAM_FILE_TIMEOUT_SECONDS = env_float("TELEGRAM_FILE_TIMEOUT_SECONDS", 60.0, minimum=1)
+# How long "typing…" shows at most while a voice note is transcribed (docs/VOICE.md).
+TELEGRAM_TRANSCRIBING_ACTION_SECONDS = env_float(
+    "TELEGRAM_TRANSCRIBING_ACTION_SECONDS", 900.0, minimum=0
+)
 
 # --- Logging ----------------------------------------------------------------------------
 

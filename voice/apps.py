@@ -37,3 +37,13 @@ class VoiceConfig(AppConfig):
             parse=transcripts_parse,
             restore=transcripts_restore,
         )
+        # The channels show a transcript's language, duration and progress through
+        # attachments' details registry; its progress moves every open page of the chat.
+        from attachments.details import register_attachment_details
+        from voice.details import transcript_details, transcript_progress_announce
+        from voice.signals import transcript_progress
+
+        register_attachment_details("transcript", transcript_details)
+        transcript_progress.connect(
+            transcript_progress_announce, dispatch_uid="voice-progress-live"
+        )

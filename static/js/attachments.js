@@ -215,6 +215,14 @@
       xhr.send(data);
     }
 
+    // Files another control made (the record button, recorder.js): added as chips, and sent
+    // at once when it asks (with the text typed so far).
+    box.addEventListener("hermes:add-files", function (e) {
+      if (sending) return;
+      add(e.detail.files);
+      if (e.detail.send) upload();
+    });
+
     // Before htmx sees the submit (it listens on the form): with files, this request instead.
     document.addEventListener("submit", function (e) {
       if (e.target !== form || !pending.length) return;

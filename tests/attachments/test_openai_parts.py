@@ -202,7 +202,8 @@ def test_images_are_refused_on_assistant_messages_and_in_instructions(key_of, ow
     )
     assert response.status_code == 400
     assert response.json()["error"]["param"] == "messages[0].content[1]"
-    unknown = completion({"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]})
+    # A part type no app takes (input_audio is voice's now, tests/attachments/test_openai_audio.py).
+    unknown = completion({"role": "user", "content": [{"type": "video_url", "video_url": {}}]})
     response = key_of(owner).post(COMPLETIONS, unknown)
     assert response.status_code == 400 and "image_url" in response.json()["error"]["message"]
     assert not Message.objects.exists()

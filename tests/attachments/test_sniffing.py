@@ -45,3 +45,27 @@ def test_binary_noise_is_an_octet_stream():
 def test_a_multibyte_character_cut_by_the_sample_is_still_text():
     data = ("a" * 8191 + "中").encode() + b"more"
     assert sniff_media_type(data) == "text/plain"
+
+
+def test_a_webm_with_only_audio_is_audio_and_one_with_video_stays_video():
+    """A browser's voice recording (MediaRecorder's WebM/Opus) is audio, not a video."""
+    import io
+
+    import av
+    import numpy as np
+
+    from attachments.sniffing import kind_for, sniff_media_type, webm_audio_only
+    from tests.attachments.audio import speech_webm_opus
+
+    recording = speech_webm_opus("hello")
+    assert sniff_media_type(recording) == "audio/webm" and kind_for("audio/webm") == "audio"
+    out = io.BytesIO()
+    with av.open(out, "w", format="webm") as container:
+        stream = container.add_stream("libvpx", rate=10)
+        stream.width, stream.height, stream.pix_fmt = 16, 16, "yuv420p"
+        frame = av.VideoFrame.from_ndarray(np.zeros((16, 16, 3), dtype=np.uint8), format="rgb24")
+        for packet in [*stream.encode(frame), *stream.encode(None)]:
+            container.mux(packet)
+    assert sniff_media_type(out.getvalue()) == "video/webm"
+    # Cut short before its track list, or not a WebM at all: never called audio.
+    assert not webm_audio_only(recording[:20]) and not webm_audio_only(b"\x1a\x45\xdf\xa3\xff")

@@ -143,3 +143,25 @@ def test_attach_is_a_terminal_command_only():
     assert "attach" not in [c.name for c in slash_commands("telegram")]
     no_session = CommandContext(channel="web", chat=None, actor=None, person=None, args="x")
     assert "for the terminal" in attach_answer(no_session)
+
+
+@pytest.mark.heavy
+@pytest.mark.django_db(transaction=True)
+def test_attach_an_audio_file_is_transcribed_before_the_turn(fake_llm, tmp_path):
+    """`/attach` of a voice recording (OGG/Opus, espeak-ng's speech): stored as audio,
+    transcribed in the terminal's process by the hub's engine, and the agent hears it."""
+    from tests.attachments.audio import speech_ogg_opus
+
+    voice = tmp_path / "voice note.ogg"
+    voice.write_bytes(speech_ogg_opus("please water the plants on friday"))
+    typed = "\n".join([f"/attach {voice}", "what did I say?", "/quit", ""])
+    out = run_terminal(fake_llm, tmp_path / "blobs", typed, STT_BASE_URL="").stdout
+    assert "Attached voice note.ogg" in out and "audio/ogg" in out
+    assert "Transcribed automatically:" in out
+    attachment = Attachment.objects.get()
+    assert attachment.kind == "audio" and attachment.state == Attachment.State.READY
+    heard = attachment.extracted_text.lower()
+    assert "plants" in heard and "friday" in heard, heard
+    # The model was asked with the transcript beside the typed words.
+    asked = fake_openai.last_user_text(fake_llm.last_request).lower()
+    assert "what did i say?" in asked and "plants" in asked

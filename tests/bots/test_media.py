@@ -226,11 +226,12 @@ def test_stickers_stay_a_label_and_are_answered_at_once(fake_telegram):
     assert not Attachment.objects.exists() and fake_telegram.downloads == []
 
 
-VOICE = {"voice": {"file_id": "v", "file_unique_id": "v", "duration": 7}}
+# A kind of media no app takes (voice notes are attachments' now): a location.
+LOCATION = {"location": {"latitude": 48.8566, "longitude": 2.3522}}
 
 
 def test_another_app_plugs_in_a_handler_beside_the_files_one(fake_telegram):
-    """A second handler (voice, say) registers on its own: the photo one is untouched, and
+    """A second handler (places, say) registers on its own: the photo one is untouched, and
     its message's caption rule and hold apply to what it takes."""
     from bots.media import register_media_handler, unregister_media_handler
     from chats.agent.holds import turn_hold_place
@@ -239,17 +240,17 @@ def test_another_app_plugs_in_a_handler_beside_the_files_one(fake_telegram):
 
     def take(item):
         taken.append(item.message.pk)
-        turn_hold_place(message=item.message, reason="voice", deadline_seconds=60, respond=True)
+        turn_hold_place(message=item.message, reason="place", deadline_seconds=60, respond=True)
         return True
 
-    register_media_handler("test-voice", takes=lambda m: m.get("type") == "voice", take=take)
+    register_media_handler("test-place", takes=lambda m: m.get("type") == "location", take=take)
     try:
-        outcome = process(fake_telegram.message(private_chat(ALICE), ALICE, None, extra=VOICE))
+        outcome = process(fake_telegram.message(private_chat(ALICE), ALICE, None, extra=LOCATION))
         photo = process(fake_telegram.photo(private_chat(ALICE), ALICE, png_bytes(), caption="p"))
     finally:
-        unregister_media_handler("test-voice")
+        unregister_media_handler("test-place")
     assert taken == [outcome.message.pk] and outcome.result == "held"
-    assert outcome.message.text == "[voice message, 7 s]"  # no caption: the label
+    assert outcome.message.text == "[location 48.85660, 2.35220]"  # the label
     assert Attachment.objects.get().message_id == photo.message.pk
 
 
@@ -259,10 +260,10 @@ def test_a_failing_media_handler_loses_nothing(fake_telegram):
     def broken(item):
         raise RuntimeError("boom")
 
-    register_media_handler("test-broken", takes=lambda m: m.get("type") == "voice", take=broken)
+    register_media_handler("test-broken", takes=lambda m: m.get("type") == "location", take=broken)
     try:
-        outcome = process(fake_telegram.message(private_chat(ALICE), ALICE, None, extra=VOICE))
+        outcome = process(fake_telegram.message(private_chat(ALICE), ALICE, None, extra=LOCATION))
     finally:
         unregister_media_handler("test-broken")
     assert outcome.result == "answering" and outcome.turn is not None
-    assert Message.objects.get().text == "[voice message, 7 s]"
+    assert Message.objects.get().text == "[location 48.85660, 2.35220]"

@@ -351,7 +351,7 @@ class FakeTelegram:
         number = next(self._file_ids)
         file_id, unique = f"file-{number}-id", f"u{number}"
         size = len(data) if data is not None else int(size or 0)
-        folder = "photos" if suffix == ".jpg" else "documents"
+        folder = {".jpg": "photos", ".oga": "voice"}.get(suffix, "documents")
         with self._lock:
             self.files[file_id] = (unique, f"{folder}/file_{number}{suffix}", size, data)
         return {"file_id": file_id, "file_unique_id": unique, "file_size": size}
@@ -398,6 +398,32 @@ class FakeTelegram:
         if media_group_id:
             extra["media_group_id"] = media_group_id
         return self.message(chat, sender, None, caption=caption, extra=extra)
+
+    def voice(
+        self,
+        chat: dict,
+        sender: dict,
+        data: bytes | None,
+        *,
+        duration: int = 3,
+        size: int | None = None,
+        caption: str | None = None,
+        reply_to: dict | None = None,
+        kind: str = "voice",
+    ) -> dict:
+        """A voice note (`kind="voice"`, OGG/Opus, no file name), an audio file ("audio") or
+        a video note ("video_note"), as Telegram describes them."""
+        suffix = {"voice": ".oga", "audio": ".mp3", "video_note": ".mp4"}[kind]
+        media = {**self.add_file(data, size=size, suffix=suffix), "duration": duration}
+        if kind == "voice":
+            media["mime_type"] = "audio/ogg"
+        elif kind == "audio":
+            media.update(mime_type="audio/mpeg", file_name="talk.mp3", title="Talk")
+        else:
+            media["length"] = 240
+        return self.message(
+            chat, sender, None, caption=caption, reply_to=reply_to, extra={kind: media}
+        )
 
     def send(self, chat: dict, sender: dict, text: str | None = None, **kwargs) -> dict:
         """Build a message update and queue it; returns the update (with its update_id)."""
