@@ -8,9 +8,8 @@ A file a processor derives something from (a document's text, an audio file's tr
 is processed right there, in the terminal's process and within the processor's own bounds,
 before the turn: the terminal runs its turns in-process too, and must not depend on a
 worker to hear a voice note. A worker that also picks the file up settles nothing twice
-(`attachment_process` settles only a `pending` file). A file still pending after that
-(another process is on it) holds the turn until it is read, or at most
-ATTACHMENTS_TURN_WAIT_SECONDS (attachments.waiting), and the terminal waits for it.
+(`attachment_process` settles only a `pending` file), so the terminal's turn never holds
+for its files: they are read, transcribed or failed before it starts.
 """
 
 import os
@@ -21,7 +20,6 @@ from django.conf import settings
 
 from attachments.models import Attachment
 from attachments.services import AttachmentRefused, attachment_process, attachment_store
-from attachments.waiting import files_hold_if_pending
 from chats.models import Message
 from chats.slash_commands import CommandContext, SlashCommand
 
@@ -125,12 +123,6 @@ def staged_files_store(message: Message, session: dict) -> list[str]:
         )
         if attachment.state == Attachment.State.PENDING:
             lines.append(_processed(attachment))
-    # A file still pending (another process is on it) holds the turn until it is read or the
-    # bound passes; the terminal waits for the hold and then requests the turn in its own
-    # process (respond=False: the release requests none for a worker to run).
-    if staged and files_hold_if_pending(message=message, respond=False):
-        wait = settings.ATTACHMENTS_TURN_WAIT_SECONDS
-        lines.append(f"Reading the files before the agent answers (at most {wait:g} s)…")
     return lines
 
 

@@ -7,7 +7,7 @@ import base64
 import pytest
 
 from attachments.models import Attachment
-from chats.models import ApiToken, Message, Turn
+from chats.models import ApiToken, Message, TurnHold
 from chats.services import api_token_create
 from openai_api.following import land
 from openai_api.parsing import parse_chat_completion
@@ -44,7 +44,10 @@ def test_an_input_audio_part_is_an_audio_attachment_of_the_user_message(owner):
     assert attachment.declared_type == "audio/wav" and attachment.name == "audio.wav"
     with attachment.blob.file.open("rb") as handle:
         assert handle.read() == wav
-    assert landed.turn is not None and landed.turn.status == Turn.Status.QUEUED
+    # The recording is still being transcribed: the turn is held for it, not yet requested.
+    assert attachment.state == Attachment.State.PENDING
+    assert landed.held and landed.turn is None
+    assert TurnHold.objects.filter(message=landed.trigger, state=TurnHold.State.HELD).exists()
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,9 @@
-"""`/v1` and the terminal's `/attach` hold the turn for files still being read: a PDF sent
-either way is read (by a real worker on the files' queue) before the model is asked, so
-the request the fake model receives carries its text; and when the bounded wait
-(ATTACHMENTS_TURN_WAIT_SECONDS) passes first, the model is told the file is still being
-read. Through the running processes: daphne, a Celery worker, `manage.py chat`."""
+"""`/v1` holds the turn for files still being read: a PDF sent there is read (by a real
+worker on the files' queue) before the model is asked, so the request the fake model
+receives carries its text; and when the bounded wait (ATTACHMENTS_TURN_WAIT_SECONDS) passes
+first, the model is told the file is still being read. The terminal's `/attach` reads the
+file in its own process before its turn, with or without a worker. Through the running
+processes: daphne, a Celery worker, `manage.py chat`."""
 
 import base64
 import json
@@ -186,33 +187,33 @@ def _terminal_pdf(tmp_path):
     return pdf
 
 
-def test_terminal_attach_waits_for_the_pdf_to_be_read(reading_stack, fake_llm, tmp_path):
+def test_terminal_attach_reads_the_pdf_before_the_turn(reading_stack, fake_llm, tmp_path):
+    # The terminal runs its turns in its own process and reads a staged file there too:
+    # the model gets the PDF's text, and no hold was needed.
     pdf = _terminal_pdf(tmp_path)
     typed = f"/attach {pdf}\nwhat does step seven say?\n/quit\n"
     result = run_terminal(fake_llm, tmp_path / "blobs", typed)
     out = result.stdout
-    assert "Attached runbook.pdf" in out
-    assert "Reading the files before the agent answers (at most 30 s)…" in out
+    assert "Attached runbook.pdf" in out and "Read runbook.pdf." in out
     assert "you said: what does step seven say?" in out
     asked = _user_text(fake_llm.requests[-1])
     assert PDF_TEXT in asked and PENDING not in asked
     message = Message.objects.get(text="what does step seven say?")
     assert Attachment.objects.get(message=message).state == Attachment.State.READY
-    assert TurnHold.objects.get(message=message).state == TurnHold.State.RELEASED
+    assert not TurnHold.objects.filter(message=message).exists()
     assert Turn.objects.filter(trigger=message, status="completed").count() == 1
 
 
-def test_terminal_bounded_wait_ends_with_a_note(transactional_db, fake_llm, tmp_path):
+def test_terminal_reads_the_pdf_without_any_worker(transactional_db, fake_llm, tmp_path):
+    # No worker reads the files' queue here, and a 1 s bound would end any wait: the terminal
+    # reads the file itself, so the model still gets its text.
     pdf = _terminal_pdf(tmp_path)
     typed = f"/attach {pdf}\nwhat does it say?\n/quit\n"
-    # No worker reads the files' queue here: the 1 s bound ends the wait.
     result = run_terminal(fake_llm, tmp_path / "blobs", typed, ATTACHMENTS_TURN_WAIT_SECONDS="1")
-    assert "at most 1 s" in result.stdout
+    assert "Read runbook.pdf." in result.stdout
     assert "you said: what does it say?" in result.stdout
     asked = _user_text(fake_llm.requests[-1])
-    assert "runbook.pdf" in asked and PENDING in asked and PDF_TEXT not in asked
+    assert "runbook.pdf" in asked and PDF_TEXT in asked and PENDING not in asked
     message = Message.objects.get(text="what does it say?")
-    hold = TurnHold.objects.get(message=message)
-    assert hold.state == TurnHold.State.RELEASED and hold.released_at >= hold.deadline
-    assert hold.turn is None  # the terminal requested the turn itself, in its own process
+    assert not TurnHold.objects.filter(message=message).exists()
     assert Turn.objects.filter(trigger=message, status="completed").count() == 1

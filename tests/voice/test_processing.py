@@ -4,6 +4,9 @@ duration, engine, parts), progress sent along the way, on the voice queue; failu
 reason a person can read and the recording kept; the remote engine (a fake OpenAI-compatible
 server) tried first, and the local engine when it fails."""
 
+from pathlib import Path
+
+import av
 import numpy as np
 import pytest
 
@@ -144,17 +147,50 @@ def test_the_local_engine_transcribes_when_the_remote_server_fails(
     assert word_error_rate(ENGLISH, attachment.extracted_text) <= 0.25
 
 
+def _silent_video(path: Path) -> Path:
+    """A WebM with a (black) VP8 picture and two seconds of silent Opus sound."""
+    with av.open(str(path), "w", format="webm") as container:
+        video = container.add_stream("libvpx", rate=10)
+        video.width, video.height, video.pix_fmt = 64, 48, "yuv420p"
+        sound = container.add_stream("libopus", rate=48000)
+        sound.layout = "mono"
+        black = np.zeros((48, 64, 3), np.uint8)
+        for _ in range(20):
+            for packet in video.encode(av.VideoFrame.from_ndarray(black, format="rgb24")):
+                container.mux(packet)
+        for packet in video.encode(None):
+            container.mux(packet)
+        for start in range(0, 48000 * 2, 960):
+            frame = av.AudioFrame.from_ndarray(
+                np.zeros((1, 960), np.int16), format="s16", layout="mono"
+            )
+            frame.sample_rate, frame.pts = 48000, start
+            for packet in sound.encode(frame):
+                container.mux(packet)
+        for packet in sound.encode(None):
+            container.mux(packet)
+    return path
+
+
 def test_a_silent_video_is_ready_with_a_note(say, tmp_path, enqueued):
-    # A WebM whose only track is silence (what a muted MediaRecorder sends): a WebM without a
-    # video track sniffs as audio, and either kind is transcribed.
-    samples = np.zeros(48000 * 2, np.int16)
-    path = tmp_path / "clip.webm"
-    encode(samples, path, fmt="webm")
+    # A video whose sound track is silence: the video is kept as it is, with a note.
+    path = _silent_video(tmp_path / "clip.webm")
     attachment = store(say, path, name="clip.webm", declared="video/webm")
-    assert attachment.kind in ("audio", "video")
+    assert attachment.kind == "video"
     assert transcribe_attachment(attachment.pk) == "ready"
     attachment.refresh_from_db()
     assert attachment.extracted_text == "" and "No speech was heard" in attachment.note
+
+
+def test_a_silent_recording_fails_with_a_reason(say, tmp_path, enqueued):
+    # A WebM whose only track is silence (what a muted MediaRecorder sends) sniffs as audio:
+    # a recording in which nobody spoke is failed with why, and kept.
+    path = encode(np.zeros(48000 * 2, np.int16), tmp_path / "clip.webm", fmt="webm")
+    attachment = store(say, path, name="clip.webm", declared="video/webm")
+    assert attachment.kind == "audio"
+    assert transcribe_attachment(attachment.pk) == "failed"
+    attachment.refresh_from_db()
+    assert "No speech was heard" in attachment.failure and attachment.blob is not None
 
 
 def test_a_turn_waits_longer_for_a_recording_than_for_other_files(

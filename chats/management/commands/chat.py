@@ -19,11 +19,10 @@ import uuid
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from chats.agent.holds import turn_hold_held, turn_hold_wait
 from chats.agent.interrupts import request_interrupt
 from chats.agent.llm import get_provider
 from chats.agent.loop import run_claimed_turn
-from chats.agent.turns import Claim, message_received, turn_claim, turn_request, turn_stop
+from chats.agent.turns import Claim, message_received, turn_claim, turn_stop
 from chats.agent.waiting import wait_points
 from chats.models import Actor, Turn
 from chats.selectors import chat_may_post
@@ -224,16 +223,10 @@ class Command(BaseCommand):
         except IngestError as exc:
             self.stderr.write(f"Not sent: {exc}")
             return None
-        held = False
-        if not result.duplicate:  # files staged with /attach, stored before the turn starts
+        if not result.duplicate:  # files staged with /attach, stored (and read) before the turn
             for line in staged_store(message=result.message, session=self.session):
                 self.stdout.write(line)
-            held = turn_hold_held(result.message.pk)
-        turn = message_received(result, enqueue=False, held=held)
-        if held:
-            turn = self.after_hold(result.message)
-            if turn is None:
-                return None
+        turn = message_received(result, enqueue=False)
         outcome: dict = {}
         worker = threading.Thread(target=self._run, args=(turn, outcome), daemon=True)
         worker.start()
@@ -248,17 +241,6 @@ class Command(BaseCommand):
         if turn.status == Turn.Status.WAITING:
             return self.decide_waiting(turn)
         return turn
-
-    def after_hold(self, message) -> Turn | None:
-        """The message's turn was held (its files are being read: chats.agent.holds): wait
-        until the hold is released (the files read, or its deadline), then request the turn
-        here, in this process. Ctrl-C stops waiting: the message is kept, unanswered."""
-        try:
-            turn_hold_wait(message.pk)
-        except KeyboardInterrupt:
-            self.stdout.write("[not waiting: your message is kept without an answer]")
-            return None
-        return turn_request(message=message, enqueue=False)
 
     # --- a call waiting for a decision ----------------------------------------------------
 
