@@ -104,3 +104,8 @@ class AttachmentsConfig(AppConfig):
         processor_register(describe.PROCESSOR_NAME, wants=describe.wants, run=describe.run)
         # How files reach the model: asked by the context builder for messages that carry any.
         message_parts_register(CARRIES_NAME, attachments_carried)
+        # Memory and skill proposals drawn from a file name it as their source.
+        from attachments.provenance import files_behind
+        from chats.work_sources import register_work_sources
+
+        register_work_sources("attachments", files_behind)
