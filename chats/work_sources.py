@@ -5,10 +5,10 @@ files), and the apps that store the agent's work with its provenance (memory and
 proposals) ask `work_sources(context)` and keep what it returns beside the source message.
 
 A source is a plain dict, stored as JSON: `{"kind": "file", "id": 7, "name": "runbook.pdf",
-"chat_id": 3, "how": "attached" | "read", "url": "/attachments/7/download"}`. Its `chat_id` says whose readers may read it:
-work drawn from it must never reach a wider audience than that chat's readers (memory and
-skills each enforce it where a change would land), and a page showing a source links to it
-only for those readers.
+"chat_id": 3, "how": "attached" | "read", "url": "/attachments/7/download"}`. Its `chat_id`
+says whose readers may read it: work drawn from it must never reach a wider audience than
+that chat's readers (memory and skills each enforce it where a change would land), and a
+page showing a source links to it only for those readers.
 """
 
 from collections.abc import Callable

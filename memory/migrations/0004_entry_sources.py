@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('memory', '0003_entry_review'),
+        ("memory", "0003_entry_review"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='memoryentry',
-            name='sources',
+            model_name="memoryentry",
+            name="sources",
             field=models.JSONField(blank=True, default=list),
         ),
     ]
