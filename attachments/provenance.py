@@ -53,6 +53,8 @@ def files_behind(context: TurnContext) -> list[dict]:
         after = context.covers_after_id or 0
         attached = Attachment.objects.filter(message__chat=chat, message_id__gt=after)
         steps = steps.filter(pk__gt=after)
+    elif context.trigger is None:  # no message answered (a command): nothing drawn on
+        return []
     else:
         attached = Attachment.objects.filter(message_id=context.trigger.pk)
         if context.turn is None or not context.turn.pk:

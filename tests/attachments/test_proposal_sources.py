@@ -9,12 +9,17 @@ import pytest
 
 from attachments.services import attachment_store
 from chats.agent.registry import ORIGIN_REVIEW, TurnContext
-from chats.models import ChatMember, Message, Turn
+from chats.models import ChatKind, ChatMember, Message, Turn
 from chats.services import chat_get_or_create, chat_member_ensure, message_ingest
 from chats.work_sources import work_sources
 from memory.models import MemoryEntry, MemoryEvent
 from memory.tools import MEMORY_TOOL
+from skills.models import Scope, Skill, SkillProposal
+from skills.outcomes import SkillInvalid
+from skills.reviews import skill_promote, skill_proposal_decide
+from skills.tools import SKILL_MANAGE_TOOL
 from tests.chats.dashboard_helpers import login
+from tests.skills.helpers import skill_md
 
 pytestmark = pytest.mark.django_db
 
@@ -213,3 +218,114 @@ def test_the_approvals_page_links_the_file_for_its_chats_readers_only(
     assert "runbook.txt" not in login(stranger).get("/memory/approvals/").content.decode()
     assert login(stranger).get(url).status_code == 404
     assert api_for(outsider).get(f"/api/v1/attachments/{attachment.pk}").status_code == 404
+
+
+# --- skills -----------------------------------------------------------------------------
+
+
+def create_skill(context, name="queue-restart"):
+    return SKILL_MANAGE_TOOL.handler(
+        context,
+        {
+            "action": "create",
+            "name": name,
+            "content": skill_md(name=name, description="Restart the queue."),
+        },
+    )
+
+
+@pytest.fixture
+def staff_reviewer(make_person):
+    return make_person("stella", is_staff=True)
+
+
+@pytest.fixture
+def terminal_file(owner):
+    """`owner`'s own terminal profile (its one reader), a message there with a file."""
+    chat, _ = chat_get_or_create(channel="cli", chat_id=f"profile-{owner.pk}", kind=ChatKind.CLI)
+    chat_member_ensure(chat=chat, person=owner, role=ChatMember.Role.OWNER)
+    message = message_ingest(
+        channel="cli",
+        chat_id=f"profile-{owner.pk}",
+        user_id=owner.pk,
+        text="my notes",
+        person=owner,
+    ).message
+    attachment = attachment_store(message=message, name="notes.txt", data=RUNBOOK)
+    return message, attachment
+
+
+def test_a_team_skill_from_a_file_of_a_shared_chat_is_refused(filed):
+    message, _ = filed
+    answer = create_skill(context_of(message))
+    assert answer.startswith("Error: nothing was stored: this draws on a file of this chat")
+    assert "(runbook.txt)" in answer and "a team skill is indexed in every chat" in answer
+    assert not Skill.objects.exists() and not SkillProposal.objects.exists()
+
+
+def test_without_files_a_shared_chat_still_proposes_a_team_skill(say):
+    answer = create_skill(context_of(say("make a skill of what we did")))
+    assert "Proposed" in answer
+    assert SkillProposal.objects.get().sources == []
+
+
+def test_in_its_owners_private_chat_it_is_a_personal_skill_naming_the_file(
+    terminal_file, staff_reviewer
+):
+    message, attachment = terminal_file
+    answer = create_skill(context_of(message))
+    assert "personal skill" in answer, answer
+    skill = Skill.objects.get()
+    assert skill.scope == Scope.PERSONAL
+    assert [(s["id"], s["how"]) for s in skill.current_version.sources] == [
+        (attachment.pk, "attached")
+    ]
+    # Asked for the team, it is refused; and a reviewer cannot promote it to the team.
+    answer = SKILL_MANAGE_TOOL.handler(
+        context_of(message),
+        {
+            "action": "create",
+            "name": "team-one",
+            "scope": "team",
+            "content": skill_md(name="team-one", description="x"),
+        },
+    )
+    assert answer.startswith("Error: nothing was stored") and "personal" in answer
+    with pytest.raises(SkillInvalid, match=r"draws on a file of its owner's private chat"):
+        skill_promote(name="queue-restart", shown_version=1, person=staff_reviewer)
+    assert Skill.objects.get(slug="queue-restart").scope == Scope.PERSONAL
+
+
+def test_a_personal_skill_change_waiting_for_review_links_the_file_for_readers_only(
+    terminal_file, owner, staff_reviewer, settings
+):
+    message, attachment = terminal_file
+    assert "personal skill" in create_skill(context_of(message))
+    settings.SKILLS_APPROVAL = "review"
+    patch = SKILL_MANAGE_TOOL.handler(
+        context_of(message),
+        {
+            "action": "patch",
+            "name": "queue-restart",
+            "old_string": "Restart the queue.",
+            "new_string": "Restart the queue, then check /healthz.",
+        },
+    )
+    assert "Proposed" in patch, patch
+    proposal = SkillProposal.objects.get()
+    assert [s["name"] for s in proposal.sources] == ["notes.txt"]
+    # The skill reviewer does not read the owner's terminal: neither name nor link.
+    page = login(staff_reviewer).get("/memory/approvals/").content.decode()
+    assert "queue-restart" in page and "a file in a chat you do not read" in page
+    assert "notes.txt" not in page
+    assert login(staff_reviewer).get(attachment_url(attachment)).status_code == 404
+    # Approved, the new version keeps what the proposal drew on.
+    skill_proposal_decide(
+        proposal_id=proposal.pk, decision="approve", shown_version=1, person=staff_reviewer
+    )
+    version = Skill.objects.get().current_version
+    assert version.number == 2 and [s["name"] for s in version.sources] == ["notes.txt"]
+
+
+def attachment_url(attachment):
+    return f"/attachments/{attachment.pk}/download"
