@@ -203,8 +203,12 @@ def _with_source_hits(hits: list[SearchHit], parsed: SearchQuery, base_scope, li
     excluded = _message_excluded_sql(parsed)
     found = {hit.message.pk for hit in hits}
     rows: dict[int, tuple] = {}  # message id -> (source, row id): its newest matching row
+    # With `limit` hits from the text, only files of newer messages can be among the newest.
+    newer_than = min(found) if len(found) >= limit else None
     for source in search_text_sources():
-        for row_id, message_id in source_hits(source, parsed, where, excluded, limit):
+        for row_id, message_id in source_hits(
+            source, parsed, where, excluded, limit, newer_than=newer_than
+        ):
             if message_id not in found and message_id not in rows:
                 rows[message_id] = (source, row_id)
     newest = sorted([*found, *rows], reverse=True)[:limit]

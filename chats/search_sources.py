@@ -22,6 +22,8 @@ them finds neither). Bounds, so the message search keeps its speed:
   index does); PostgreSQL: the newest WALK_ROWS rows in scope are tested first (common
   words end there), then the GIN index lists the older candidates, planned without the walk
   down the primary key (`chats.search_postgresql.without_walking`);
+- when the messages' own text already gave `limit` hits, only files of newer messages can
+  count: the index is read down to the first file of those, no further;
 - a snippet reads a window of SNIPPET_WINDOW characters around the first match, found in
   the database, never the whole text (a file's text may be a million characters).
 """
@@ -101,10 +103,22 @@ def source_hits(
     where: tuple[str, list],
     message_excluded: tuple[str, list],
     limit: int,
+    newer_than: int | None = None,
 ) -> list[tuple[int, int]]:
     """(row id, message id) of up to `limit` rows matching `parsed`, newest rows first, whose
     message satisfies `where` (a condition on `m`: scope, roles, filters) and
-    `message_excluded` (a condition on `m` that its text holds no excluded word)."""
+    `message_excluded` (a condition on `m` that its text holds no excluded word).
+
+    `newer_than`: only rows of messages after this id (the message search already has
+    `limit` hits down to it). Rows are written after their message, so no row older than the
+    first row of such a message can qualify: the index is read only down to that row."""
+    if newer_than is not None:
+        first = f"(SELECT min(a.id) FROM {source.table} a WHERE a.{source.message_column} > %s)"
+        row = f"{source.sqlite_fts_table}.rowid" if connection.vendor == "sqlite" else "s.id"
+        where = (
+            f"{where[0]} AND m.id > %s AND {row} >= {first}",
+            [*where[1], newer_than, newer_than],
+        )
     if connection.vendor == "sqlite":
         return _sqlite_hits(source, parsed, where, message_excluded, limit)
     if connection.vendor == "postgresql":

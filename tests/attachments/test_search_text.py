@@ -222,3 +222,15 @@ def test_session_search_in_the_chat_names_the_file(secret_file, team_chat, say):
     (result,) = answer["results"]
     assert result["found_in_file"] == {"id": secret_file.pk, "name": "numbers.txt"}
     assert "pelican" in result["snippet"]
+
+
+def test_with_a_full_page_of_text_hits_only_newer_files_are_looked_for(say, owner):
+    with_text(say("old file"), "old.txt", text=RUNBOOK)
+    texts = [say(f"capacitor note {index}") for index in range(3)]
+    newest = say("new file")
+    with_text(newest, "new.txt", text=RUNBOOK)
+    hits = message_search(person=owner, query="capacitor", limit=3)
+    assert [hit.message.pk for hit in hits] == [newest.pk, texts[2].pk, texts[1].pk]
+    assert hits[0].matched_in.name == "new.txt"
+    hits = message_search(person=owner, query="capacitor", limit=10)
+    assert [hit.matched_in.name for hit in hits if hit.matched_in] == ["new.txt", "old.txt"]
