@@ -88,7 +88,8 @@ SESSION_SEARCH = Tool(
         "prefix*, and filters from:NAME, in:CHAT, channel:telegram|web|terminal|api, "
         "after:YYYY-MM-DD, before:YYYY-MM-DD, has:file|image|document, type:pdf|png|docx|…. "
         "In a group chat it searches that chat only; in a private chat, every chat the "
-        "person talking to you may read. Returns author, time and a snippet per match."
+        "person talking to you may read. Words also match text inside files on messages "
+        "(found_in_file then names the file). Returns author, time and a snippet per match."
     ),
     parameters={
         "type": "object",
