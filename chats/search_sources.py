@@ -29,17 +29,22 @@ them finds neither). Bounds, so the message search keeps its speed:
 """
 
 import itertools
+import logging
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from django.db import connection
+from django.db import OperationalError, connection, transaction
 
 from chats.search_postgresql import clause_is_indexable, regex_literal, without_walking
 from chats.search_query import SearchQuery, Term
 
+logger = logging.getLogger(__name__)
+
 TRIGRAM = 3
 WALK_ROWS = 50
+INDEX_MS = "300"  # PostgreSQL: the index path's time bound, milliseconds
+QUERY_CANCELED = "57014"
 SNIPPET_BEFORE = 200
 SNIPPET_WINDOW = 800
 
@@ -113,12 +118,18 @@ def source_hits(
     `limit` hits down to it). Rows are written after their message, so no row older than the
     first row of such a message can qualify: the index is read only down to that row."""
     if newer_than is not None:
-        first = f"(SELECT min(a.id) FROM {source.table} a WHERE a.{source.message_column} > %s)"
+        # One indexed lookup ((message, id)): usually no row is that new and the index is
+        # not read at all; else it is read from that row on (FTS5 takes a rowid range).
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT min(id) FROM {source.table} WHERE {source.message_column} > %s",
+                [newer_than],
+            )
+            first = cursor.fetchone()[0]
+        if first is None:
+            return []
         row = f"{source.sqlite_fts_table}.rowid" if connection.vendor == "sqlite" else "s.id"
-        where = (
-            f"{where[0]} AND m.id > %s AND {row} >= {first}",
-            [*where[1], newer_than, newer_than],
-        )
+        where = (f"{where[0]} AND m.id > %s AND {row} >= %s", [*where[1], newer_than, first])
     if connection.vendor == "sqlite":
         return _sqlite_hits(source, parsed, where, message_excluded, limit)
     if connection.vendor == "postgresql":
@@ -274,7 +285,23 @@ def _postgresql_hits(source, parsed, where, message_excluded, limit):
         f" AND {message_excluded[0]} ORDER BY s.id DESC LIMIT %s"
     )
     params = [*where[1], oldest, *match_params, *message_excluded[1], limit - len(hits)]
-    return hits + [(row[0], row[1]) for row in without_walking(sql, params)]
+    # A long text holds most trigrams: for words whose trigrams are everywhere, the index
+    # narrows little and every candidate's whole text is tested again. Bounded in time:
+    # past INDEX_MS the statement is cancelled (in a savepoint: the caller's transaction
+    # goes on) and the search answers with what it found (logged).
+    try:
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT set_config('statement_timeout', %s, true)", [INDEX_MS])
+            rows = without_walking(sql, params)
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL statement_timeout TO DEFAULT")
+    except OperationalError as exc:
+        if getattr(exc.__cause__, "sqlstate", None) != QUERY_CANCELED:
+            raise
+        logger.warning("file search stopped after %s ms: %d hits so far", INDEX_MS, len(hits))
+        return hits
+    return hits + [(row[0], row[1]) for row in rows]
 
 
 # --- Snippets ---------------------------------------------------------------------------
@@ -309,7 +336,10 @@ def source_snippets(
             f"length(s.{column})",
         ]
     placeholders = ", ".join(["%s"] * len(row_ids))
-    materialized = "AS MATERIALIZED"
+    # Each position is computed once (MATERIALIZED: SQLite 3.35+, PostgreSQL 12+); an older
+    # SQLite inlines the CTE and computes it again for the window, which is only slower.
+    old_sqlite = sqlite and connection.Database.sqlite_version_info < (3, 35)
+    materialized = "AS" if old_sqlite else "AS MATERIALIZED"
     sql = (
         f"WITH f {materialized} (SELECT s.id, {', '.join(found_columns)} FROM {source.table} s"
         f" WHERE s.id IN ({placeholders}))"

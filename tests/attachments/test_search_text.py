@@ -3,6 +3,7 @@ text (extracted text, descriptions) holds it, on both databases, only in chats t
 may read, and the hit names the file (API, dashboard, the agent's session_search)."""
 
 import pytest
+from django.db import connection
 
 from attachments.models import Attachment
 from attachments.services import attachment_store
@@ -234,3 +235,33 @@ def test_with_a_full_page_of_text_hits_only_newer_files_are_looked_for(say, owne
     assert hits[0].matched_in.name == "new.txt"
     hits = message_search(person=owner, query="capacitor", limit=10)
     assert [hit.matched_in.name for hit in hits if hit.matched_in] == ["new.txt", "old.txt"]
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's index path")
+def test_postgresql_bounds_the_index_path_in_time_and_keeps_the_transaction(
+    say, owner, monkeypatch, caplog
+):
+    """Past the walk, a file search the index cannot narrow stops at INDEX_MS with the hits
+    found so far; the caller's transaction (a test's, here) goes on."""
+    from chats import search_sources
+
+    old = say("old one")
+    with_text(old, "old.txt", text=RUNBOOK)
+    newer = []
+    for index in range(search_sources.WALK_ROWS):
+        newer.append(say(f"newer {index}"))
+        with_text(newer[-1], f"n{index}.txt", text="nothing to see" if index else RUNBOOK)
+    monkeypatch.setattr(search_sources, "INDEX_MS", "50")
+    slow = search_sources.without_walking
+    monkeypatch.setattr(
+        search_sources,
+        "without_walking",
+        lambda sql, params: slow("SELECT 1, 1 FROM pg_sleep(1)", []),
+    )
+    hits = message_search(person=owner, query="capacitor")
+    assert [hit.matched_in.name for hit in hits] == ["n0.txt"]  # old.txt was not reached
+    assert "file search stopped after 50 ms" in caplog.text
+    assert found(owner, "nothing") and Attachment.objects.count() == 51  # still usable
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW statement_timeout")
+        assert cursor.fetchone()[0] == "0"
