@@ -263,11 +263,12 @@ def _postgresql_hits(source, parsed, where, message_excluded, limit):
     walk_match, walk_params = _postgresql_match(source, parsed, indexed=False)
     newest = f"SELECT s.id FROM {joined} WHERE {where[0]} ORDER BY s.id DESC LIMIT %s"
     scope_step = [*where[1], WALK_ROWS]
-    # MATERIALIZED: the newest rows are picked first, and only their texts are tested (left
-    # to itself, the planner may test every text of the table, then keep the newest).
+    # The texts are tested outside the inner LIMIT: only the newest rows' texts are read
+    # (left to itself, the planner may test every text of the table, then keep the newest).
+    columns = ", ".join(f"s.{column}" for column in source.text_columns)
     sql = (
-        f"WITH w AS MATERIALIZED ({newest})"
-        f" SELECT s.id, s.{message} FROM w JOIN {table} s ON s.id = w.id"
+        f"SELECT s.id, s.{message} FROM (SELECT s.id, s.{message}, {columns} FROM {joined}"
+        f" WHERE {where[0]} ORDER BY s.id DESC LIMIT %s) s"
         f" JOIN chats_message m ON m.id = s.{message} WHERE {walk_match}"
         f" AND {message_excluded[0]} ORDER BY s.id DESC LIMIT %s"
     )
