@@ -213,10 +213,13 @@ def _audit(
 
 
 def _with_sources(detail: dict | None, author: Author | None) -> dict:
-    """An event's detail, naming the files the change drew on when it drew on any."""
+    """An event's detail, with the files the change drew on when it drew on any: by id only
+    (the audit is shown in the admin to staff, who may not read the file's chat)."""
     detail = dict(detail or {})
     if author is not None and author.sources:
-        detail["sources"] = list(author.sources)
+        detail["sources"] = [
+            {"kind": source.get("kind"), "id": source.get("id")} for source in author.sources
+        ]
     return detail
 
 
