@@ -23,7 +23,13 @@ class AttachmentsConfig(AppConfig):
         from attachments.outbound import message_reply_files, outbound_tools, reply_files_attach
         from attachments.processing import processor_register
         from attachments.render import attachments_extras
-        from attachments.search_filters import has_check, has_condition, type_check, type_condition
+        from attachments.search_filters import (
+            TEXT_SOURCE,
+            has_check,
+            has_condition,
+            type_check,
+            type_condition,
+        )
         from attachments.services import CARRIES_NAME
         from attachments.signals import attachment_settled
         from attachments.terminal import attach_command, staged_files_store
@@ -44,6 +50,7 @@ class AttachmentsConfig(AppConfig):
         from chats.history_bundle import register_record_extra
         from chats.reply_files import register_reply_files
         from chats.search_query import register_search_filter
+        from chats.search_sources import register_search_text_source
         from chats.slash_commands import register_slash_command
         from chats.staged import register_staged_consumer
         from hermes_site.body_limits import body_limit_register
@@ -58,6 +65,8 @@ class AttachmentsConfig(AppConfig):
         # The search syntax's has:file and type:pdf.
         register_search_filter("has", example="file", check=has_check, condition=has_condition)
         register_search_filter("type", example="pdf", check=type_check, condition=type_condition)
+        # A plain search term finds text inside files too (extracted text, descriptions).
+        register_search_text_source(TEXT_SOURCE)
         # History exports carry each message's files (bytes in the bundle, by SHA-256).
         register_record_extra(
             "attachments",
@@ -109,3 +118,8 @@ class AttachmentsConfig(AppConfig):
         from attachments.tool_files import tool_files_store
 
         register_tool_files_store(tool_files_store)
+        # Memory and skill proposals drawn from a file name it as their source.
+        from attachments.provenance import files_behind
+        from chats.work_sources import register_work_sources
+
+        register_work_sources("attachments", files_behind)

@@ -3,6 +3,12 @@
 LLM_* setting), an image is described once, on the files' queue, and the description stored
 on the attachment; the model then reads it, framed as another model's words. The call is
 recorded in usage (kind "vision"), attributed like the message the image came with.
+
+Before the call, the engine's turn gates are asked as for a turn answering that message
+(`chats.agent.registry`; the budgets app registers its monthly caps there, and this module
+never imports it): over a cap there is no call, the image is `failed` with "Not described:
+the chat's budget is spent …" (the card shows it, the model reads it and says it cannot see
+the image), and the message's turn still runs, held by the same rules as for any file.
 """
 
 import logging
@@ -14,6 +20,7 @@ from attachments.models import Attachment
 from attachments.processing import Derived, ProcessingFailed
 from chats.agent.llm import LLMError, TextDelta, Usage
 from chats.agent.llm.vision import model_takes_images
+from chats.agent.registry import TurnContext, TurnSpend, registry
 from chats.signals import model_usage
 
 logger = logging.getLogger(__name__)
@@ -76,10 +83,35 @@ def _record_usage(attachment: Attachment, model: str, usage: Usage | None) -> No
             logger.error("model_usage receiver %r failed", receiver, exc_info=result)
 
 
+NOT_DESCRIBED_BUDGET = "Not described: the chat's budget is spent."
+
+
+def budget_refusal(attachment: Attachment) -> str | None:
+    """Why the vision model may not be called for this image (a turn gate's answer: a monthly
+    cap that applies to the work of its message is used up), else None. The gates see the
+    call as a turn answering the image's message, attributed the same way (usage's rule)."""
+    if not registry.turn_gates:
+        return None
+    message = attachment.message
+    actor = message.actor
+    context = TurnContext(
+        chat=message.chat,
+        trigger=message,
+        actor=actor,
+        person=actor.person if actor is not None and actor.person_id else None,
+    )
+    return registry.turn_refusal(context, TurnSpend(model=settings.VISION_LLM_MODEL))
+
+
 def run(attachment: Attachment) -> Derived:
-    """Describe one image with the vision model (ProcessingFailed with a reason on failure)."""
+    """Describe one image with the vision model (ProcessingFailed with a reason on failure,
+    and without calling it when a budget gate refuses)."""
     if attachment.blob_id is None:
         raise ProcessingFailed("The image's bytes are not stored.")
+    refusal = budget_refusal(attachment)
+    if refusal:
+        logger.info("image %s not described: %s", attachment.pk, refusal)
+        raise ProcessingFailed(f"{NOT_DESCRIBED_BUDGET} {refusal}")
     with attachment.blob.file.open("rb") as file:
         data = file.read()
     try:

@@ -6,12 +6,17 @@
                           docx, xlsx, pptx, csv, txt, html, …) or a media type (image/png);
                           the type is the one sniffed from the bytes, never the file's name
 
+`TEXT_SOURCE` makes a plain search term also find messages whose files' derived text holds
+it (extracted text, descriptions; transcripts land in the extracted text), through the index
+of migration 0005 (`chats.search_sources` says how it is read and bounded).
+
 Different filters narrow (`has:image type:pdf`: an image and a PDF); the same filter twice
 takes either value (`type:png type:jpeg`), as from:, in: and channel: do.
 """
 
 from attachments.models import Attachment
 from chats.search_query import SearchQueryError
+from chats.search_sources import SearchTextSource
 
 HAS = {"file": None} | {kind: kind for kind in Attachment.Kind.values if kind != "other"}
 TYPES = {
@@ -92,3 +97,14 @@ def type_condition(values: list[str]) -> tuple[str, list]:
         conditions.append(f"{_EXISTS} AND ({' OR '.join(matches)}))")
         params += match_params
     return "(" + " OR ".join(conditions) + ")", params
+
+
+TEXT_SOURCE = SearchTextSource(
+    name="attachments",
+    noun="file",
+    table=Attachment._meta.db_table,
+    message_column="message_id",
+    text_columns=("extracted_text", "description"),
+    label_column="name",
+    sqlite_fts_table="attachments_attachment_fts",  # migration 0005
+)

@@ -220,7 +220,11 @@ def attachment_process(attachment_id: int) -> Attachment | None:
     """Run the processor that wants this `pending` file and store what it derived, setting
     `ready` or `failed`; then send `attachment_settled`. Nothing is locked while the
     processor computes. Returns the attachment, or None when it is gone or already settled."""
-    attachment = Attachment.objects.filter(pk=attachment_id).select_related("blob").first()
+    attachment = (
+        Attachment.objects.filter(pk=attachment_id)
+        .select_related("blob", "message__chat", "message__actor")
+        .first()
+    )
     if attachment is None or attachment.state != Attachment.State.PENDING:
         return None
     processor = processor_for(attachment)

@@ -31,7 +31,7 @@ from django.db.models import Q
 from django.db.models.expressions import RawSQL
 
 from chats.models import Actor, Chat, Message
-from chats.search_postgresql import clause_is_indexable, postgresql_hits
+from chats.search_postgresql import clause_is_indexable, postgresql_hits, regex_literal
 from chats.search_query import (
     MAX_TERMS,
     SearchQuery,
@@ -39,6 +39,14 @@ from chats.search_query import (
     Term,
     parse_search_query,
     registered_filter,
+)
+from chats.search_sources import (
+    MatchedIn,
+    SourceSnippet,
+    search_text_sources,
+    searches_sources,
+    source_hits,
+    source_snippets,
 )
 from chats.selectors import chats_readable_by
 
@@ -77,6 +85,9 @@ class SearchHit:
     message: Message
     snippet: str
     highlights: list[tuple[int, int]]
+    # Where the words were found when not in the message's own text: a file on it (search
+    # text sources, `chats.search_sources`); the snippet is then from that file's text.
+    matched_in: MatchedIn | None = None
 
 
 def message_search(
@@ -93,7 +104,7 @@ def message_search(
     """
     parsed = parse_search_query(query)
     limit = min(limit, MAX_RESULTS)
-    if parsed.is_empty or limit <= 0 or _surely_missing(parsed):
+    if parsed.is_empty or limit <= 0:
         return []
 
     def scope() -> tuple[str, list] | None:
@@ -120,14 +131,19 @@ def chat_message_search(*, chat: Chat, query: str, limit: int = 20) -> list[Sear
     that chat (a group's members may not be linked to Persons). The caller owns the scope."""
     parsed = parse_search_query(query)
     limit = min(limit, MAX_RESULTS)
-    if parsed.is_empty or limit <= 0 or _surely_missing(parsed):
+    if parsed.is_empty or limit <= 0:
         return []
     return _search(parsed, lambda: ("m.chat_id = %s", [chat.pk]), limit)
 
 
 def _search(parsed: SearchQuery, base_scope, limit: int) -> list:
     """`base_scope()`: the SQL condition on `m` for the chats searched (None: no chat),
-    built only when needed: on PostgreSQL a miss is known before."""
+    built only when needed: on PostgreSQL a miss is known before. The messages' own text
+    first, then the search text sources (files' text) for what it did not find."""
+    in_sources = searches_sources(parsed)
+    text_missing = _surely_missing(parsed)
+    if text_missing and not in_sources:
+        return []
 
     def scope() -> tuple[str, list] | None:
         base = base_scope()
@@ -149,7 +165,9 @@ def _search(parsed: SearchQuery, base_scope, limit: int) -> list:
         found = Message.objects.filter(id__in=ids).select_related("actor", "chat")
         return list(found.order_by("-id"))
 
-    if connection.vendor == "sqlite":
+    if text_missing:
+        messages = []
+    elif connection.vendor == "sqlite":
         where = scope()
         if where is None:
             return []
@@ -161,7 +179,90 @@ def _search(parsed: SearchQuery, base_scope, limit: int) -> list:
             f"message search supports SQLite and PostgreSQL, not {connection.vendor}"
         )
     terms = parsed.highlight_terms
-    return [_hit(message, terms) for message in messages]
+    hits = [_hit(message, terms) for message in messages]
+    if in_sources:
+        hits = _with_source_hits(hits, parsed, base_scope, limit)
+    return hits
+
+
+# --- Text beside messages (files) -------------------------------------------------------
+
+
+def _with_source_hits(hits: list[SearchHit], parsed: SearchQuery, base_scope, limit: int):
+    """`hits` and the messages whose files (search text sources) hold the query, newest
+    first, `limit` in all. A message whose own text matched is a hit of its text."""
+    base = base_scope()
+    if base is None:
+        return hits
+    filters_sql, filters_params = _filters_sql(parsed)
+    roles_sql, roles_params = _roles_sql()
+    where = (
+        " AND ".join([base[0], *filters_sql, roles_sql]),
+        [*base[1], *filters_params, *roles_params],
+    )
+    excluded = _message_excluded_sql(parsed)
+    found = {hit.message.pk for hit in hits}
+    rows: dict[int, tuple] = {}  # message id -> (source, row id): its newest matching row
+    # With `limit` hits from the text, only files of newer messages can be among the newest.
+    newer_than = min(found) if len(found) >= limit else None
+    for source in search_text_sources():
+        for row_id, message_id in source_hits(
+            source, parsed, where, excluded, limit, newer_than=newer_than
+        ):
+            if message_id not in found and message_id not in rows:
+                rows[message_id] = (source, row_id)
+    newest = sorted([*found, *rows], reverse=True)[:limit]
+    wanted = [message_id for message_id in newest if message_id in rows]
+    if not wanted:
+        return hits
+    messages = Message.objects.filter(id__in=wanted).select_related("actor", "chat")
+    messages = {message.pk: message for message in messages}
+    terms = parsed.highlight_terms
+    snippets: dict[tuple[str, int], SourceSnippet] = {}
+    for source in search_text_sources():
+        row_ids = [rows[m][1] for m in wanted if rows[m][0].name == source.name]
+        # Every hit holds a term of the first indexed clause: look for those.
+        first = next(c for c in parsed.clauses if clause_is_indexable(c))
+        for row_id, snippet in source_snippets(
+            source, row_ids, [term.text for term in first]
+        ).items():
+            snippets[(source.name, row_id)] = snippet
+    by_id = {hit.message.pk: hit for hit in hits}
+    for message_id in wanted:
+        source, row_id = rows[message_id]
+        snippet = snippets.get((source.name, row_id))
+        if message_id in messages and snippet is not None:
+            by_id[message_id] = _source_hit(messages[message_id], snippet, terms)
+    return [by_id[message_id] for message_id in newest if message_id in by_id]
+
+
+def _source_hit(message: Message, found: SourceSnippet, terms: list[str]) -> SearchHit:
+    snippet, highlights = build_snippet(found.text, terms)
+    if found.cut_before and not snippet.startswith(ELLIPSIS):
+        snippet = ELLIPSIS + snippet
+        highlights = [(start + 1, end + 1) for start, end in highlights]
+    if found.cut_after and not snippet.endswith(ELLIPSIS):
+        snippet += ELLIPSIS
+    return SearchHit(
+        message=message, snippet=snippet, highlights=highlights, matched_in=found.matched_in
+    )
+
+
+def _message_excluded_sql(parsed: SearchQuery) -> tuple[str, list]:
+    """A condition on `m`: its own text holds none of the excluded words (a file's hit is
+    refused by a word excluded from its message too)."""
+    pieces, params = ["1 = 1"], []
+    for term in parsed.excluded:
+        if connection.vendor == "sqlite":
+            piece, piece_params = _sqlite_term_sql(term)
+        else:
+            piece, piece_params = "m.text ILIKE %s", [_like_contains(term.text)]
+            if term.prefix:
+                piece += " AND m.text ~* %s"
+                piece_params.append(r"(^|\W)" + regex_literal(term.text))
+        pieces.append(f"NOT ({piece})")
+        params += piece_params
+    return " AND ".join(pieces), params
 
 
 # --- Cheap misses -----------------------------------------------------------------------

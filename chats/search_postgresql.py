@@ -307,10 +307,10 @@ def _from_index(parsed, where, below, limit) -> list[int]:
         " ORDER BY m.id DESC LIMIT %s"
     )
     params = [*scope_params, *older_params, *match_params, limit]
-    return [row[0] for row in _without_walking(sql, params)]
+    return [row[0] for row in without_walking(sql, params)]
 
 
-def _without_walking(sql: str, params: list) -> list[tuple]:
+def without_walking(sql: str, params: list) -> list[tuple]:
     """Rows of `sql` planned with the index on text: index scans (the walk down the
     primary key) and sequential scans off, for this statement only.
 
@@ -337,7 +337,7 @@ def _without_walking(sql: str, params: list) -> list[tuple]:
 # --- Text tests -------------------------------------------------------------------------
 
 
-def _regex(text: str) -> str:
+def regex_literal(text: str) -> str:
     """`text` as a literal inside a PostgreSQL regular expression (ARE)."""
     return "".join("\\" + ch if ch.isascii() and not ch.isalnum() else ch for ch in text)
 
@@ -370,7 +370,7 @@ def _term_sql(term: Term, *, alias: str, indexed: bool, folded: bool) -> tuple[s
         # Checked on the LIKE's candidates only, never given to the index: pg_trgm's
         # analysis of a regex costs milliseconds to plan and to look up.
         sql += f" AND ({alias}.text || '') ~* %s"
-        params.append(r"(^|\W)" + _regex(term.text))
+        params.append(r"(^|\W)" + regex_literal(term.text))
     return f"({sql})", params
 
 

@@ -27,7 +27,9 @@ model_error = Signal()
 # Sent inside the transaction that stores model work's token counters: a turn's counters
 # (`turn_wait`, `turn_finish`, kind "turn") and a compression summary (kind "compression");
 # also by an app's model work for one message outside a turn (attachments: kind "vision",
-# `turn` None and `message_id` the message it was done for, which decides who spends).
+# `turn` None and `message_id` the message it was done for, which decides who spends; and
+# kind "extraction", a document's pages read by the hub itself: `calls` the pages, no model,
+# no tokens, `duration_ms` the reading time).
 # Arguments: `kind`, `chat_id`, `turn` (the turn it was done for, or None), `model`,
 # `calls` (model calls), `prompt_tokens`, `completion_tokens`: the work since the counters
 # were last stored, so the sums of what is sent equal the stored counters. The usage app

@@ -17,6 +17,7 @@ from django.views.decorators.http import require_GET
 
 from chats.models import Message
 from chats.search import SearchHit, SearchQueryError, message_search
+from chats.search_sources import MatchedIn
 
 RESULT_LIMIT = 50
 MAX_QUERY_CHARS = 500
@@ -28,6 +29,7 @@ class SearchResult:
 
     message: Message
     snippet_html: SafeString
+    matched_in: MatchedIn | None = None  # the file whose text matched, if not the message's
 
 
 def highlighted_snippet(snippet: str, highlights: list[tuple[int, int]]) -> SafeString:
@@ -52,7 +54,9 @@ def highlighted_snippet(snippet: str, highlights: list[tuple[int, int]]) -> Safe
 
 def _result(hit: SearchHit) -> SearchResult:
     return SearchResult(
-        message=hit.message, snippet_html=highlighted_snippet(hit.snippet, hit.highlights)
+        message=hit.message,
+        snippet_html=highlighted_snippet(hit.snippet, hit.highlights),
+        matched_in=hit.matched_in,
     )
 
 

@@ -144,6 +144,8 @@ def review_context(review: Review) -> TurnContext:
         person=person,
         origin=ORIGIN_REVIEW,
         review_id=review.pk,
+        # What it proposes may draw on anything it reads (chats.work_sources).
+        covers_after_id=review.covers_after_id,
     )
 
 

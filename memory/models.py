@@ -178,6 +178,9 @@ class MemoryEntry(models.Model):
     source_message = models.ForeignKey(
         Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # Files the entry (or a change proposed to it) drew on, from chats.work_sources:
+    # [{"kind": "file", "id", "name", "chat_id", "how"}]; they bound where it may land.
+    sources = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
     approved_at = models.DateTimeField(null=True, blank=True)

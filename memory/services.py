@@ -22,6 +22,7 @@ from memory.audience import Audience, chat_audience, entry_shown, proposal_shown
 from memory.expiry import expired_tell_chats
 from memory.models import MemoryBook, MemoryEntry, MemoryEvent, Scope, Visibility
 from memory.signals import proposal_created
+from memory.sources import file_source_refusal, merged_sources
 
 logger = logging.getLogger(__name__)
 
@@ -133,6 +134,9 @@ class Author:
     asked: bool = False  # the subject explicitly asked for this change in this turn
     origin: str = ORIGIN_CHAT  # ORIGIN_REVIEW: a background review, whose writes always wait
     review_id: int | None = None  # that review (linked from the proposal)
+    # What the change drew on besides messages' text (files: chats.work_sources); it decides
+    # where the change may land (memory.sources) and is kept on the entry and its events.
+    sources: tuple = ()
 
 
 @dataclass
@@ -204,8 +208,19 @@ def _audit(
         after=after[:MAX_AUDIT_TEXT],
         source_chat=author.chat if author else None,
         source_message=author.message if author else None,
-        detail=detail or {},
+        detail=_with_sources(detail, author),
     )
+
+
+def _with_sources(detail: dict | None, author: Author | None) -> dict:
+    """An event's detail, with the files the change drew on when it drew on any: by id only
+    (the audit is shown in the admin to staff, who may not read the file's chat)."""
+    detail = dict(detail or {})
+    if author is not None and author.sources:
+        detail["sources"] = [
+            {"kind": source.get("kind"), "id": source.get("id")} for source in author.sources
+        ]
+    return detail
 
 
 def _person_of(author: Author):
@@ -382,6 +397,9 @@ def memory_propose(
         if not result.allowed:
             return _blocked(book, author, change, content, result)
     visibility = (visibility or Visibility.PRIVATE) if book.scope == Scope.USER else ""
+    refusal = file_source_refusal(book, author, change=change, visibility=visibility)
+    if refusal:
+        return Outcome("invalid", refusal)
     memory_expire_proposals(book=book)  # an expired proposal no longer takes budget
 
     with transaction.atomic():
@@ -519,6 +537,7 @@ def _add(book, shown, usage, author: Author, content, visibility, audience) -> O
         author_person=author.person,
         source_chat=author.chat,
         source_message=author.message,
+        sources=merged_sources([], author.sources),
         created_at=now,
         updated_at=now,
         approved_at=None if pending else now,
@@ -562,6 +581,9 @@ def _replace(book, shown, usage, author: Author, target, content, audience) -> O
         return _overflow(book, shown, usage, growth, audience)
     now = timezone.now()
     pending = _needs_approval(book, author, visibility=target.visibility, audience=audience)
+    # The entry keeps every file a change to it drew on, decided or not: it may say what
+    # the file said, so it never moves past the file's readers (memory.sources).
+    target.sources = merged_sources(target.sources, author.sources)
     if target.pending_change:
         # Still a proposal, revised by its own side: the story records who revised it, the
         # revision moves on so a decision taken on the older text is refused, and it waits

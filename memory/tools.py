@@ -2,6 +2,7 @@
 
 from chats.agent.registry import ORIGIN_REVIEW, Tool, TurnContext
 from chats.models import Actor
+from chats.work_sources import work_sources
 from memory import policy
 from memory.audience import chat_audience
 from memory.models import Scope, Visibility
@@ -144,6 +145,7 @@ def _memory(context: TurnContext, arguments: dict) -> str:
             and policy.explicit_request(change, context.trigger.text, content=content, names=names),
             origin=context.origin,
             review_id=context.review_id,
+            sources=tuple(work_sources(context)),
         ),
         content=content,
         match=arguments.get("old_text") or "",

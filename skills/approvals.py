@@ -16,6 +16,7 @@ from django.db.models import Q
 from chats.approvals import ApprovalSection, BulkInvalid, BulkOutcome
 from chats.labels import token_owner_names
 from chats.models import Chat
+from chats.work_sources import sources_shown
 from skills import policy
 from skills.diff import FileDiff, content_diff_cached
 from skills.forms import MAX_NUMBER
@@ -46,6 +47,8 @@ class ProposalItem:
     diffs: list[FileDiff] = field(default_factory=list)
     where: Chat | None = None
     where_readable: bool = False
+    # The files it drew on, linked for a reader of their chat (chats.work_sources).
+    files: list = field(default_factory=list)
     origin: str = ""  # "proposed by the review after turn N", or ""
     notice: str = ""  # why it is shown again (a refused decision), or ""
 
@@ -109,7 +112,9 @@ def _items(person, proposals: list[SkillProposal]) -> list[ProposalItem]:
             "skill_id", "number", "skill_md", "files", "content_hash"
         )
     }
-    readable = readable_chat_ids(person, [proposal.source_chat_id for proposal in proposals])
+    chat_ids = [proposal.source_chat_id for proposal in proposals]
+    chat_ids += [source.get("chat_id") for proposal in proposals for source in proposal.sources]
+    readable = readable_chat_ids(person, chat_ids)
     owners = token_owner_names(proposal.author_actor for proposal in proposals)
     items = []
     for proposal in proposals:
@@ -128,6 +133,7 @@ def _items(person, proposals: list[SkillProposal]) -> list[ProposalItem]:
                 diffs=diffs,
                 where=proposal.source_chat,
                 where_readable=proposal.source_chat_id in readable,
+                files=sources_shown(proposal.sources, readable),
                 origin=proposal.origin_label,
             )
         )

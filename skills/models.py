@@ -178,6 +178,9 @@ class SkillVersion(models.Model):
     )
     reason = models.TextField(blank=True, default="")
     origin = models.JSONField(default=dict, blank=True)  # an import's root and path
+    # Files the change drew on (chats.work_sources): such a skill never reaches a wider
+    # audience than the readers of their chat (skills.scope: never the team's).
+    sources = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -231,6 +234,7 @@ class SkillProposal(models.Model):
         Turn, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     reason = models.TextField(blank=True, default="")
+    sources = models.JSONField(default=list, blank=True)  # files it drew on, as SkillVersion's
     # Who made the change: the agent in a turn, a background review (`review` says which), or
     # the system (the curator's merges).
     via = models.CharField(max_length=16, choices=Via.choices, default=Via.AGENT)

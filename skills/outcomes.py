@@ -38,6 +38,8 @@ class Author:
     reason: str = ""
     origin: str = ORIGIN_CHAT  # ORIGIN_REVIEW: a background review, whose changes always wait
     review_id: int | None = None  # that review (linked from the proposal)
+    # Files the change drew on (chats.work_sources): they bound where it may land.
+    sources: tuple = ()
 
 
 @dataclass

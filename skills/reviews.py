@@ -12,6 +12,7 @@ the scanner reads a large skill, and the scan is used only if the skill is still
 from django.db import transaction
 from django.utils import timezone
 
+from chats.work_sources import file_names
 from skills import policy
 from skills.format import SKILL_FILE
 from skills.models import Scope, Skill, SkillProposal, SkillVersion, Via
@@ -173,6 +174,7 @@ def skill_proposal_decide(
                     draft=draft,
                     author=author,
                     reason=proposal.reason,
+                    sources=proposal.sources,  # the version draws on what the proposal did
                 )
                 proposal.status = Status.APPROVED
                 proposal.result_version = version
@@ -247,6 +249,7 @@ def skill_rollback(
                 draft=draft,
                 author=author,
                 reason=f"rollback to version {to_number}",
+                sources=target.sources,  # the restored content drew on what it drew on
             )
             return version
     raise SkillInvalid(f"version {to_number} is blocked by today's content scan: {findings}")
@@ -311,6 +314,13 @@ def skill_promote(*, name: str, shown_version: int, person, via: str = Via.DASHB
         current = skill.current_version
         if skill.scope != Scope.PERSONAL:
             raise SkillConflict(f"{name} is already a team skill")
+        drawn = [s for sources in skill.versions.values_list("sources", flat=True) for s in sources]
+        if drawn:
+            # A version drew on a file of its owner's private chat: the team would read it.
+            raise SkillInvalid(
+                f"{name} draws on a file of its owner's private chat ({file_names(drawn)}), "
+                "which only that chat's readers may read: it stays a personal skill"
+            )
         if current.number != shown_version:
             raise SkillStale(f"{name} is at version {current.number} now, not {shown_version}")
         author = Author(person=person, via=via)

@@ -33,6 +33,7 @@ from django.db.models import Q
 from chats.agent.registry import ORIGIN_REVIEW
 from chats.models import Actor, Chat
 from chats.selectors import chat_private_to
+from chats.work_sources import file_names
 from skills import policy
 from skills.models import Scope, Skill, SkillProposal, Via
 
@@ -174,6 +175,8 @@ def place(
     seen = skill is None or skill.scope == Scope.TEAM or (owner is not None and owner.owns(skill))
     if agent and not seen:
         raise _hidden(author, skill, action)
+    if agent and _draws_on_files(author, action):
+        return _file_placement(author, owner, skill, asked_scope)
     if apply_now is not None:
         return Placement(apply_now)
     if author.origin == ORIGIN_REVIEW:
@@ -211,6 +214,51 @@ def place(
             _personal_limit(owner)
             return Placement(True, personal=owner)
     return Placement(reviewer)  # a team skill: at once only for a skill reviewer
+
+
+# Changes that carry no new text: never refused for what they drew on.
+TEXTLESS_ACTIONS = ("delete", "remove_file")
+
+
+def _draws_on_files(author, action: str) -> bool:
+    sources = getattr(author, "sources", ())
+    return action not in TEXTLESS_ACTIONS and any(s.get("kind") == "file" for s in sources)
+
+
+def _file_placement(author, owner: Owner | None, skill: Skill | None, asked_scope: str):
+    """Where a change drawn from files of this chat lands (issue 33): never where more people
+    read it than the files' chat's readers. A team skill is indexed in every chat, so only a
+    personal skill of the chat's one reader (its owner, in their own private chat) may take
+    it; anything else is refused with a sentence the model can act on."""
+    files = [source for source in author.sources if source.get("kind") == "file"]
+    chat_id = author.chat.pk if author.chat is not None else None
+    own_files = owner is not None and {source.get("chat_id") for source in files} == {chat_id}
+    approval = policy.approval_policy()
+    if own_files and skill is not None and owner.owns(skill):
+        review = author.origin == ORIGIN_REVIEW or approval == "review"
+        return Placement(not review)
+    if (
+        own_files
+        and skill is None
+        and asked_scope != Scope.TEAM
+        and author.origin != ORIGIN_REVIEW
+        and approval == "own_chat"
+    ):
+        _personal_limit(owner)
+        return Placement(True, personal=owner)
+    if own_files and approval == "own_chat" and author.origin != ORIGIN_REVIEW:
+        hint = "Create it as a personal skill (scope 'personal') instead."
+    else:
+        hint = (
+            'Keep what matters in this chat\'s memory (scope "chat") instead; a person may '
+            "make it a personal skill from their own private chat."
+        )
+    raise ScopeRefused(
+        "invalid",
+        f"Error: nothing was stored: this draws on a file of this chat "
+        f"({file_names(files)}), which only this chat's readers may read, and a team skill "
+        f"is indexed in every chat. {hint}",
+    )
 
 
 def check_pending_limit(author) -> None:

@@ -150,6 +150,7 @@ def _apply(
     author: Author,
     reason: str,
     owner: "scope.Owner | None" = None,
+    sources=None,
 ) -> tuple[Skill, SkillVersion | None]:
     """Store `draft` as the skill's next version (or archive it), with its audit event; a new
     skill is `owner`'s personal skill when given, else a team skill."""
@@ -184,6 +185,7 @@ def _apply(
             source_turn=author.turn,
             reason=reason,
             origin=draft.origin or {},
+            sources=list(author.sources if sources is None else sources),
             created_at=now,
         )
         skill.current_version = version
@@ -387,6 +389,7 @@ def _store(
             source_chat=author.chat,
             source_turn=author.turn,
             reason=author.reason,
+            sources=list(author.sources),
             via=author.via,
             review_id=author.review_id,
         )

@@ -6,6 +6,7 @@ skill answers as a name nobody uses.
 """
 
 from chats.agent.registry import ORIGIN_REVIEW, Tool, TurnContext
+from chats.work_sources import work_sources
 from skills.blobs import blob_sizes
 from skills.format import SKILL_FILE, SkillFormatError, normalise_path
 from skills.scope import for_turn
@@ -202,6 +203,7 @@ def _manage(context: TurnContext, arguments: dict) -> str:
         reason=arguments.get("reason") or "",
         origin=context.origin,
         review_id=context.review_id,
+        sources=tuple(work_sources(context)),
     )
     name = arguments["name"].strip()
     base = arguments.get("base_version")

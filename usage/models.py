@@ -45,6 +45,13 @@ class Kind(models.TextChoices):
     VISION = "vision", "Image descriptions"
     TOOL = "tool", "Tool calls"
     TRANSCRIPTION = "transcription", "Transcriptions"
+    # Documents' text read by the hub itself (attachments): `calls` counts the pages read,
+    # `duration_ms` the reading time; no model, no tokens, no money.
+    EXTRACTION = "extraction", "Pages extracted"
+
+
+# Work that costs no money: never priced, and never counted as "unpriced" (no price missing).
+NOT_PRICED = (Kind.TOOL, Kind.EXTRACTION)
 
 
 class ModelPrice(models.Model):

@@ -21,6 +21,7 @@ def on_model_usage(
             calls=calls,
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
+            duration_ms=kwargs.get("duration_ms"),
         )
 
 

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from chats.models import Message, Turn
 from usage.models import (
+    NOT_PRICED,
     SUM_COLUMNS,
     Kind,
     ModelPrice,
@@ -122,7 +123,7 @@ def _add_to_day(record: UsageRecord) -> None:
         "prompt_tokens": record.prompt_tokens,
         "completion_tokens": record.completion_tokens,
         "cost_nanos": record.cost_nanos or 0,
-        "unpriced_calls": 0 if priced or record.kind == Kind.TOOL else record.calls,
+        "unpriced_calls": 0 if priced or record.kind in NOT_PRICED else record.calls,
         "unpriced_tokens": 0 if priced else tokens,
         "duration_ms": record.duration_ms or 0,
         "audio_ms": record.audio_ms or 0,
@@ -195,7 +196,7 @@ def usage_record(
     cost = None
     if kind == Kind.TRANSCRIPTION:
         cost = audio_cost_nanos
-    elif kind != Kind.TOOL:
+    elif kind not in NOT_PRICED:
         cost = cost_nanos(model, day, prompt_tokens, completion_tokens)
     record = UsageRecord(
         at=at,
@@ -230,11 +231,13 @@ def usage_record_model_work(
     prompt_tokens: int,
     completion_tokens: int,
     message_id: int | None = None,
+    duration_ms: int | None = None,
 ) -> UsageRecord:
     """Record a turn's model calls (kind "turn"; "scheduled" when a schedule started it), a
     compression summary made for a turn, attributed through the turn's trigger, or work done
-    for one message outside a turn (kind "vision": an image described), attributed through
-    that message (`message_id`)."""
+    for one message outside a turn (kind "vision": an image described; "extraction": a
+    document's pages read, `calls` being the pages), attributed through that message
+    (`message_id`)."""
     trigger_id = turn.trigger_id if turn is not None else message_id
     who = attribution_of_trigger(trigger_id)
     if kind == Kind.TURN:
@@ -248,6 +251,7 @@ def usage_record_model_work(
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
         turn_id=turn.pk if turn is not None else None,
+        duration_ms=duration_ms,
     )
 
 
@@ -322,7 +326,7 @@ def _reprice(records, model: str) -> None:
     """Set the cost of `model`'s records from its prices, interval by interval, in SQL
     (the same integer arithmetic as ModelPrice.cost_nanos)."""
     prices = list(ModelPrice.objects.filter(model=model).order_by("valid_from"))
-    mine = records.filter(model=model).exclude(kind__in=(Kind.TOOL, Kind.TRANSCRIPTION))
+    mine = records.filter(model=model).exclude(kind__in=(*NOT_PRICED, Kind.TRANSCRIPTION))
     if not prices:
         mine.update(cost_nanos=None)
         return
@@ -391,7 +395,7 @@ def _insert_sums(table, records, keys: tuple, extra: dict) -> int:
         "prompt_tokens": Sum("prompt_tokens"),
         "completion_tokens": Sum("completion_tokens"),
         "cost_nanos": Sum("cost_nanos", default=0),
-        "unpriced_calls": Sum("calls", filter=unpriced & ~Q(kind=Kind.TOOL), default=0),
+        "unpriced_calls": Sum("calls", filter=unpriced & ~Q(kind__in=NOT_PRICED), default=0),
         "unpriced_tokens": Coalesce(
             Sum(
                 Cast("prompt_tokens", BigIntegerField()) + F("completion_tokens"),
@@ -455,7 +459,7 @@ def usage_rebuild(*, model: str | None = None, reprice: bool = True) -> int:
 
 def _priced_or_recorded_models() -> list[str]:
     recorded = set(
-        UsageRecord.objects.exclude(kind__in=(Kind.TOOL, Kind.TRANSCRIPTION))
+        UsageRecord.objects.exclude(kind__in=(*NOT_PRICED, Kind.TRANSCRIPTION))
         .exclude(model="")
         .values_list("model", flat=True)
         .distinct()

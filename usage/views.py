@@ -21,7 +21,7 @@ from django.views.decorators.http import require_GET
 from chats.models import ChatMember
 from hermes_site.spreadsheets import csv_writer
 from usage.forms import UsageFilterForm
-from usage.models import Kind
+from usage.models import NOT_PRICED, Kind
 from usage.selectors import (
     GROUPINGS,
     TABLE_ROWS,
@@ -277,7 +277,7 @@ def usage_records_page(request: HttpRequest) -> HttpResponse:
             if record.cost_nanos is not None
             else record.prompt_tokens + record.completion_tokens,
             unpriced_calls=0
-            if record.cost_nanos is not None or record.kind == Kind.TOOL
+            if record.cost_nanos is not None or record.kind in NOT_PRICED
             else record.calls,
         )
         rows.append(

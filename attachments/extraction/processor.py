@@ -1,16 +1,25 @@
 """The document processor of the attachments' registry: which stored files it reads, and
 reading one (its blob copied to a temporary file, the child bounded by the settings
 ATTACHMENTS_EXTRACT_SECONDS and ATTACHMENTS_EXTRACT_MEMORY_MB, the text capped at
-ATTACHMENTS_EXTRACT_MAX_CHARS and PDFs at ATTACHMENTS_EXTRACT_MAX_PAGES pages)."""
+ATTACHMENTS_EXTRACT_MAX_CHARS and PDFs at ATTACHMENTS_EXTRACT_MAX_PAGES pages).
 
+Each file read is recorded in usage as kind "extraction" (through `chats.signals.model_usage`,
+attributed like the file's message): `calls` are the pages read and `duration_ms` the time
+the child took; no model, no tokens, never priced, so no budget is spent on it."""
+
+import logging
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 from django.conf import settings
 
 from attachments.extraction.runner import ExtractionFailed, extract_file
 from attachments.processing import Derived, ProcessingFailed
+from chats.signals import model_usage
+
+logger = logging.getLogger(__name__)
 
 PROCESSOR_NAME = "documents"
 
@@ -64,6 +73,7 @@ def extract_document(attachment) -> Derived:
         path = Path(folder) / f"document.{reader}"
         with attachment.blob.file.open("rb") as source, open(path, "wb") as target:
             shutil.copyfileobj(source, target, 1024 * 1024)
+        started = time.monotonic()
         try:
             result = extract_file(
                 path,
@@ -75,6 +85,8 @@ def extract_document(attachment) -> Derived:
             )
         except ExtractionFailed as exc:
             raise ProcessingFailed(str(exc)) from exc
+        elapsed_ms = round((time.monotonic() - started) * 1000)
+    _record_usage(attachment, pages_read(result.text), elapsed_ms)
     notes = list(result.notes)
     if not result.text.strip() and not notes:
         notes.append("The file has no text.")
@@ -84,3 +96,29 @@ def extract_document(attachment) -> Derived:
         note=" ".join(notes),
         extra={"peak_rss_kb": result.peak_rss_kb},
     )
+
+
+def pages_read(text: str) -> int:
+    """The pages the stored text holds (joined by form feeds); 0 for no text."""
+    return text.count("\f") + 1 if text else 0
+
+
+def _record_usage(attachment, pages: int, duration_ms: int) -> None:
+    """The reading in usage (kind "extraction"); a receiver's failure is logged, never the
+    file's."""
+    if not pages:
+        return
+    for receiver, result in model_usage.send_robust(
+        sender=type(attachment),
+        kind="extraction",
+        chat_id=attachment.message.chat_id,
+        turn=None,
+        message_id=attachment.message_id,
+        model="",
+        calls=pages,
+        prompt_tokens=0,
+        completion_tokens=0,
+        duration_ms=duration_ms,
+    ):
+        if isinstance(result, Exception):
+            logger.error("model_usage receiver %r failed", receiver, exc_info=result)

@@ -48,15 +48,20 @@ def _session_search(context: TurnContext, arguments: dict) -> dict:
             continue  # the question itself is not an answer
         message = hit.message
         author = message.actor.display_name if message.actor else message.role
-        results.append(
-            {
-                "chat": message.chat.title or message.chat.chat_key,
-                "author": author,
-                "role": message.role,
-                "when": timezone.localtime(message.created_at).isoformat(timespec="minutes"),
-                "snippet": hit.snippet,
+        result = {
+            "chat": message.chat.title or message.chat.chat_key,
+            "author": author,
+            "role": message.role,
+            "when": timezone.localtime(message.created_at).isoformat(timespec="minutes"),
+            "snippet": hit.snippet,
+        }
+        if hit.matched_in is not None:
+            # The snippet is from a file on the message (text it holds), not its own text.
+            result[f"found_in_{hit.matched_in.noun}"] = {
+                "id": hit.matched_in.id,
+                "name": hit.matched_in.name,
             }
-        )
+        results.append(result)
     scope = "this chat" if only_this_chat else "the chats you can read"
     return {"scope": scope, "results": results[:limit], "count": len(results[:limit])}
 
@@ -83,7 +88,8 @@ SESSION_SEARCH = Tool(
         "prefix*, and filters from:NAME, in:CHAT, channel:telegram|web|terminal|api, "
         "after:YYYY-MM-DD, before:YYYY-MM-DD, has:file|image|document, type:pdf|png|docx|…. "
         "In a group chat it searches that chat only; in a private chat, every chat the "
-        "person talking to you may read. Returns author, time and a snippet per match."
+        "person talking to you may read. Words also match text inside files on messages "
+        "(found_in_file then names the file). Returns author, time and a snippet per match."
     ),
     parameters={
         "type": "object",

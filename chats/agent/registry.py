@@ -57,6 +57,9 @@ class TurnContext:
     # this message id (the newest summary's range or reset marker; 0: from the start). It
     # changes exactly when the context is compressed or reset.
     history_start_id: int | None = None
+    # A background review (origin "review"): the history it reads comes after this message id
+    # (its range), so what it proposes may have drawn on anything after it.
+    covers_after_id: int | None = None
 
     @property
     def channel(self) -> str:

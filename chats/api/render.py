@@ -46,7 +46,17 @@ def search_hit_json(hit, *, extras: dict | None = None) -> dict:
         "message": message_json(hit.message, extras=extras),
         "snippet": hit.snippet,
         "highlights": [[start, end] for start, end in hit.highlights],
+        # Set when the words were found inside a file on the message (the snippet is then
+        # from the file's text): {"source": "attachments", "kind": "file", "id", "name"}.
+        "matched_in": _matched_in_json(hit),
     }
+
+
+def _matched_in_json(hit) -> dict | None:
+    found = getattr(hit, "matched_in", None)
+    if found is None:
+        return None
+    return {"source": found.source, "kind": found.noun, "id": found.id, "name": found.name}
 
 
 def turn_json(turn: Turn) -> dict:

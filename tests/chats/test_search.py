@@ -18,6 +18,7 @@ from chats.search import (
     message_search,
     parse_search_query,
 )
+from chats.search_sources import search_text_sources, searches_sources
 from chats.services import chat_reset, message_ingest
 
 pytestmark = [pytest.mark.django_db, pytest.mark.storage]
@@ -322,10 +323,14 @@ def test_one_query_loads_hits_with_chat_and_actor(team_chat, owner, query):
     # The hits with their chats and actors in one query, and a fixed number of others that
     # find their ids: on SQLite the indexes' cheap existence check; on PostgreSQL the
     # trigram index's candidate count (chats.search_postgresql), at most once a minute the
-    # table's size, and the check that the history holds no more than the walk saw.
+    # table's size, and the check that the history holds no more than the walk saw. Then,
+    # for a query with a 3-character word, one lookup per search text source (files' text,
+    # chats.search_sources); on PostgreSQL a second when its newest-first walk found too few.
     statements = [query["sql"] for query in queries.captured_queries]
     assert len([sql for sql in statements if "chats_actor" in sql]) == 1
-    assert len(statements) <= (2 if connection.vendor == "sqlite" else 4)
+    sources = len(search_text_sources()) if searches_sources(parse_search_query(query)) else 0
+    per_source = 1 if connection.vendor == "sqlite" else 2
+    assert len(statements) <= (2 if connection.vendor == "sqlite" else 4) + per_source * sources
 
 
 def test_deleted_messages_disappear(team_chat, owner):
