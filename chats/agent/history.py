@@ -489,6 +489,10 @@ def _unit_items(unit: _Unit | StoredMessage, *, shared: bool, supports_tools: bo
     if not supports_tools:
         text = flatten_tool_group(call, results)
         return [_Item.from_pieces("assistant", "", text, "", source_id=call.id)]
+    result_ids = tuple(result.id for result in results)
+    memo = call.item
+    if memo is not None and memo[0] == "tools" and memo[1] == result_ids:
+        return _known_tool_items(call, results, memo[2])
     extras = message_extras(call)
     items = [
         _Item.from_pieces(
@@ -516,6 +520,32 @@ def _unit_items(unit: _Unit | StoredMessage, *, shared: bool, supports_tools: bo
             )
         )
     for entry in extras["tool_calls"]:
+        if entry["id"] not in answered:
+            items.append(_Item.from_dict(missing_result_message(entry["id"])))
+    # The counts (tool calls' JSON, texts) depend only on these rows: kept on the call's row
+    # for the next turn (the row cache keeps it); the extras are built afresh each time, as
+    # their lists go into the request.
+    call.item = ("tools", result_ids, tuple((item.body_tokens, item.tokens) for item in items))
+    return items
+
+
+def _known_tool_items(
+    call: StoredMessage, results: list[StoredMessage], counts: tuple
+) -> list[_Item]:
+    """`_unit_items` of a tool group counted before: the same items, the counts reused."""
+    extras = message_extras(call)
+    body_tokens, tokens = counts[0]
+    items = [
+        _Item("assistant", "", call.text, "", extras or _NO_EXTRAS, body_tokens, tokens, call.id)
+    ]
+    answered = set()
+    for result, (body_tokens, tokens) in zip(results, counts[1 : 1 + len(results)], strict=True):
+        answered.add(result.tool_call_id)
+        result_extras = message_extras(result) or _NO_EXTRAS
+        items.append(
+            _Item("tool", "", result.text, "", result_extras, body_tokens, tokens, result.id)
+        )
+    for entry in extras["tool_calls"]:  # calls without a result (rare): counted each time
         if entry["id"] not in answered:
             items.append(_Item.from_dict(missing_result_message(entry["id"])))
     return items

@@ -20,8 +20,8 @@ batches when a build needs them (a compression moved the start, a larger window)
 Never used inside a transaction (`connection.in_atomic_block`): a row it has written may
 still be rolled back, and its id handed out again (committed ids never are: AUTOINCREMENT on
 SQLite, sequences on PostgreSQL). A chat without a version row (the row is made with the
-chat; a table emptied by hand) is not cached. Bounded: MAX_CHATS entries
-of at most MAX_ROWS rows each, least recently used first out.
+chat; a table emptied by hand) is not cached. Bounded: MAX_CHATS entries of at most MAX_ROWS
+rows each and MAX_TOTAL_ROWS together, least recently used first out.
 """
 
 import threading
@@ -34,7 +34,8 @@ from chats.agent.convert import StoredMessage
 from chats.models import Actor, HistoryVersion, Message
 
 MAX_CHATS = 32
-MAX_ROWS = 4000  # ~2-3 MB of text at most per chat; a 128k window needs ~600
+MAX_ROWS = 4000  # per chat; a 128k window needs ~600
+MAX_TOTAL_ROWS = 12_000  # all chats together: ~1 KB a row held (text, parsed row, item), ~12 MB
 MAX_NEW = 512  # more new rows than this since the last build: read the chat afresh
 
 
@@ -67,8 +68,12 @@ class RowCache:
         with self._lock:
             self._entries[chat_id] = entry
             self._entries.move_to_end(chat_id)
-            while len(self._entries) > MAX_CHATS:
-                self._entries.popitem(last=False)
+            total = sum(len(held.rows) for held in self._entries.values())
+            while len(self._entries) > MAX_CHATS or (
+                total > MAX_TOTAL_ROWS and len(self._entries) > 1
+            ):
+                _, dropped = self._entries.popitem(last=False)
+                total -= len(dropped.rows)
 
     def clear(self) -> None:
         with self._lock:

@@ -322,3 +322,15 @@ def test_a_chat_back_after_many_new_messages_is_read_afresh(monkeypatch):
     assert "[Bob] news 4" in sent_text(built) and f"[Alice] {rows[1].text}" in sent_text(built)
     entry = rowcache.cache.take(chat.pk)
     assert entry.rows[0].id == trigger.pk and all(row.id > entry.lo for row in entry.rows)
+
+
+def test_the_least_recently_built_chat_leaves_first_when_the_rows_add_up(monkeypatch):
+    chat, rows = group_chat()
+    other = say("-303", "elsewhere", user="carol", name="Carol", channel="telegram")
+    monkeypatch.setattr(rowcache, "MAX_TOTAL_ROWS", len(rows))
+    build(chat, rows[-1], window=8000)
+    assert rowcache.cache.take(chat.pk) is not None
+    build(chat, rows[-1], window=8000)
+    build(other.chat, other, window=8000)  # one row more than the cap: the older chat goes
+    assert rowcache.cache.take(chat.pk) is None
+    assert rowcache.cache.take(other.chat.pk) is not None
