@@ -184,6 +184,22 @@ class Message(models.Model):
         return self.role == self.Role.MARKER and self.metadata.get("marker") == "reset"
 
 
+class HistoryVersion(models.Model):
+    """A random number that changes whenever a chat's stored history changes other than by a
+    new message: an edit or a deletion of one of its messages (`scope` = the chat's id), or a
+    rename of any actor (`scope` = 0). Written only by database triggers (migration 0014),
+    so every writer counts: the ORM, `.update()`, raw SQL, another process. The context
+    builder's row cache (`chats.agent.rowcache`) keeps a chat's rows only while it is
+    unchanged. A chat's row is created with the chat (never by a read); a new message changes
+    nothing (the cache reads what is newer than it holds)."""
+
+    scope = models.BigIntegerField(primary_key=True)
+    version = models.BigIntegerField()
+
+    def __str__(self) -> str:
+        return f"history version of {self.scope or 'actors'}: {self.version}"
+
+
 class MessageEdit(models.Model):
     """A platform edit of a message: the text before and after, so the original stays auditable."""
 

@@ -362,6 +362,9 @@ CONTEXT_SHARE_HISTORY = env_float("CONTEXT_SHARE_HISTORY", 0.60, minimum=0)
 CONTEXT_SHARE_CURRENT = env_float("CONTEXT_SHARE_CURRENT", 0.08, minimum=0)
 CONTEXT_SHARE_REPLY = env_float("CONTEXT_SHARE_REPLY", 0.20, minimum=0)
 CONTEXT_MIN_HISTORY_MESSAGES = env_int("CONTEXT_MIN_HISTORY_MESSAGES", 4, minimum=0)
+# Keep recently active chats' history rows in each worker between turns, checked against the
+# database before every build (chats.agent.rowcache); off: read them afresh every time.
+CONTEXT_ROW_CACHE = env_bool("CONTEXT_ROW_CACHE", True)
 # Summarise older turns once the history since the last reset passes this share of the window.
 COMPRESSION_THRESHOLD = env_float("COMPRESSION_THRESHOLD", 0.50, minimum=0)
 AGENT_NAME = env_str("AGENT_NAME", "Hermes")

@@ -584,14 +584,17 @@ def _build_context(
         turn=turn_context.turn,
         only_ids=scope.message_ids if scope is not None else None,
     )
-    selection = _select_history(
-        scan,
-        history_budget,
-        single_cap=max(budget.current, HISTORY_CUT_FLOOR),
-        min_history=min_history,
-        shared=shared,
-        supports_tools=supports_tools,
-    )
+    try:
+        selection = _select_history(
+            scan,
+            history_budget,
+            single_cap=max(budget.current, HISTORY_CUT_FLOOR),
+            min_history=min_history,
+            shared=shared,
+            supports_tools=supports_tools,
+        )
+    finally:
+        scan.done()
     selection.accepted.reverse()  # the units came newest first (by where they start)
     # What messages carry besides their text (files), asked once for the whole window; the
     # trigger's may take two thirds of what the history had, an older message's a quarter.

@@ -47,6 +47,9 @@ class StoredMessage:
     metadata: dict = field(default_factory=dict)
     token_count: int = 0
     actor_name: str = ""
+    # (shared, the fields of its request item): set by the history reader, so a row kept in
+    # the worker's row cache is not formatted and counted again on every turn.
+    item: tuple | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def from_row(cls, row: tuple) -> "StoredMessage":

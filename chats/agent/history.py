@@ -7,8 +7,10 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db import connection
 
+from chats.agent import rowcache
 from chats.agent.convert import (
     StoredMessage,
     content_pieces,
@@ -238,6 +240,21 @@ class _HistoryScan:
         self.turn_id = getattr(turn, "pk", None)
         self.wanted = self.FIRST_BATCH  # the consumer's estimate of rows it can still use
         self.exhausted = False
+        self.chat_id, self.start_id, self.trigger_id = chat.pk, start_id, trigger_id
+        # The whole history (not a narrowed one, not one ending at a later reset) comes from
+        # the worker's row cache when it is on; `done()` gives the rows back after the build.
+        self.cached = (
+            settings.CONTEXT_ROW_CACHE
+            and only_ids is None
+            and end_id is None
+            and not connection.in_atomic_block
+        )
+        self.rows: rowcache.Rows | None = None
+
+    def done(self) -> None:
+        if self.rows is not None:
+            self.rows.done()
+            self.rows = None
 
     def _batch(self, before: int | None, size: int) -> list[tuple]:
         where, params = self.where, [*self.params, *self.where_params]
@@ -247,6 +264,9 @@ class _HistoryScan:
         return _fetch(_sql("scan").replace("{where}", where), [*params, size])
 
     def __iter__(self) -> Iterator[StoredMessage]:
+        if self.cached:
+            yield from self._iter_cached()
+            return
         before = None
         turn_id = self.turn_id
         empty = _EMPTY_JSON
@@ -276,6 +296,66 @@ class _HistoryScan:
                 self.exhausted = True
                 return
             before = batch[-1][0]
+
+    def _iter_cached(self) -> Iterator[StoredMessage]:
+        """What `__iter__` yields, from the row cache: the same rows in the same batches
+        (the query's conditions applied here), so `exhausted` means what it means there."""
+        self.rows = rows = rowcache.Rows(self.chat_id, self.start_id, _stored)
+        source = self._matching(rows)
+        turn_id = self.turn_id
+        while True:
+            size = max(32, min(self.MAX_BATCH, self.wanted))
+            count = 0
+            for row in source:
+                count += 1
+                metadata = row.metadata
+                if not metadata:
+                    yield row
+                elif not metadata.get("notice"):  # a notice is for people, not the model
+                    turn = metadata.get("turn")
+                    if turn_id is None or turn != turn_id or not isinstance(turn, int):
+                        yield row  # (this turn's own steps are appended by the turn loop)
+                if count == size:
+                    break
+            if count < size:
+                self.exhausted = True
+                return
+
+    def _matching(self, rows: "rowcache.Rows") -> Iterator[StoredMessage]:
+        """The cached rows the scan's query would return, newest first, reading older ones
+        as needed."""
+        start_id, trigger_id = self.start_id, self.trigger_id
+        skipped, later = (Message.Role.SUMMARY, Message.Role.MARKER), _LATER_ROLES
+        cached, index = rows.entry.rows, 0
+        while True:
+            if index == len(cached) and not rows.more(max(64, min(self.MAX_BATCH, self.wanted))):
+                return
+            row = cached[index]
+            index += 1
+            id_ = row.id
+            if id_ <= start_id:
+                return
+            role = row.role
+            if role in skipped or id_ == trigger_id or (id_ > trigger_id and role not in later):
+                continue
+            yield row
+
+
+_LATER_ROLES = (Message.Role.ASSISTANT, Message.Role.TOOL)
+
+
+def _stored(row: tuple) -> StoredMessage:
+    """A fetched history row as the scan yields it (metadata and parts parsed, shared)."""
+    id_, role, text, parts, metadata, token_count, actor_name = row
+    return StoredMessage(
+        id_,
+        role,
+        text or "",
+        _NO_PARTS if parts in _EMPTY_JSON else _json(parts, _NO_PARTS),
+        _NO_METADATA if metadata in _EMPTY_JSON else _json(metadata, _NO_METADATA),
+        token_count or 0,
+        actor_name or "",
+    )
 
 
 class _Grouper:
@@ -354,7 +434,30 @@ def _prefixed_tokens(prefix: str, text: str, text_tokens: int) -> int:
 
 def _row_item(row: StoredMessage, *, shared: bool) -> _Item:
     """The request item of a message that is a unit of its own: `_Item.from_pieces` of its
-    `content_pieces`, written out for the two roles nearly every row has."""
+    `content_pieces`, written out for the two roles nearly every row has. Its fields depend
+    only on the row and `shared`: kept on the row (a cached row is read again next turn);
+    each build gets a fresh item, which it may cut."""
+    memo = row.item
+    if memo is not None and memo[0] is shared:
+        return _Item(*memo[1])
+    item = _new_row_item(row, shared=shared)
+    row.item = (
+        shared,
+        (
+            item.role,
+            item.prefix,
+            item.body,
+            item.suffix,
+            item.extras,
+            item.body_tokens,
+            item.tokens,
+            item.source_id,
+        ),
+    )
+    return item
+
+
+def _new_row_item(row: StoredMessage, *, shared: bool) -> _Item:
     role, text = row.role, row.text
     # The stored text is the body and its cached count is exact (no parts, not empty).
     tokens = row.token_count if text and not row.parts else 0
@@ -386,6 +489,10 @@ def _unit_items(unit: _Unit | StoredMessage, *, shared: bool, supports_tools: bo
     if not supports_tools:
         text = flatten_tool_group(call, results)
         return [_Item.from_pieces("assistant", "", text, "", source_id=call.id)]
+    result_ids = tuple(result.id for result in results)
+    memo = call.item
+    if memo is not None and memo[0] == "tools" and memo[1] == result_ids:
+        return _known_tool_items(call, results, memo[2])
     extras = message_extras(call)
     items = [
         _Item.from_pieces(
@@ -413,6 +520,32 @@ def _unit_items(unit: _Unit | StoredMessage, *, shared: bool, supports_tools: bo
             )
         )
     for entry in extras["tool_calls"]:
+        if entry["id"] not in answered:
+            items.append(_Item.from_dict(missing_result_message(entry["id"])))
+    # The counts (tool calls' JSON, texts) depend only on these rows: kept on the call's row
+    # for the next turn (the row cache keeps it); the extras are built afresh each time, as
+    # their lists go into the request.
+    call.item = ("tools", result_ids, tuple((item.body_tokens, item.tokens) for item in items))
+    return items
+
+
+def _known_tool_items(
+    call: StoredMessage, results: list[StoredMessage], counts: tuple
+) -> list[_Item]:
+    """`_unit_items` of a tool group counted before: the same items, the counts reused."""
+    extras = message_extras(call)
+    body_tokens, tokens = counts[0]
+    items = [
+        _Item("assistant", "", call.text, "", extras or _NO_EXTRAS, body_tokens, tokens, call.id)
+    ]
+    answered = set()
+    for result, (body_tokens, tokens) in zip(results, counts[1 : 1 + len(results)], strict=True):
+        answered.add(result.tool_call_id)
+        result_extras = message_extras(result) or _NO_EXTRAS
+        items.append(
+            _Item("tool", "", result.text, "", result_extras, body_tokens, tokens, result.id)
+        )
+    for entry in extras["tool_calls"]:  # calls without a result (rare): counted each time
         if entry["id"] not in answered:
             items.append(_Item.from_dict(missing_result_message(entry["id"])))
     return items
