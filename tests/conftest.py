@@ -218,6 +218,7 @@ def live_stack(transactional_db, fake_llm, settings):
 
 def pytest_configure(config):
     database_template.controller_configure(config)
+    database_template.cheaper_postgresql_flush()
 
 
 def pytest_unconfigure(config):
