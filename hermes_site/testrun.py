@@ -54,6 +54,15 @@ def main() -> None:
     env = dict(os.environ)
     env.setdefault("SECRET_KEY", "test-only-secret-key")
     env.setdefault("DJANGO_SETTINGS_MODULE", "hermes_site.settings")
+    # Compiled bytecode under var/pycache, for pytest and every process it starts. The
+    # Makefile's PYTHONDONTWRITEBYTECODE keeps __pycache__ out of the checkout, but then each
+    # process compiles the project's modules again and pytest rewrites every test module's
+    # asserts again: each xdist worker spent ~14 s of CPU collecting the suite (~5 s with
+    # the cache), and each daphne, Celery worker, `make run` or manage.py process a test
+    # starts (hundreds per run) compiled what it imports. A prefix outside the source tree
+    # keeps the checkout as clean (docs/BENCHMARKS.md, "Test suite").
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env.setdefault("PYTHONPYCACHEPREFIX", str(BASE_DIR / "var" / "pycache"))
     pytest_args = shlex.split(env.get("PYTEST_ARGS", "")) + parallel_args(env)
     python = sys.executable
 

@@ -200,15 +200,17 @@ def live_stack(transactional_db, fake_llm, settings):
     """daphne + a Celery worker as subprocesses on the test database, Redis and fake model."""
     from django.conf import global_settings
 
-    from tests.live import LiveStack
+    from tests.live import START_BOUND_SECONDS, LiveStack
 
     # The subprocesses use the real password hashers: people made here must log in there.
     settings.PASSWORD_HASHERS = global_settings.PASSWORD_HASHERS
 
     stack = LiveStack(llm_base_url=fake_llm.base_url, worker_name=f"e2e-{os.getpid()}@%h")
     try:
+        # Both start at once; the test begins when both are ready.
+        stack.start_worker(wait=False)
         stack.start_web()
-        stack.start_worker()
+        stack.wait_for_log("worker", "ready", START_BOUND_SECONDS)
         yield stack
     finally:
         stack.stop()
@@ -216,6 +218,7 @@ def live_stack(transactional_db, fake_llm, settings):
 
 def pytest_configure(config):
     database_template.controller_configure(config)
+    database_template.cheaper_postgresql_flush()
 
 
 def pytest_unconfigure(config):

@@ -19,6 +19,9 @@ import contextlib
 import fcntl
 import os
 import shutil
+import sqlite3
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -102,6 +105,76 @@ def template_clone(name: str) -> None:
             cursor.execute(f'CREATE DATABASE "{target}" TEMPLATE "{name}"')
 
 
+def _migrated_sqlite_name() -> str:
+    # The controller's name (a serial run's own process is its controller too).
+    return (os.environ.get(ENV_KEY) or f"hermes_test_template_{os.getpid()}") + "_sqlite"
+
+
+def migrated_sqlite_copy(target: Path) -> Path:
+    """A freshly migrated SQLite database at `target`, as `make run`'s first start leaves it
+    (every migration applied, no rows of the tests): the tests that start `make run` for
+    something other than its first migration (the process layout, restarts) begin from this
+    instead of migrating ~25 apps each. Made once per run, by whichever process asks first,
+    with `manage.py migrate` against a file of its own; `tests/test_runner.py` still starts
+    one `make run` on an empty var/ directory."""
+    name = _migrated_sqlite_name()
+    made = _sqlite_path(name)
+    with template_lock(name):
+        if not _ready_path(name).exists():
+            env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+            env.update(
+                DATABASE_URL=f"sqlite:///{made}",
+                HERMES_VAR_DIR=str(made.with_suffix(".var")),
+                SECRET_KEY=env.get("SECRET_KEY") or "test-only-secret-key",
+            )
+            for stale in (made, made.with_name(made.name + "-wal")):
+                stale.unlink(missing_ok=True)
+            done = subprocess.run(
+                [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
+                cwd=Path(__file__).resolve().parent.parent,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            if done.returncode != 0:
+                raise RuntimeError(f"migrating {made} failed:\n{done.stderr[-3000:]}")
+            with contextlib.closing(sqlite3.connect(made)) as db:
+                db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            shutil.rmtree(made.with_suffix(".var"), ignore_errors=True)
+            _ready_path(name).touch()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(made, target)
+    return target
+
+
+def cheaper_postgresql_flush() -> None:
+    """Empty PostgreSQL's tables after a transactional test with DELETE, not TRUNCATE.
+
+    pytest-django empties every table after each `transactional_db` test (Django's `flush`).
+    On PostgreSQL that is one `TRUNCATE` of ~150 tables, which gives every table and index a
+    new file: 2 to 3 s a test on this machine, against milliseconds for deleting the few
+    rows a test leaves. The rows go all the same (Django's foreign keys are DEFERRABLE
+    INITIALLY DEFERRED, checked when the flush's transaction commits; no PostgreSQL trigger
+    of this project fires on DELETE); a flush that resets sequences or cascades still
+    truncates."""
+    from django.db.backends.postgresql.operations import DatabaseOperations
+
+    truncate = DatabaseOperations.sql_flush
+
+    def sql_flush(self, style, tables, *, reset_sequences=False, allow_cascade=False):
+        if reset_sequences or allow_cascade or not tables:
+            return truncate(
+                self, style, tables, reset_sequences=reset_sequences, allow_cascade=allow_cascade
+            )
+        return ["SET CONSTRAINTS ALL DEFERRED;"] + [
+            f"{style.SQL_KEYWORD('DELETE FROM')} {style.SQL_FIELD(self.quote_name(table))};"
+            for table in tables
+        ]
+
+    DatabaseOperations.sql_flush = sql_flush
+
+
 def controller_cleanup(config) -> None:
     """At the end of a parallel run, in the controller: remove the template and its files."""
     if hasattr(config, "workerinput"):
@@ -109,6 +182,10 @@ def controller_cleanup(config) -> None:
     name = os.environ.get(ENV_KEY)
     if not name or name != f"hermes_test_template_{os.getpid()}":
         return
+    migrated = _migrated_sqlite_name()
+    for path in (_sqlite_path(migrated), _ready_path(migrated), _lock_path(migrated)):
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
     if template_ready(name) and connection.vendor != "sqlite":
         from pytest_django.plugin import blocking_manager_key
 

@@ -73,13 +73,18 @@ class LiveStack:
         self.web: subprocess.Popen | None = None
         self.worker: subprocess.Popen | None = None
         self.dispatcher: subprocess.Popen | None = None
+        # Where each process's log stood when it was last started: the logs are appended per
+        # test process, so an earlier test's "ready" must not pass for this start's.
+        self._log_offsets: dict[str, int] = {}
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     def _spawn(self, name: str, command: list[str]) -> subprocess.Popen:
-        log = open(self.logs / f"{name}-{os.getpid()}.log", "ab")  # noqa: SIM115 - owned by Popen
+        path = self.logs / f"{name}-{os.getpid()}.log"
+        self._log_offsets[name] = path.stat().st_size if path.exists() else 0
+        log = open(path, "ab")  # noqa: SIM115 - owned by Popen
         return subprocess.Popen(
             command,
             cwd=BASE_DIR,
@@ -128,12 +133,14 @@ class LiveStack:
         pool: str = "solo",
         concurrency: int = 1,
         extra_queues: tuple[str, ...] = ("files", "voice"),
+        wait: bool = True,
     ) -> None:
         """`pool="prefork"` runs the worker as `make run` does: tasks in child processes,
         acknowledged by the parent. `extra_queues`: suffixes of other queues it consumes too
         (by default "files" and "voice", "<prefix>-files" and "<prefix>-voice": a stack's
         documents are read and its recordings transcribed, so a turn that waits for its files
-        does not wait out its bound)."""
+        does not wait out its bound). `wait=False` returns once it is started
+        (`wait_for_log("worker", "ready", ...)` then), so daphne can start meanwhile."""
         self.worker = self._spawn(
             "worker",
             [
@@ -159,7 +166,8 @@ class LiveStack:
                 "--without-heartbeat",
             ],
         )
-        self.wait_for_log("worker", "ready", START_BOUND_SECONDS)
+        if wait:
+            self.wait_for_log("worker", "ready", START_BOUND_SECONDS)
 
     def start_dispatcher(self) -> None:
         """The schedules worker as `make run` starts it: the dispatcher's own queue, a solo
@@ -187,14 +195,16 @@ class LiveStack:
         self.wait_for_log("dispatcher", "ready", START_BOUND_SECONDS)
 
     def wait_for_log(self, name: str, text: str, timeout: float) -> None:
+        """Wait until the process started last as `name` logs `text`."""
         path = self.logs / f"{name}-{os.getpid()}.log"
         deadline = time.monotonic() + timeout
-        start = 0
-        if name == "worker" and hasattr(self, "_worker_log_offset"):
-            start = self._worker_log_offset
+        start = self._log_offsets.get(name, 0)
         while time.monotonic() < deadline:
-            if path.exists() and text in path.read_text(errors="replace")[start:]:
-                return
+            if path.exists():
+                with open(path, "rb") as log:
+                    log.seek(start)
+                    if text in log.read().decode(errors="replace"):
+                        return
             time.sleep(0.1)
         raise RuntimeError(f"{name} did not log {text!r} within {timeout} s")
 
@@ -202,17 +212,26 @@ class LiveStack:
         """SIGKILL: the worker dies mid-whatever, as in a crash or an OOM kill."""
         os.killpg(self.worker.pid, signal.SIGKILL)
         self.worker.wait(timeout=10)
-        path = self.logs / f"worker-{os.getpid()}.log"
-        self._worker_log_offset = len(path.read_text(errors="replace"))
 
     def stop(self) -> None:
-        for process in (self.web, self.worker, self.dispatcher):
-            if process is not None and process.poll() is None:
+        """SIGTERM to every process at once (each shuts down in parallel with the others),
+        then SIGKILL to any still running 10 s later."""
+        running = [
+            process
+            for process in (self.web, self.worker, self.dispatcher)
+            if process is not None and process.poll() is None
+        ]
+        for process in running:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGTERM)
-                try:
-                    process.wait(timeout=10)
-                except subprocess.TimeoutExpired:
+        deadline = time.monotonic() + 10
+        for process in running:
+            try:
+                process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=10)
 
 
 def processes_in_session(session_id: int) -> list[str]:

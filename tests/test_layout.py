@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from hermes_site.embedded_valkey import free_port
+from tests import database_template
 from tests.fakes import openai_server as fake_openai
 from tests.live import BASE_DIR, MakeRun
 from tests.test_runner import _wait_answered
@@ -76,6 +77,8 @@ def _start(tmp_path, fake_llm, **extra_env) -> tuple[MakeRun, str, str]:
         LLM_RETRY_BASE_SECONDS="0",
         **extra_env,
     )
+    # Migrated already (tests/test_runner.py's first test starts on an empty var/).
+    database_template.migrated_sqlite_copy(tmp_path / "var" / "hermes.sqlite3")
     run = MakeRun(env)
     try:
         login, _ = run.wait_for(r"admin login: (\S+) / (\S+)", 180)

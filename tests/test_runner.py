@@ -24,6 +24,7 @@ import pytest
 
 from hermes_site.embedded_valkey import free_port
 from hermes_site.runner import prepare_environment
+from tests import database_template
 from tests.live import MakeRun, processes_in_session
 
 pytestmark = pytest.mark.heavy  # three tests start `make run` whole
@@ -278,6 +279,8 @@ def test_make_run_restarts_a_killed_worker_which_then_answers(tmp_path, fake_llm
         LLM_RETRY_BASE_SECONDS="0",
     )
     fake_llm.script("first answer", "second answer")
+    # Migrated already: the first test here is the one that starts on an empty var/.
+    database_template.migrated_sqlite_copy(tmp_path / "var" / "hermes.sqlite3")
     run = MakeRun(env)
     try:
         login, _ = run.wait_for(r"admin login: (\S+) / (\S+)", 120)

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 from chats.agent.llm import OpenAICompatProvider, provider_info, reset_provider_cache
+from tests import database_template
 from tests.live import BASE_DIR
 
 
@@ -31,8 +32,6 @@ django.setup()
 from django.test import Client
 from django.test.utils import setup_test_environment
 setup_test_environment()
-from django.core.management import call_command
-call_command("migrate", verbosity=0)
 from django.contrib.auth import get_user_model
 from chats.services import chat_get_or_create, chat_member_ensure
 person = get_user_model().objects.create_user("olivia", password="pw-olivia-123!")
@@ -50,10 +49,12 @@ print("openai" in sys.modules)
 
 
 def test_a_chat_page_does_not_import_the_sdk(tmp_path):
+    # A migrated database of its own (a copy made once per run): this process writes to it.
+    database = database_template.migrated_sqlite_copy(tmp_path / "db.sqlite3")
     env = {
         "PATH": "/usr/bin:/bin",
         "SECRET_KEY": "x",
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        "DATABASE_URL": f"sqlite:///{database}",
         "REDIS_URL": "redis://127.0.0.1:6379/15",
         "LLM_BASE_URL": "http://127.0.0.1:9/v1",
         "LLM_MODEL": "gpt-4o-mini",
