@@ -504,6 +504,10 @@ ATTACHMENTS_EXTRACT_MAX_PAGES = env_int("ATTACHMENTS_EXTRACT_MAX_PAGES", 2000, m
 ATTACHMENTS_OCR = env_bool("ATTACHMENTS_OCR", True)
 ATTACHMENTS_OCR_MAX_PAGES = env_int("ATTACHMENTS_OCR_MAX_PAGES", 20, minimum=1)
 ATTACHMENTS_OCR_MEMORY_MB = env_int("ATTACHMENTS_OCR_MEMORY_MB", 1536, minimum=1024)
+# The text in images (screenshots, photos of whiteboards) read by OCR too, when the model
+# cannot see them (no LLM_VISION, no VISION_LLM_MODEL): off by default, since every such image
+# then waits ~5 s and a ~600 MB child before its turn.
+ATTACHMENTS_OCR_IMAGES = env_bool("ATTACHMENTS_OCR_IMAGES", False)
 # A document whose text is at most this many tokens reaches the model whole; a longer one as
 # its beginning and a pointer to `attachment_read` (a small window shrinks both).
 ATTACHMENTS_INLINE_TOKENS = env_int("ATTACHMENTS_INLINE_TOKENS", 4000, minimum=100)

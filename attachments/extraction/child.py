@@ -2,7 +2,7 @@
 standard input), bounds its own address space and CPU time first, reads the file and writes
 one JSON answer on standard output. No Django: it imports only its reader.
 
-Request: {"path", "format": pdf|docx|xlsx|pptx|html|text, "max_chars", "max_pages",
+Request: {"path", "format": pdf|docx|xlsx|pptx|html|text|image, "max_chars", "max_pages",
 "memory_mb", "cpu_seconds", and for OCR of scanned PDF pages "ocr_max_pages" (0: off),
 "ocr_seconds", "ocr_memory_mb"}. Answer: {"ok": true, "text", "page_count", "notes",
 "peak_rss_kb", "cpu_seconds"} or {"ok": false, "reason"}. Running out of memory exits
@@ -86,6 +86,11 @@ def _read(request: dict):
                 deadline=time.monotonic() + float(request["ocr_seconds"]),
             )
         return read_pdf(path, sink, max_pages=int(request["max_pages"]), ocr=ocr)
+    if kind == "image":
+        from attachments.extraction.ocr import OcrReader, read_image_text
+
+        ocr = OcrReader(max_pages=1, deadline=time.monotonic() + float(request["ocr_seconds"]))
+        return read_image_text(path, sink, ocr)
     if kind in ("docx", "xlsx", "pptx"):
         from attachments.extraction import office
 

@@ -1,4 +1,5 @@
-"""Offline OCR of scanned PDF pages, in the extraction child only (no Django here).
+"""Offline OCR of scanned PDF pages and of images' text, in the extraction child only (no
+Django here).
 
 The engine is RapidOCR on ONNX Runtime (`rapidocr-onnxruntime`): its detection and
 recognition models (PP-OCRv4, Chinese and English) ship inside the wheel, so nothing is
@@ -29,7 +30,8 @@ class OcrReader:
         self.out_of_time = False
         self._engine = None
 
-    def _load(self):
+    def engine(self):
+        """The engine, loaded on first use (raising the address-space limit first)."""
         if self._engine is None:
             soft, hard = resource.getrlimit(resource.RLIMIT_AS)
             if hard != resource.RLIM_INFINITY and soft < hard:
@@ -58,7 +60,7 @@ class OcrReader:
             image = numpy.ascontiguousarray(bitmap.to_numpy()[:, :, :3])  # BGR(A) -> BGR
         finally:
             bitmap.close()
-        found, _elapsed = self._load()(image)
+        found, _elapsed = self.engine()(image)
         self.read.append(number)
         return lines_in_reading_order(found or [])
 
@@ -81,3 +83,41 @@ def lines_in_reading_order(found: list) -> str:
             lines.append([(left, text)])
             last_middle, last_height = middle, height
     return "\n".join(" ".join(text for _left, text in sorted(line)) for line in lines)
+
+
+# An image's pixels at most, before decoding (a decompression bomb is refused unread).
+IMAGE_MAX_PIXELS = 40_000_000
+
+
+def read_image_text(path: str, sink, ocr: OcrReader):
+    """The text OCR reads in an image file (PNG, JPEG, WebP, GIF's first frame, BMP, TIFF):
+    one page; the image is scaled to at most MAX_SIDE pixels a side first."""
+    import numpy
+    from PIL import Image, UnidentifiedImageError
+
+    from attachments.extraction.pages import Extracted, Unreadable
+
+    Image.MAX_IMAGE_PIXELS = None  # checked below, before any pixel is decoded
+    try:
+        with Image.open(path) as image:
+            width, height = image.size
+            if width * height > IMAGE_MAX_PIXELS:
+                raise Unreadable(
+                    f"The image is {width:,} × {height:,} pixels: the hub reads the text of "
+                    f"images of at most {IMAGE_MAX_PIXELS // 1_000_000} million pixels."
+                )
+            image.draft("RGB", (MAX_SIDE, MAX_SIDE))  # JPEG: decode at a smaller scale
+            image = image.convert("RGB")
+            image.thumbnail((MAX_SIDE, MAX_SIDE))
+            pixels = numpy.ascontiguousarray(numpy.asarray(image)[:, :, ::-1])  # RGB -> BGR
+    except (UnidentifiedImageError, OSError, SyntaxError) as exc:
+        raise Unreadable("The image could not be read.") from exc
+    found, _elapsed = ocr.engine()(pixels)
+    text = lines_in_reading_order(found or [])
+    sink.add(text)
+    notes = (
+        ["The text was read from the image by OCR (machine-read: words may be wrong)."]
+        if text.strip()
+        else ["OCR found no text in the image."]
+    )
+    return Extracted(sink.text(), 1, notes)

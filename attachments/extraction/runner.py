@@ -78,7 +78,7 @@ def extract_file(
         "max_pages": max_pages,
         "memory_mb": memory_mb,
         "cpu_seconds": int(seconds) + _CPU_GRACE_SECONDS,
-        "ocr_max_pages": ocr_max_pages if file_format == "pdf" else 0,
+        "ocr_max_pages": ocr_max_pages if file_format in ("pdf", "image") else 0,
         # OCR stops reading pages at 80% of the wall clock: the text so far is kept.
         "ocr_seconds": seconds * 0.8,
         "ocr_memory_mb": ocr_memory_mb if ocr_max_pages else 0,
@@ -111,8 +111,8 @@ def extract_file(
         )
     if code == OCR_MEMORY_EXIT:
         raise ExtractionFailed(
-            f"Reading the scanned pages by OCR needed more than {ocr_memory_mb} MB of memory, "
-            "so the hub stopped. Send the pages you need, or set ATTACHMENTS_OCR_MAX_PAGES lower."
+            f"Reading the {'image' if file_format == 'image' else 'scanned pages'} by OCR "
+            f"needed more than {ocr_memory_mb} MB of memory, so the hub stopped."
         )
     if code == -signal.SIGXCPU:
         raise ExtractionFailed(

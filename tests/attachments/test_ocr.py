@@ -69,9 +69,10 @@ def test_with_ocr_off_scanned_pages_are_only_reported(extract, settings):
     )
 
 
-def test_ocr_is_on_by_default_with_a_cap():
+def test_ocr_is_on_by_default_with_a_cap_and_off_for_images():
     assert django_settings.ATTACHMENTS_OCR is True
     assert django_settings.ATTACHMENTS_OCR_MAX_PAGES == 20
+    assert django_settings.ATTACHMENTS_OCR_IMAGES is False
 
 
 LOAD_THE_HUB = """
@@ -121,3 +122,71 @@ def test_ocr_over_its_memory_bound_fails_the_file_with_that_reason(extract, sett
     settings.ATTACHMENTS_OCR = False
     again = extract("runbook.pdf", pdf_bytes([["the worker still reads"]]))
     assert again.extracted_text == "the worker still reads"
+
+
+# --- the text in images --------------------------------------------------------------------
+
+
+def text_png(lines, size=(900, 300)) -> bytes:
+    import io
+
+    from PIL import Image, ImageDraw, ImageFont
+
+    image = Image.new("RGB", size, "white")
+    draw = ImageDraw.Draw(image)
+    try:
+        font = ImageFont.truetype("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", 40)
+    except OSError:
+        font = ImageFont.load_default(size=40)
+    for row, line in enumerate(lines):
+        draw.text((40, 40 + row * 90), line, fill="black", font=font)
+    out = io.BytesIO()
+    image.save(out, format="PNG")
+    return out.getvalue()
+
+
+def test_an_images_text_is_read_when_the_model_cannot_see_it(extract, settings):
+    settings.ATTACHMENTS_OCR = settings.ATTACHMENTS_OCR_IMAGES = True
+    settings.VISION_LLM_MODEL = ""
+    settings.LLM_VISION = "off"
+    done = extract("error.png", text_png(["ERROR 503 upstream timeout", "retry in 30s"]))
+    assert done.state == "ready", done.failure
+    assert "ERROR 503 upstream timeout" in done.extracted_text, done.extracted_text
+    assert done.note.startswith("The text was read from the image by OCR (machine-read")
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        {"ATTACHMENTS_OCR": False},
+        {"ATTACHMENTS_OCR_IMAGES": False},
+        {"LLM_VISION": "on", "LLM_PROVIDER": "openai", "LLM_BASE_URL": "http://127.0.0.1:9/v1"},
+        {"VISION_LLM_MODEL": "eyes"},
+    ],
+)
+def test_no_ocr_for_images_the_model_sees_or_with_ocr_off(say, settings, setting):
+    settings.ATTACHMENTS_OCR = settings.ATTACHMENTS_OCR_IMAGES = True
+    settings.VISION_LLM_MODEL = ""
+    settings.LLM_VISION = "off"
+    for name, value in setting.items():
+        setattr(settings, name, value)
+    stored = attachment_store(message=say(), name="shot.png", data=text_png(["hello"]))
+    if "VISION_LLM_MODEL" in setting:  # the vision model describes it instead
+        assert stored.state == "pending"
+    else:
+        assert stored.state == "ready" and stored.extracted_text == ""
+
+
+def test_a_huge_image_is_refused_before_decoding(extract, settings):
+    import io
+
+    from PIL import Image
+
+    settings.ATTACHMENTS_OCR = settings.ATTACHMENTS_OCR_IMAGES = True
+    settings.VISION_LLM_MODEL = ""
+    settings.LLM_VISION = "off"
+    out = io.BytesIO()
+    Image.new("1", (20_000, 20_000)).save(out, format="PNG")  # 400 megapixels, a small file
+    done = extract("bomb.png", out.getvalue())
+    assert done.state == "failed"
+    assert "20,000 × 20,000 pixels" in done.failure
