@@ -28,6 +28,7 @@ class OcrReader:
         self.read: list[int] = []  # 1-based page numbers read by OCR
         self.skipped: list[int] = []  # scanned pages not read: the cap, or out of time
         self.out_of_time = False
+        self.unavailable = ""  # why the engine could not load (a missing system library)
         self._engine = None
 
     def engine(self):
@@ -47,7 +48,11 @@ class OcrReader:
     def page_text(self, page, number: int) -> str | None:
         """The text OCR reads on `page` (page `number`, 1-based), or None when the cap or
         the time left says it is not read."""
-        if len(self.read) >= self.max_pages or time.monotonic() >= self.deadline:
+        if (
+            self.unavailable
+            or len(self.read) >= self.max_pages
+            or time.monotonic() >= self.deadline
+        ):
             self.out_of_time = self.out_of_time or time.monotonic() >= self.deadline
             self.skipped.append(number)
             return None
@@ -60,9 +65,24 @@ class OcrReader:
             image = numpy.ascontiguousarray(bitmap.to_numpy()[:, :, :3])  # BGR(A) -> BGR
         finally:
             bitmap.close()
-        found, _elapsed = self.engine()(image)
+        try:
+            engine = self.engine()
+        except ImportError as exc:  # e.g. OpenCV without libGL.so.1: report, do not fail
+            _memory_or(exc)
+            self.unavailable = str(exc).split(":")[0][:200] or type(exc).__name__
+            self.skipped.append(number)
+            return None
+        found, _elapsed = engine(image)
         self.read.append(number)
         return lines_in_reading_order(found or [])
+
+
+def _memory_or(exc: ImportError) -> None:
+    """An engine's library that could not be mapped for want of address space is a memory
+    failure (MemoryError: the OCR bound's reason), not a missing library."""
+    said = str(exc).lower()
+    if "failed to map segment" in said or "cannot allocate memory" in said:
+        raise MemoryError from exc
 
 
 def lines_in_reading_order(found: list) -> str:
@@ -112,7 +132,12 @@ def read_image_text(path: str, sink, ocr: OcrReader):
             pixels = numpy.ascontiguousarray(numpy.asarray(image)[:, :, ::-1])  # RGB -> BGR
     except (UnidentifiedImageError, OSError, SyntaxError) as exc:
         raise Unreadable("The image could not be read.") from exc
-    found, _elapsed = ocr.engine()(pixels)
+    try:
+        engine = ocr.engine()
+    except ImportError as exc:
+        _memory_or(exc)
+        raise Unreadable("OCR could not start on this hub (a library is missing).") from exc
+    found, _elapsed = engine(pixels)
     text = lines_in_reading_order(found or [])
     sink.add(text)
     notes = (

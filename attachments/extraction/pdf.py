@@ -86,6 +86,8 @@ def read_pdf(path: str, sink: PageSink, *, max_pages: int, ocr=None) -> Extracte
 def _why_not_read(ocr) -> str:
     if ocr is None:
         return "text was not read (OCR is off on this hub)."
+    if ocr.unavailable:
+        return "text was not read (OCR could not start on this hub)."
     if ocr.out_of_time:
         return "text was not read (OCR ran out of time)."
     pages = "page" if ocr.max_pages == 1 else "pages"

@@ -190,3 +190,24 @@ def test_a_huge_image_is_refused_before_decoding(extract, settings):
     done = extract("bomb.png", out.getvalue())
     assert done.state == "failed"
     assert "20,000 × 20,000 pixels" in done.failure
+
+
+def test_without_the_engines_libraries_scanned_pages_are_reported_not_failed(monkeypatch, tmp_path):
+    """OpenCV's wheel loads libGL.so.1 from the system: without it the PDF is still read and
+    the scanned page named (read_pdf in this process, the engine's import refused)."""
+    import time
+
+    from attachments.extraction.ocr import OcrReader
+    from attachments.extraction.pages import PageSink
+    from attachments.extraction.pdf import read_pdf
+
+    monkeypatch.setitem(sys.modules, "rapidocr_onnxruntime", None)  # its import fails
+    path = tmp_path / "scan.pdf"
+    path.write_bytes(scanned_pdf([["never read"]]))
+    ocr = OcrReader(max_pages=5, deadline=time.monotonic() + 60)
+    done = read_pdf(str(path), PageSink(10_000), max_pages=10, ocr=ocr)
+    assert done.text == ""
+    assert done.notes == [
+        "Page 1 is a scanned image without a text layer: its text was not read (OCR could not "
+        "start on this hub)."
+    ]
