@@ -111,6 +111,14 @@ class AttachmentsConfig(AppConfig):
         register_tool_provider(attachment_tools)
         # Images described once by a vision model when the hub's model takes no images.
         processor_register(describe.PROCESSOR_NAME, wants=describe.wants, run=describe.run)
+        # Else, with neither, the text in an image read by OCR (beside "you cannot see it").
+        from attachments.extraction import image_text
+
+        processor_register(
+            image_text.PROCESSOR_NAME,
+            wants=image_text.wants_image_text,
+            run=image_text.read_image_text,
+        )
         # How files reach the model: asked by the context builder for messages that carry any.
         message_parts_register(CARRIES_NAME, attachments_carried)
         # Images and files a tool returned (a tool server's MCP content) become attachments

@@ -92,16 +92,24 @@ def _check_limits(message: Message, size: int) -> None:
 
 def blob_for(data: bytes, sha256: str) -> Blob:
     """The blob holding `data`, written to storage only when no blob has this hash. The row
-    is locked so the sweep cannot delete it before the caller's attachment commits."""
-    blob = Blob.objects.select_for_update().filter(sha256=sha256).first()
-    if blob is not None:
-        return blob
-    name = attachment_storage().save(f"{sha256[:2]}/{sha256}", ContentFile(data))
-    blob, created = Blob.objects.get_or_create(
+    comes first and stays locked until the caller commits: two uploads of the same bytes,
+    and the sweep of files no row names (attachments/sweeping.py), wait on its key, so the
+    file is written only by the one who created the row, always under its own name
+    `<sha256[:2]>/<sha256>`. A file already there with no row was left by a transaction
+    that rolled back after writing it: it is written again (its bytes may be partial)."""
+    name = f"{sha256[:2]}/{sha256}"
+    blob, created = Blob.objects.select_for_update().get_or_create(
         sha256=sha256, defaults={"size": len(data), "file": name}
     )
-    if not created and blob.file.name != name:
-        attachment_storage().delete(name)  # another upload of the same bytes won the race
+    if not created:
+        return blob
+    storage = attachment_storage()
+    if storage.exists(name):
+        storage.delete(name)
+    saved = storage.save(name, ContentFile(data))
+    if saved != name:  # a storage that renames rather than overwrite: keep what it chose
+        blob.file.name = saved
+        blob.save(update_fields=["file"])
     return blob
 
 

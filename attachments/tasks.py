@@ -7,7 +7,8 @@ from celery import shared_task
 from django.conf import settings
 
 from attachments.processing import PROCESS_TASK
-from attachments.services import attachment_process, blobs_sweep
+from attachments.services import SWEEP_GRACE, attachment_process, blobs_sweep
+from attachments.sweeping import orphan_files_sweep
 
 # Defined in attachments.telegram (beside what it runs), routed here with the files' work.
 FETCH_TELEGRAM_TASK = "attachments.tasks.fetch_telegram_file"
@@ -48,5 +49,6 @@ def process_attachment(self, attachment_id: int) -> str | None:
 
 @shared_task(name="attachments.tasks.sweep_blobs", ignore_result=True)
 def sweep_blobs() -> int:
-    """Beat's periodic sweep: deletes blobs no attachment uses (docs/ATTACHMENTS.md)."""
-    return blobs_sweep()
+    """Beat's periodic sweep: deletes blobs no attachment uses, then files in storage no blob
+    names (left by a transaction that rolled back after writing them; docs/ATTACHMENTS.md)."""
+    return blobs_sweep() + orphan_files_sweep(grace=SWEEP_GRACE)

@@ -26,6 +26,7 @@ from django.db import transaction
 from django.http import HttpRequest, JsonResponse
 from django.http.multipartparser import MultiPartParserError
 from django.template.loader import render_to_string
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from attachments.message_files import FilesStored, message_files_store
@@ -134,11 +135,15 @@ def message_upload(request: HttpRequest, chat_key: str) -> JsonResponse:
     # fetches it with them, and the turn sees them; a file still being read holds the turn
     # until it is (attachments.waiting), within ATTACHMENTS_TURN_WAIT_SECONDS.
     message_received(result, held=True)
+    waiting = False
     if not result.duplicate and result.message.role == Message.Role.USER:
         with transaction.atomic():
-            turn_request_when_ready(message=result.message)
+            waiting = turn_request_when_ready(message=result.message) is None
     body = {
         "message_id": result.message.pk,
+        # Held for its files: the composer offers Stop (chats' POST /chats/<key>/stop).
+        "turn_waits_for_files": waiting,
+        "stop_url": reverse("chat_stop", args=[chat.chat_key]),
         "duplicate": result.duplicate,
         "html": _message_html(request, chat, result.message),
         "attachments": [attachment.pk for attachment in outcome.stored],

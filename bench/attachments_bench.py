@@ -18,6 +18,13 @@ Parts (`--only` takes a comma-separated list; default: all):
   the load average around it.
   Targets (issue 33): PDF ≤ 10 s, XLSX ≤ 60 s, peak RSS ≤ 300 MB.
 
+- `ocr`: scanned pages read by OCR in the same child (attachments/extraction/ocr.py,
+  RapidOCR on ONNX Runtime, OCR bound ATTACHMENTS_OCR_MEMORY_MB): image-only PDFs of 1 and
+  `--ocr-pages` A4 pages (150 dpi, 20 lines of text each, drawn by Pillow), each read
+  `--runs` times. Reported: the median wall time, CPU time, seconds per page (the engine's
+  load included in the 1-page file; the difference between the two files per extra page),
+  the child's peak RSS, and the load average.
+
 Other parts (an image turn's overhead, the dashboard's upload) are added here as `PARTS`
 entries. Prints Markdown for docs/BENCHMARKS.md.
 """
@@ -41,6 +48,8 @@ DEFAULT_SECONDS = 60.0
 DEFAULT_MEMORY_MB = 512
 DEFAULT_MAX_CHARS = 1_000_000
 DEFAULT_MAX_PAGES = 2000
+DEFAULT_OCR_MAX_PAGES = 20
+DEFAULT_OCR_MEMORY_MB = 1536
 MB = 1024 * 1024
 
 
@@ -201,7 +210,80 @@ def part_extraction(args) -> str:
     return "\n".join(lines)
 
 
-PARTS = {"extraction": part_extraction}
+def part_ocr(args) -> str:
+    from attachments.extraction.runner import extract_file
+    from tests.attachments.documents import scanned_pdf
+
+    def page(n: int) -> list[str]:
+        return [
+            f"Line {row} of page {n}: restart the billing queue {n * 100 + row}"
+            for row in range(20)
+        ]
+
+    table, medians = [], {}
+    with tempfile.TemporaryDirectory(prefix="hub-bench-ocr-") as folder:
+        for count in (1, args.ocr_pages):
+            path = Path(folder) / f"scan-{count}.pdf"
+            path.write_bytes(scanned_pdf([page(n) for n in range(1, count + 1)], font_size=28))
+            before = _load()
+            seconds, cpu, peaks = [], [], []
+            for _ in range(args.runs):
+                started = time.perf_counter()
+                result = extract_file(
+                    path,
+                    "pdf",
+                    seconds=600,  # the bench measures; the hub's bound is DEFAULT_SECONDS
+                    memory_mb=DEFAULT_MEMORY_MB,
+                    max_chars=DEFAULT_MAX_CHARS,
+                    max_pages=DEFAULT_MAX_PAGES,
+                    ocr_max_pages=max(count, DEFAULT_OCR_MAX_PAGES),
+                    ocr_memory_mb=DEFAULT_OCR_MEMORY_MB,
+                )
+                seconds.append(time.perf_counter() - started)
+                cpu.append(result.cpu_seconds)
+                peaks.append(result.peak_rss_kb / 1024)
+                assert f"page {count}" in result.text, result.notes  # it did read them
+            medians[count] = (median(seconds), median(cpu))
+            table.append(
+                [
+                    f"scanned PDF, {count} page{'s' if count > 1 else ''}",
+                    args.runs,
+                    f"{median(seconds):.2f}",
+                    f"{min(seconds):.2f}–{max(seconds):.2f}",
+                    f"{median(cpu):.2f}",
+                    f"{median(seconds) / count:.2f}",
+                    f"{median(peaks):.0f}",
+                    f"{max(peaks):.0f}",
+                    f"{before} → {_load()}",
+                ]
+            )
+            print(f"  {count} pages: {median(seconds):.2f} s, {max(peaks):.0f} MB", file=sys.stderr)
+    extra = args.ocr_pages - 1
+    per_page = (medians[args.ocr_pages][0] - medians[1][0]) / extra if extra else 0
+    per_page_cpu = (medians[args.ocr_pages][1] - medians[1][1]) / extra if extra else 0
+    return "\n".join(
+        [
+            markdown_table(
+                [
+                    "file",
+                    "runs",
+                    "median s",
+                    "range s",
+                    "median CPU s",
+                    "s per page (whole file)",
+                    "median peak RSS MB",
+                    "max peak RSS MB",
+                    "load average (1, 5, 15 min) before → after",
+                ],
+                table,
+            ),
+            "",
+            f"Each page past the first: {per_page:.2f} s ({per_page_cpu:.2f} s CPU).",
+        ]
+    )
+
+
+PARTS = {"extraction": part_extraction, "ocr": part_ocr}
 
 
 def main() -> None:
@@ -216,6 +298,7 @@ def main() -> None:
         default=5,
         help="size of a second XLSX read once with the text cap lifted (0: none)",
     )
+    parser.add_argument("--ocr-pages", type=int, default=4, help="pages of the `ocr` part's file")
     args = parser.parse_args()
     parts = [part.strip() for part in args.only.split(",") if part.strip()]
     unknown = [part for part in parts if part not in PARTS]

@@ -28,5 +28,6 @@ urlpatterns = [
     ),
     path("chats/<path:chat_key>/members", views.member_add, name="chat_member_add"),
     path("chats/<path:chat_key>/turns/<int:turn_id>/stop", views.turn_stop_view, name="turn_stop"),
+    path("chats/<path:chat_key>/stop", views.chat_stop_view, name="chat_stop"),
     path("chats/<path:chat_key>/", views.chat_page, name="chat_page"),
 ]

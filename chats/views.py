@@ -25,6 +25,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect, reswap, retarget
 
 from chats.agent.events import last_seq
+from chats.agent.holds import chat_stop
 from chats.agent.llm import provider_info
 from chats.agent.turns import message_received, turn_stop
 from chats.extras import composer_extras_html, with_extras_html
@@ -378,5 +379,18 @@ def turn_stop_view(request: HttpRequest, chat_key: str, turn_id: int) -> HttpRes
     chat = _chat_or_404(request, chat_key)
     name = request.user.get_full_name() or request.user.get_username()
     if not turn_stop(turn_id=turn_id, chat=chat, reason=f"stopped by {name}"):
+        return HttpResponse(status=409)
+    return HttpResponse(status=204)
+
+
+@login_required
+@require_POST
+def chat_stop_view(request: HttpRequest, chat_key: str) -> HttpResponse:
+    """Stop everything the agent does or is about to do in the chat (204; 409: nothing): its
+    running, waiting and queued turns, and a message whose turn is held for its files (it
+    stays, with no turn). Any member; others 404."""
+    chat = _chat_or_404(request, chat_key)
+    name = request.user.get_full_name() or request.user.get_username()
+    if not chat_stop(chat=chat, reason=f"stopped by {name}"):
         return HttpResponse(status=409)
     return HttpResponse(status=204)

@@ -506,6 +506,17 @@ ATTACHMENTS_EXTRACT_SECONDS = env_float("ATTACHMENTS_EXTRACT_SECONDS", 60.0, min
 ATTACHMENTS_EXTRACT_MEMORY_MB = env_int("ATTACHMENTS_EXTRACT_MEMORY_MB", 512, minimum=128)
 ATTACHMENTS_EXTRACT_MAX_CHARS = env_int("ATTACHMENTS_EXTRACT_MAX_CHARS", 1_000_000, minimum=1000)
 ATTACHMENTS_EXTRACT_MAX_PAGES = env_int("ATTACHMENTS_EXTRACT_MAX_PAGES", 2000, minimum=1)
+# Offline OCR of scanned PDF pages in the extraction child (rapidocr-onnxruntime, models in
+# its wheel): off by default (its peak memory, ~600-750 MB, is over extraction's 300 MB); at
+# most this many pages a file; the child's address space while it reads them (ONNX Runtime
+# and OpenCV map about 1 GB).
+ATTACHMENTS_OCR = env_bool("ATTACHMENTS_OCR", False)
+ATTACHMENTS_OCR_MAX_PAGES = env_int("ATTACHMENTS_OCR_MAX_PAGES", 20, minimum=1)
+ATTACHMENTS_OCR_MEMORY_MB = env_int("ATTACHMENTS_OCR_MEMORY_MB", 1536, minimum=1024)
+# The text in images (screenshots, photos of whiteboards) read by OCR too, when the model
+# cannot see them (no LLM_VISION, no VISION_LLM_MODEL): off by default, since every such image
+# then waits ~5 s and a ~600 MB child before its turn.
+ATTACHMENTS_OCR_IMAGES = env_bool("ATTACHMENTS_OCR_IMAGES", False)
 # A document whose text is at most this many tokens reaches the model whole; a longer one as
 # its beginning and a pointer to `attachment_read` (a small window shrinks both).
 ATTACHMENTS_INLINE_TOKENS = env_int("ATTACHMENTS_INLINE_TOKENS", 4000, minimum=100)

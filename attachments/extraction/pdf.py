@@ -8,9 +8,10 @@ def _has_image(page, raw) -> bool:
     return any(item.type == raw.FPDF_PAGEOBJ_IMAGE for item in page.get_objects(max_depth=2))
 
 
-def read_pdf(path: str, sink: PageSink, *, max_pages: int) -> Extracted:
-    """The text of the first `max_pages` pages; a note names the scanned pages, the pages
-    past the cap, and where the text was cut."""
+def read_pdf(path: str, sink: PageSink, *, max_pages: int, ocr=None) -> Extracted:
+    """The text of the first `max_pages` pages; a note names the scanned pages (read by
+    `ocr`, an OcrReader, when given, up to its cap and time), the pages past the cap, and
+    where the text was cut."""
     import pypdfium2 as pdfium
     import pypdfium2.raw as raw
 
@@ -40,7 +41,11 @@ def read_pdf(path: str, sink: PageSink, *, max_pages: int) -> Extracted:
                 finally:
                     textpage.close()
                 if not text.strip() and _has_image(page, raw):
-                    scanned.append(index + 1)
+                    read_by_ocr = ocr.page_text(page, index + 1) if ocr else None
+                    if read_by_ocr is None:
+                        scanned.append(index + 1)
+                    else:
+                        text = read_by_ocr
             finally:
                 page.close()
             if not sink.add(text):
@@ -65,7 +70,25 @@ def read_pdf(path: str, sink: PageSink, *, max_pages: int) -> Extracted:
         verb = "is a scanned image" if len(scanned) == 1 else "are scanned images"
         notes.insert(
             0,
-            f"{which.capitalize()} {page_ranges(scanned)} {verb} without a text layer: "
-            "their text was not read (no OCR on this hub).",
+            f"{which.capitalize()} {page_ranges(scanned)} {verb} without a text "
+            f"layer: {'its' if len(scanned) == 1 else 'their'} {_why_not_read(ocr)}",
+        )
+    if ocr and ocr.read:
+        which = "Page" if len(ocr.read) == 1 else "Pages"
+        notes.insert(
+            0,
+            f"{which} {page_ranges(ocr.read)} {'was' if len(ocr.read) == 1 else 'were'} read "
+            "by OCR (machine-read from a scanned image: words may be wrong).",
         )
     return Extracted(sink.text(), total, notes)
+
+
+def _why_not_read(ocr) -> str:
+    if ocr is None:
+        return "text was not read (OCR is off on this hub)."
+    if ocr.unavailable:
+        return "text was not read (OCR could not start on this hub)."
+    if ocr.out_of_time:
+        return "text was not read (OCR ran out of time)."
+    pages = "page" if ocr.max_pages == 1 else "pages"
+    return f"text was not read (OCR reads at most {ocr.max_pages} {pages} a file)."

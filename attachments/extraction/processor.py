@@ -1,7 +1,9 @@
 """The document processor of the attachments' registry: which stored files it reads, and
 reading one (its blob copied to a temporary file, the child bounded by the settings
 ATTACHMENTS_EXTRACT_SECONDS and ATTACHMENTS_EXTRACT_MEMORY_MB, the text capped at
-ATTACHMENTS_EXTRACT_MAX_CHARS and PDFs at ATTACHMENTS_EXTRACT_MAX_PAGES pages).
+ATTACHMENTS_EXTRACT_MAX_CHARS and PDFs at ATTACHMENTS_EXTRACT_MAX_PAGES pages; scanned PDF
+pages read by OCR when ATTACHMENTS_OCR is on, at most ATTACHMENTS_OCR_MAX_PAGES a file within
+ATTACHMENTS_OCR_MEMORY_MB).
 
 Each file read is recorded in usage as kind "extraction" (through `chats.signals.model_usage`,
 attributed like the file's message): `calls` are the pages read and `duration_ms` the time
@@ -82,6 +84,8 @@ def extract_document(attachment) -> Derived:
                 memory_mb=settings.ATTACHMENTS_EXTRACT_MEMORY_MB,
                 max_chars=settings.ATTACHMENTS_EXTRACT_MAX_CHARS,
                 max_pages=settings.ATTACHMENTS_EXTRACT_MAX_PAGES,
+                ocr_max_pages=settings.ATTACHMENTS_OCR_MAX_PAGES if settings.ATTACHMENTS_OCR else 0,
+                ocr_memory_mb=settings.ATTACHMENTS_OCR_MEMORY_MB,
             )
         except ExtractionFailed as exc:
             raise ProcessingFailed(str(exc)) from exc

@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from attachments.extraction.child import MEMORY_EXIT
+from attachments.extraction.child import MEMORY_EXIT, OCR_MEMORY_EXIT
 
 logger = logging.getLogger(__name__)
 
@@ -65,9 +65,12 @@ def extract_file(
     memory_mb: int,
     max_chars: int,
     max_pages: int,
+    ocr_max_pages: int = 0,
+    ocr_memory_mb: int = 0,
 ) -> ExtractionResult:
     """Read `path` as `file_format` in a child process bounded by `seconds` (wall clock) and
-    `memory_mb` (address space). Raises ExtractionFailed with a person's reason."""
+    `memory_mb` (address space; `ocr_memory_mb` once OCR reads a scanned PDF page, at most
+    `ocr_max_pages` of them, 0 for none). Raises ExtractionFailed with a person's reason."""
     request = {
         "path": str(path),
         "format": file_format,
@@ -75,6 +78,11 @@ def extract_file(
         "max_pages": max_pages,
         "memory_mb": memory_mb,
         "cpu_seconds": int(seconds) + _CPU_GRACE_SECONDS,
+        "ocr_max_pages": ocr_max_pages if file_format in ("pdf", "image") else 0,
+        # OCR stops reading pages at 70% of the wall clock: the text so far is kept (a page
+        # takes up to ~10 s on a loaded machine: the rest is its margin).
+        "ocr_seconds": seconds * 0.7,
+        "ocr_memory_mb": ocr_memory_mb if ocr_max_pages else 0,
     }
     process = subprocess.Popen(
         [sys.executable, "-m", "attachments.extraction.child"],
@@ -101,6 +109,11 @@ def extract_file(
         raise ExtractionFailed(
             f"Reading the file needed more than {memory_mb} MB of memory, so the hub "
             "stopped. Send a smaller file, or the pages you need."
+        )
+    if code == OCR_MEMORY_EXIT:
+        raise ExtractionFailed(
+            f"Reading the {'image' if file_format == 'image' else 'scanned pages'} by OCR "
+            f"needed more than {ocr_memory_mb} MB of memory, so the hub stopped."
         )
     if code == -signal.SIGXCPU:
         raise ExtractionFailed(

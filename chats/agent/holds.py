@@ -24,6 +24,10 @@ A channel that follows the turn answering its message (`/v1`, the terminal) asks
 `turn_hold_poll` (or blocks in `turn_hold_wait`) until the hold is released, releasing it
 itself once due. The terminal, which runs its turns in its own process, has its hold placed
 with `respond=False` and requests the turn itself after the release.
+
+A person's Stop (the dashboard's, the HTTP API's, `/stop`) stops a held turn too
+(`chat_stop`, `turn_holds_cancel`): the held messages are released without a turn, so they
+stay in the history (their files go on being read) and no turn runs for them.
 """
 
 import logging
@@ -35,8 +39,8 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from chats.agent.turns import turn_request
-from chats.models import Message, Turn, TurnHold
+from chats.agent.turns import turn_request, turn_stop
+from chats.models import Chat, Message, Turn, TurnHold
 from chats.signals import held_turn_requested
 
 logger = logging.getLogger(__name__)
@@ -160,6 +164,42 @@ def turn_holds_release(*, hold_id: int) -> Turn | None:
                     exc_info=(type(result), result, result.__traceback__),
                 )
     return turn
+
+
+def turn_holds_cancel(*, chat_id: int, reason: str) -> list[int]:
+    """Release every held message of the chat without a turn, on a person's Stop: the
+    messages stay, their files go on being read, and no turn is requested for them (the
+    timers, the last file settling and the sweep find them released). Returns the ids of
+    the messages that were held."""
+    with transaction.atomic():
+        held = list(
+            TurnHold.objects.select_for_update()
+            .filter(chat_id=chat_id, state=TurnHold.State.HELD)
+            .values_list("pk", "message_id")
+        )
+        if held:
+            TurnHold.objects.filter(pk__in=[pk for pk, _ in held]).update(
+                state=TurnHold.State.RELEASED, released_at=timezone.now(), respond=False
+            )
+    if held:
+        logger.info("held turns of chat %s stopped (%s): messages %s", chat_id, reason, held)
+    return [message_id for _, message_id in held]
+
+
+# What a person's Stop stops besides held messages: every turn not finished yet.
+STOPPABLE = (Turn.Status.QUEUED, Turn.Status.RUNNING, Turn.Status.WAITING)
+
+
+def chat_stop(*, chat: Chat, reason: str, statuses=STOPPABLE) -> int:
+    """Stop what the agent is doing or about to do in `chat` on a person's request: held
+    messages first (so a hold released meanwhile has its turn among those stopped next), then
+    every turn in `statuses` (`turn_stop`). Returns how many turns and held messages it
+    stopped; 0: nothing was going on."""
+    stopped = len(turn_holds_cancel(chat_id=chat.pk, reason=reason))
+    open_turns = Turn.objects.filter(chat=chat, status__in=statuses).values_list("pk", flat=True)
+    for turn_id in list(open_turns):
+        stopped += turn_stop(turn_id=turn_id, chat=chat, reason=reason)
+    return stopped
 
 
 def turn_holds_release_due() -> int:

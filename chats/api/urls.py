@@ -13,6 +13,7 @@ urlpatterns = [
     path("messages", views.message_post, name="api_message_post"),
     path("chats", views.chat_list, name="api_chat_list"),
     path("chats/<path:chat_key>/messages", views.chat_messages, name="api_chat_messages"),
+    path("chats/<path:chat_key>/stop", views.chat_stop, name="api_chat_stop"),
     path("search", views.search, name="api_search"),
     path("turns/<int:turn_id>", views.turn_detail, name="api_turn_detail"),
     path("turns/<int:turn_id>/events", turn_events, name="api_turn_events"),

@@ -129,6 +129,20 @@ def chat_messages(request: HttpRequest, person, chat_key: str) -> JsonResponse:
     )
 
 
+@api_endpoint("POST")
+def chat_stop(request: HttpRequest, person, chat_key: str) -> JsonResponse:
+    """Stops the agent in a readable chat: its open turns and the messages whose turn is held
+    for their files (they stay, with no turn); `stopped` counts them (0: nothing was going
+    on). Unreadable and unknown chats are 404."""
+    from chats.agent.holds import chat_stop as stop
+
+    chat = chat_for_person(person, chat_key)
+    if chat is None:
+        raise not_found(UNKNOWN_CHAT)
+    name = person.get_full_name() or person.get_username()
+    return JsonResponse({"stopped": stop(chat=chat, reason=f"stopped by {name} (API)")})
+
+
 @api_endpoint("GET")
 def search(request: HttpRequest, person) -> JsonResponse:
     """Finds messages only in chats the person can read; an empty query is a 400."""

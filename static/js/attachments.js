@@ -41,6 +41,35 @@
       if (error) error.textContent = message || "";
     }
 
+    // A message held for its files (being read before the answer): say so, with a Stop that
+    // releases it without an answer; the note goes once the answer starts streaming.
+    function offerStop(stopUrl) {
+      var error = document.getElementById("composer-error");
+      if (!error) return;
+      var note = document.createElement("span");
+      note.className = "files-wait";
+      note.textContent = " Reading the files before the answer… ";
+      var button = document.createElement("button");
+      button.type = "button";
+      button.className = "link stop";
+      button.textContent = "Stop";
+      button.addEventListener("click", function () {
+        button.disabled = true;
+        fetch(stopUrl, { method: "POST", headers: csrfHeaders(), credentials: "same-origin" })
+          .then(function (r) {
+            note.textContent = r.status === 204
+              ? " Stopped: the message stays, with no answer."
+              : "";
+          });
+      });
+      note.appendChild(button);
+      error.appendChild(note);
+      var watch = new MutationObserver(function () {
+        if (list.querySelector('[id^="streaming-"]')) { note.remove(); watch.disconnect(); }
+      });
+      watch.observe(list, { childList: true });
+    }
+
     function sync() {
       var any = pending.length > 0;
       form.dataset.hasFiles = any ? "true" : "";
@@ -199,6 +228,7 @@
           }
           var note = reset(skipped);
           showError([body.error, note].filter(Boolean).join(" "));
+          if (body.turn_waits_for_files && body.stop_url) offerStop(body.stop_url);
         } else {
           items.forEach(function (item) { item.chip.querySelector(".chip-state").textContent = ""; });
           var error = body.error && typeof body.error === "object" ? body.error.message : body.error;

@@ -178,3 +178,25 @@ def zip_bomb_docx(expanded_mb: int = 300) -> bytes:
                     part.write(block)
                 part.write(tail)
     return out.getvalue()
+
+
+def scanned_pdf(pages: Sequence[Sequence[str]], *, font_size: int = 44) -> bytes:
+    """An image-only PDF (as a scanner makes): each page the given lines of text drawn in
+    black on white by Pillow and embedded as a picture, with no text layer."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    font_path = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
+    try:
+        font = ImageFont.truetype(font_path, font_size)
+    except OSError:
+        font = ImageFont.load_default(size=font_size)
+    images = []
+    for lines in pages:
+        image = Image.new("RGB", (1240, 1754), "white")  # A4 at 150 dpi
+        draw = ImageDraw.Draw(image)
+        for row, line in enumerate(lines):
+            draw.text((120, 160 + row * font_size * 2), line, fill="black", font=font)
+        images.append(image)
+    out = io.BytesIO()
+    images[0].save(out, format="PDF", resolution=150, save_all=True, append_images=images[1:])
+    return out.getvalue()

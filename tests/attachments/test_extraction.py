@@ -57,13 +57,15 @@ def test_a_pdf_with_a_text_layer_is_read_page_by_page(extract):
     assert done.note == ""
 
 
-def test_scanned_pages_are_reported_not_invented(extract):
+def test_scanned_pages_are_reported_not_invented(extract, settings):
+    settings.ATTACHMENTS_OCR = False
     scan = [["Cover letter"], None, None, None, None, None, ["Signed"], None]
     done = extract("contract.pdf", pdf_bytes(scan))
     assert done.state == "ready"
     assert done.page_count == 8
     assert pages(done) == ["Cover letter", "", "", "", "", "", "Signed", ""]
     assert done.note.startswith("Pages 2–6, 8 are scanned images without a text layer")
+    # (with ATTACHMENTS_OCR off: tests/attachments/test_ocr.py reads them)
 
 
 def test_a_docx_keeps_headings_paragraphs_and_tables_in_order(extract):

@@ -28,6 +28,7 @@ def files_worker():
         extra_env={
             "ATTACHMENTS_STORAGE_OPTIONS": json.dumps({"location": location}),
             "ATTACHMENTS_EXTRACT_MEMORY_MB": "128",
+            "ATTACHMENTS_OCR": "false",  # OCR has its own tests (test_ocr.py)
             # This checkout's code, never another one's installed in the same environment.
             "PYTHONPATH": str(BASE_DIR),
         },

@@ -163,6 +163,7 @@ def test_without_vision_a_configured_vision_model_describes_the_image_once(
 
 
 def test_with_neither_the_model_is_told_it_cannot_see_the_image(settings, main_model, enqueued):
+    settings.ATTACHMENTS_OCR_IMAGES = False  # the default; with it on: the test below
     main_model.script(fake_openai.text("I can't see images here; could you describe it?"))
     turn = run(ask("what does this chart say?", [("chart.png", png_bytes(64, 64))]))
 
@@ -315,3 +316,22 @@ def test_an_imported_message_with_files_carries_them_to_the_model(main_model):
     )
     run(turn)
     assert "empty.txt" in str(main_model.last_request["messages"])
+
+
+def test_with_neither_the_text_ocr_read_in_the_image_goes_beside_cannot_see(
+    settings, main_model, enqueued
+):
+    from attachments.to_model import OCR_TEXT
+    from tests.attachments.test_ocr import text_png
+
+    settings.ATTACHMENTS_OCR = settings.ATTACHMENTS_OCR_IMAGES = True
+    settings.LLM_VISION = "off"
+    main_model.script(fake_openai.text("I cannot see the image, but its text says 503."))
+    turn = ask("what is this error?", [("error.png", text_png(["ERROR 503 upstream timeout"]))])
+    [attachment_id] = enqueued
+    assert attachment_process(attachment_id).state == Attachment.State.READY
+    run(turn)
+    text = text_of(user_content(main_model.last_request))
+    assert "<image_text" in text and "ERROR 503 upstream timeout" in text, text
+    assert OCR_TEXT in text
+    assert not [p for p in user_content(main_model.last_request) if p["type"] == "image_url"]

@@ -19,10 +19,11 @@ import uuid
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from chats.agent.holds import chat_stop
 from chats.agent.interrupts import request_interrupt
 from chats.agent.llm import get_provider
 from chats.agent.loop import run_claimed_turn
-from chats.agent.turns import Claim, message_received, turn_claim, turn_stop
+from chats.agent.turns import Claim, message_received, turn_claim
 from chats.agent.waiting import wait_points
 from chats.models import Actor, Turn
 from chats.selectors import chat_may_post
@@ -130,14 +131,11 @@ class Command(BaseCommand):
                 self.stdout.write("Fresh context: earlier messages stay in the history.")
                 continue
             if text == "/stop":
-                open_turns = Turn.objects.filter(
-                    chat=self.chat, status__in=(Turn.Status.RUNNING, Turn.Status.WAITING)
+                stopped = chat_stop(
+                    chat=self.chat,
+                    reason="stopped from the terminal",
+                    statuses=(Turn.Status.RUNNING, Turn.Status.WAITING),
                 )
-                stopped = 0
-                for turn_id in list(open_turns.values_list("id", flat=True)):
-                    stopped += turn_stop(
-                        turn_id=turn_id, chat=self.chat, reason="stopped from the terminal"
-                    )
                 self.stdout.write("Stopped." if stopped else "Nothing is running.")
                 continue
             try:
