@@ -10,8 +10,8 @@ from bots.commands import command_list
 from bots.outbox import UpdateOutcome, notice
 from bots.pairing import telegram_link
 from bots.updates import Place, display_name
-from chats.agent.turns import turn_stop
-from chats.models import Actor, Channel, Chat, Turn
+from chats.agent.holds import chat_stop
+from chats.models import Actor, Channel, Chat
 from chats.services import chat_get_or_create, chat_reset
 
 STOP_REASON = "stopped from Telegram"
@@ -55,13 +55,9 @@ def builtin_command_apply(
         return UpdateOutcome("command:new", outbound=[notice(place, message, text)])
     if name == "stop":
         chat = _chat_of(place)
-        stopped = 0
-        open_turns = Turn.objects.filter(
-            chat=chat, status__in=[Turn.Status.QUEUED, Turn.Status.RUNNING, Turn.Status.WAITING]
-        ).values_list("pk", flat=True)
-        for turn_id in list(open_turns):
-            reason = f"{STOP_REASON} by {display_name(message.from_user)}"
-            stopped += turn_stop(turn_id=turn_id, chat=chat, reason=reason)
+        # Held messages (waiting for their files) first, then every open turn.
+        reason = f"{STOP_REASON} by {display_name(message.from_user)}"
+        stopped = chat_stop(chat=chat, reason=reason)
         text = "Stopped." if stopped else "Nothing to stop: I am not writing anything."
         return UpdateOutcome("command:stop", outbound=[notice(place, message, text)])
     if name == "memory":

@@ -10,6 +10,7 @@ from bots.models import LinkCode, OutboundMessage, PairingRequest, ProcessedUpda
 from bots.pairing import link_code_create, pairing_decide
 from bots.services import polling_offset, polling_offset_save
 from bots.updates import BadUpdate
+from chats.agent.holds import turn_hold_clear, turn_hold_place
 from chats.models import Actor, Chat, Message, MessageEdit, Turn, TurnHold
 from tests.bots.conftest import BOT, FORUM_ID, GROUP_ID, process
 from tests.fakes.telegram_server import group_chat, private_chat, tg_user
@@ -177,6 +178,21 @@ def test_stop_stops_the_open_turn(tg):
     assert OutboundMessage.objects.last().payload["text"] == "Stopped."
     process(tg.message(chat, ALICE, "/stop"))
     assert OutboundMessage.objects.last().payload["text"].startswith("Nothing to stop")
+
+
+def test_stop_stops_a_message_held_for_its_files(tg):
+    chat = private_chat(ALICE)
+    process(tg.message(chat, ALICE, "read the photo"))
+    message = Message.objects.get(text="read the photo")
+    Turn.objects.filter(trigger=message).delete()  # as if its files were still being read
+    turn_hold_place(message=message, deadline_seconds=30, reason="files", respond=True)
+    outcome = process(tg.message(chat, ALICE, "/stop"))
+    assert outcome.result == "command:stop"
+    assert OutboundMessage.objects.last().payload["text"] == "Stopped."
+    hold = TurnHold.objects.get(message=message)
+    assert hold.state == TurnHold.State.RELEASED and hold.turn_id is None
+    assert turn_hold_clear(message_id=message.pk, reason="files") is None  # files settle later
+    assert not Turn.objects.filter(trigger=message).exists()
 
 
 def test_link_links_the_telegram_user_to_the_person_once(tg, make_person):
