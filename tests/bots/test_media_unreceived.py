@@ -116,6 +116,17 @@ def test_a_download_that_stalls_past_the_timeout_is_recorded_with_why(fake_teleg
     assert Turn.objects.filter(trigger=missing.message).count() == 1
 
 
+def test_a_download_that_drips_is_stopped_at_its_bound_too(fake_telegram, settings):
+    # Each piece comes within the wait for bytes, but the whole takes longer than the bound.
+    settings.TELEGRAM_FILE_TIMEOUT_SECONDS = 0.4
+    fake_telegram.download_stall, fake_telegram.download_pieces = 0.25, 8
+    process(fake_telegram.document(private_chat(ALICE), ALICE, b"y" * 8000, "slow.txt"))
+    missing = Attachment.objects.get()
+    assert missing.blob is None and missing.failure == (
+        "Could not be fetched from Telegram: Telegram did not hand it over within 0.4 seconds."
+    )
+
+
 def test_a_download_refused_by_the_file_server_is_recorded_and_nothing_twice(fake_telegram):
     # getFile answers, the download itself is a 404 (the file went from Telegram's servers).
     update = fake_telegram.photo(private_chat(ALICE), ALICE, None, caption="see")

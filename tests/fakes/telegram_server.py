@@ -15,8 +15,8 @@ form-encoded, JSON or multipart parameters as python-telegram-bot sends them (an
 file is an `Upload`: its UTF-8 file name and bytes, in the call's params), and the files
 `add_file` holds at `/file/bot<token>/<file_path>` (getFile refuses a file over 20 MB as
 Telegram does: "Bad Request: file is too big"; `download_stall` makes downloads stall
-half-way). `photo`, `document`, `voice` and `video` build media updates, in an album with
-`media_group_id`. Every call is recorded with a timestamp
+half-way, or drip in `download_pieces`). `photo`, `document`, `voice` and `video` build
+media updates, in an album with `media_group_id`. Every call is recorded with a timestamp
 (`calls`), and the messages the bot sent are kept as a chat would show them, with their
 edit history. HTML is checked as Telegram does (known tags, balanced nesting, the
 4,096-character limit on the visible text); `fail_next` scripts a 429 with
@@ -211,8 +211,10 @@ class FakeTelegram:
         # file_id -> (file_unique_id, file_path, size, bytes or None for a file never served)
         self.files: dict[str, tuple[str, str, int, bytes | None]] = {}
         self.downloads: list[str] = []  # file paths downloaded, in order
-        # Seconds a download stalls after its headers and first half (a slow Telegram).
+        # Seconds a download stalls after each of its first pieces (a slow Telegram): one
+        # stall after the first half by default; more pieces make it drip.
         self.download_stall = 0.0
+        self.download_pieces = 2
         self._file_ids = itertools.count(1)
         self._lock = threading.Condition()
         self._stopping = threading.Event()
@@ -904,11 +906,14 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()
             if fake.download_stall and status == 200:
-                half = len(payload) // 2
-                self.wfile.write(payload[:half])
-                self.wfile.flush()
-                fake._stopping.wait(fake.download_stall)
-                payload = payload[half:]
+                # In `download_pieces` pieces, with a stall after each but the last.
+                step = max(len(payload) // fake.download_pieces, 1)
+                while len(payload) > step:
+                    self.wfile.write(payload[:step])
+                    self.wfile.flush()
+                    payload = payload[step:]
+                    if fake._stopping.wait(fake.download_stall):
+                        break
             self.wfile.write(payload)
             self.wfile.flush()
         except OSError:
