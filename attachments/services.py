@@ -194,7 +194,9 @@ def attachment_record_unreceived(
     with transaction.atomic():
         locked = Message.objects.select_for_update().get(pk=message.pk)
         name = clean_file_name(name)
-        found = Attachment.objects.filter(message=locked, name=name, blob__isnull=True).first()
+        found = Attachment.objects.filter(
+            message=locked, name=name, blob__isnull=True, sha256=""
+        ).first()
         if found is not None:
             return found
         mark_carrying(locked)

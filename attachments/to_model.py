@@ -57,6 +57,7 @@ CHARS_PER_TOKEN_READ = 6  # characters read from the database per token of room
 REQUEST_IMAGE_CHARACTERS = 40 * 1024 * 1024  # data URLs in one request (OpenAI takes 50 MB)
 _BASE_TAGS = ("file", "image_description")
 _CLOSING = re.compile(r"</\s*(file|image_description)", re.IGNORECASE)
+_MEDIA_TYPE = re.compile(r"[A-Za-z0-9][\w.+-]{0,40}/[A-Za-z0-9][\w.+-]{0,80}")
 
 
 @dataclass(frozen=True)
@@ -340,8 +341,10 @@ def _other(block: _Block, attachment: Attachment) -> None:
 
 def _unreceived(block: _Block, attachment: Attachment) -> None:
     """A file its channel announced but the hub never got: named, with why, and the plain
-    instruction not to guess."""
-    facts = [attachment.declared_type or "type unknown"]
+    instruction not to guess. The announced type is the sender's word: shown only when it
+    looks like a media type."""
+    declared = attachment.declared_type
+    facts = [declared if _MEDIA_TYPE.fullmatch(declared or "") else "type unknown"]
     if attachment.size:
         facts.append(f"{_size(attachment.size)} as announced")
     label = f"{attachment.name} ({', '.join(facts)}, id {attachment.pk})"
