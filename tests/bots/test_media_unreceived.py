@@ -84,6 +84,13 @@ def test_a_video_over_20_mb_is_recorded_failed_told_and_the_model_told_plainly(
     )
     assert missing.size == BIG and missing.blob is None and missing.media_type == ""
     assert missing.state == Attachment.State.FAILED and missing.failure == TOO_BIG
+    # Open pages hear of it (and fetch the message again, showing its card).
+    from chats.agent.events import events_since
+
+    updated = [e for e in events_since(message.chat_id, 0) if e["type"] == "message.updated"]
+    assert [(e["message"]["id"], e["attachment"]) for e in updated] == [
+        (message.pk, {"id": missing.pk, "state": "failed"})
+    ]
     # The person still gets the clear notice, in the history and on Telegram.
     [notice] = _notices(message.chat)
     assert notice.startswith("clip.mp4 is 25.0 MB: Telegram lets a bot download files of")
