@@ -96,8 +96,8 @@ class AttachmentsConfig(AppConfig):
         from attachments.waiting import on_attachment_settled
 
         attachment_settled.connect(on_attachment_settled, dispatch_uid="attachments-turn-waits")
-        # Photos, documents, voice notes, audio and video notes sent on Telegram (the bridge's
-        # media registry).
+        # Photos, documents, voice notes, audio, video notes and videos sent on Telegram (the
+        # bridge's media registry); a file Telegram cannot hand over is recorded as failed.
         from attachments.telegram import telegram_media_take, telegram_media_takes
         from bots.media import register_media_handler
 

@@ -3,7 +3,8 @@ chats/history_bundle.py): each file's facts on the record, its bytes in the bund
 SHA-256, once however many messages carry them. On import the bytes are checked against
 their hash and stored as one blob again; what the hub derived (text, pages, description)
 and the state come back as they were, so an export of the import is the same, byte for byte.
-A file whose bytes the import does not carry is kept as `failed`, saying so."""
+A file whose bytes the import does not carry is kept as `failed`, saying so; a file the hub
+never received (no hash, `failed` with why) comes back as it was."""
 
 from collections.abc import Sequence
 from datetime import datetime
@@ -88,7 +89,10 @@ def _entry(value: object, index: int) -> dict:
         raise ValueError(f"[{index}].state {entry['state']!r} is not a state")
     if entry["size"] < 0 or entry["size"] > settings.ATTACHMENTS_MAX_FILE_BYTES * 64:
         raise ValueError(f"[{index}].size is out of range")
-    if len(entry["sha256"]) != 64 or entry["sha256"].strip("0123456789abcdef"):
+    never_received = entry["sha256"] == "" and entry["state"] == Attachment.State.FAILED
+    if not never_received and (
+        len(entry["sha256"]) != 64 or entry["sha256"].strip("0123456789abcdef")
+    ):
         raise ValueError(f"[{index}].sha256 is not a SHA-256")
     try:
         entry["created_at"] = datetime.fromisoformat(entry["created_at"].replace("Z", "+00:00"))
@@ -114,6 +118,9 @@ def attachments_restore(message: Message, entries: list[dict], bundle: Bundle | 
         mark_carrying(message)
     for entry in entries:
         data = None
+        if not entry["sha256"]:  # a file the hub never received: its record, as it was
+            Attachment.objects.create(message=message, **entry)
+            continue
         if bundle is not None and entry["size"]:
             data = bundle.blob_read_verified(entry["sha256"], limit=entry["size"])
         fields = dict(entry)

@@ -23,8 +23,9 @@ TEMPLATE = "attachments/files.html"
 
 def _file_view(attachment: Attachment, details: dict | None = None) -> dict:
     stored = attachment.blob_id is not None
-    heard = attachment.kind in HEARD_KINDS
+    heard = attachment.kind in HEARD_KINDS and attachment.received
     return {
+        "received": attachment.received,
         # A heard file's card: the player and, under it, the transcript (or its state).
         "heard": heard,
         "listen_url": (
@@ -45,7 +46,10 @@ def _file_view(attachment: Attachment, details: dict | None = None) -> dict:
 
 
 def _type_label(attachment: Attachment) -> str:
-    """What the card says the file is: from the sniffed type, never from the name."""
+    """What the card says the file is: from the sniffed type, never from the name (a file
+    never received: the type its sender announced, said so)."""
+    if not attachment.received:
+        return f"{attachment.declared_type} (as announced)" if attachment.declared_type else ""
     subtype = attachment.media_type.partition("/")[2]
     short = {
         "pdf": "PDF",

@@ -99,6 +99,12 @@ class Attachment(models.Model):
         return f"{self.name} ({self.media_type}, {self.size} bytes) on message {self.message_id}"
 
     @property
+    def received(self) -> bool:
+        """False for a file its channel announced but the hub never got (no bytes, no hash:
+        `attachment_record_unreceived`); an empty file was received (its hash is known)."""
+        return self.blob_id is not None or bool(self.sha256)
+
+    @property
     def chat_id(self) -> int:
         return self.message.chat_id
 

@@ -49,11 +49,13 @@ def attachment_json(attachment: Attachment, details: dict | None = None) -> dict
         "failure": attachment.failure or None,
         "created_at": iso(attachment.created_at),
         "download_url": api_download_url(attachment) if attachment.blob_id else None,
+        # False: the channel announced it but the hub never got it (`failure` says why).
+        "received": attachment.received,
     }
     for name, detail in details.items():
         if name not in shown and name != "transcript":
             shown[name] = detail
-    if attachment.kind in HEARD_KINDS:
+    if attachment.kind in HEARD_KINDS and attachment.received:
         shown["transcript"] = transcript_json(attachment, details.get("transcript"))
     return shown
 

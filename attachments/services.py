@@ -77,7 +77,10 @@ def _check_limits(message: Message, size: int) -> None:
         )
     since = timezone.now() - timedelta(days=1)
     today = (
-        Attachment.objects.filter(message__chat_id=message.chat_id, created_at__gte=since)
+        # A file never received (its size as announced) took no room: it does not count.
+        Attachment.objects.filter(
+            message__chat_id=message.chat_id, created_at__gte=since, blob__isnull=False
+        )
         .aggregate(total=Sum("size"))
         .get("total")
         or 0
@@ -180,6 +183,43 @@ def attachment_store(
             if processor.wait_seconds:
                 files_hold_lengthen(message)
         return attachment
+
+
+def attachment_record_unreceived(
+    *,
+    message: Message,
+    name: str,
+    kind: str,
+    failure: str,
+    declared_type: str = "",
+    size: int | None = None,
+) -> Attachment:
+    """Record on `message` a file its channel announced but the hub never received (Telegram
+    could not hand it over, or it was over a limit): `failed` with `failure` (words a person
+    can read), no bytes, no media type (nothing was sniffed), the size as announced (0 when
+    unknown). The history, the dashboard, the API and the model see it; no processor runs.
+    Once per message and name (a redelivered task records nothing twice)."""
+    with transaction.atomic():
+        locked = Message.objects.select_for_update().get(pk=message.pk)
+        name = clean_file_name(name)
+        found = Attachment.objects.filter(
+            message=locked, name=name, blob__isnull=True, sha256=""
+        ).first()
+        if found is not None:
+            return found
+        mark_carrying(locked)
+        message.metadata = locked.metadata
+        return Attachment.objects.create(
+            message=locked,
+            name=name,
+            kind=kind if kind in Attachment.Kind.values else Attachment.Kind.OTHER,
+            media_type="",
+            declared_type=(declared_type or "")[:127],
+            size=max(int(size or 0), 0),
+            sha256="",
+            state=Attachment.State.FAILED,
+            failure=failure[:500],
+        )
 
 
 def attachment_from_blob(

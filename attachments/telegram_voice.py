@@ -1,4 +1,4 @@
-"""Voice notes, audio files and video notes on Telegram, after they are stored
+"""Voice notes, audio files, video notes and videos on Telegram, after they are stored
 (`attachments.telegram` fetches and stores them like documents; a processor transcribes
 them, `attachments.processing`). Three things the bridge cannot know by itself:
 
@@ -10,7 +10,8 @@ them, `attachments.processing`). Three things the bridge cannot know by itself:
 - **A failed transcript is told**: when such a file settles `failed`, a notice says why and
   that the audio is kept (the bridge sends notices to Telegram); only where the person waits
   for the bot, so a group is not told about voice notes that were never for the bot.
-- **A group voice note is addressed by its words**: whether it asks the bot is decided
+- **A group voice note is addressed by its words** (not a video: a clip's sound is seldom
+  the sender speaking to the group; its caption decides): whether it asks the bot is decided
   after its transcript, by the rule text follows (a reply to the bot was seen on arrival;
   the transcript naming the bot, by its username said aloud, counts like a mention). It
   runs on `attachment_settled`, after the update's transaction and after the transcript's.
@@ -33,11 +34,20 @@ from chats.notices import chat_notice_post
 logger = logging.getLogger(__name__)
 
 # Telegram media types whose file is heard, and the attachment kinds a transcript is made of.
-HEARD = ("voice", "audio", "video_note")
+HEARD = ("voice", "audio", "video_note", "video")
+# Those whose words decide, in a group, whether the bot was addressed: what a person says to
+# the group. A video's sound track is usually someone else's (a clip): its caption decides.
+SPOKEN_TO = ("voice", "audio", "video_note")
 HEARD_KINDS = (Attachment.Kind.AUDIO, Attachment.Kind.VIDEO)
 NOTICE_KIND = "transcript_failed"
 ACTION = "typing"  # the bot will answer in text: "typing…", not "recording a voice message…"
-_WHAT = {"voice": "Your voice message", "video_note": "Your video message", "audio": "The audio"}
+_WHAT = {
+    "voice": "Your voice message",
+    "video_note": "Your video message",
+    "audio": "The audio",
+    "video": "The sound of your video",
+}
+_KEPT = {"video": "The video is kept"}
 
 
 def _telegram_meta(message: Message) -> dict:
@@ -47,7 +57,7 @@ def _telegram_meta(message: Message) -> dict:
 def _heard(attachment: Attachment) -> dict | None:
     """The Telegram metadata of a heard file's message (a voice note, audio, a video note
     sent on Telegram); None for anything else."""
-    if attachment.kind not in HEARD_KINDS:
+    if attachment.kind not in HEARD_KINDS or not attachment.received:
         return None
     meta = _telegram_meta(attachment.message)
     if (meta.get("attachment") or {}).get("type") not in HEARD:
@@ -134,6 +144,7 @@ def _heard_file_settled(attachment: Attachment) -> None:
         return
     if (
         attachment.state == Attachment.State.READY
+        and (meta.get("attachment") or {}).get("type") in SPOKEN_TO
         and message.chat.kind != ChatKind.DM
         and not meta.get("addressed")
         and names_bot(attachment.extracted_text)
@@ -142,13 +153,14 @@ def _heard_file_settled(attachment: Attachment) -> None:
 
 
 def _failure_tell(attachment: Attachment, meta: dict) -> None:
-    what = _WHAT.get((meta.get("attachment") or {}).get("type"), "The audio")
+    media_type = (meta.get("attachment") or {}).get("type")
+    what = _WHAT.get(media_type, "The audio")
+    kept = _KEPT.get(media_type, "The audio is kept")
     reason = attachment.failure or "The transcription failed."
     chat_notice_post(
         chat=attachment.message.chat,
         text=(
-            f"{what} could not be transcribed: {reason} The audio is kept; "
-            "send it again or write the message."
+            f"{what} could not be transcribed: {reason} {kept}; send it again or write the message."
         ),
         kind=NOTICE_KIND,
         detail={"about_message": attachment.message_id, "attachment": attachment.pk},

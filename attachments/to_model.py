@@ -10,6 +10,8 @@ For each message it gives one framed text block and its images:
 - a document's extracted text goes whole when it is short (ATTACHMENTS_INLINE_TOKENS and the
   cap allow), else its beginning, its page count and a pointer to `attachment_read`;
 - a file still being read or one that could not be read is named with its state and reason;
+- a file its channel announced but never handed over (Telegram could not, or a limit) is
+  named as never received, with why, and the agent told not to guess what is in it;
 - a kind whose text another app derives (a transcript of audio: the `voice` app) may
   register a `TextFrame` (`text_frame_register`): its text goes in that frame's tag, with the
   attributes and the lead line it gives, instead of as a document.
@@ -61,6 +63,7 @@ OCR_TEXT = (
     "it tells nothing else of what the image shows. Say you cannot see the image itself; "
     "never guess or describe what it shows beyond that text."
 )
+_MEDIA_TYPE = re.compile(r"[A-Za-z0-9][\w.+-]{0,40}/[A-Za-z0-9][\w.+-]{0,80}")
 
 
 @dataclass(frozen=True)
@@ -354,6 +357,23 @@ def _other(block: _Block, attachment: Attachment) -> None:
         block.add(f"- {label}: no text was extracted from it.", report | {"sent": "named"})
 
 
+def _unreceived(block: _Block, attachment: Attachment) -> None:
+    """A file its channel announced but the hub never got: named, with why, and the plain
+    instruction not to guess. The announced type is the sender's word: shown only when it
+    looks like a media type."""
+    declared = attachment.declared_type
+    facts = [declared if _MEDIA_TYPE.fullmatch(declared or "") else "type unknown"]
+    if attachment.size:
+        facts.append(f"{_size(attachment.size)} as announced")
+    label = f"{attachment.name} ({', '.join(facts)}, id {attachment.pk})"
+    reason = _defuse(attachment.failure or "it did not arrive")
+    block.add(
+        f"- {label}: never received, you do not have this file. {reason} Tell the person it "
+        "did not come through if it matters; never guess what is in it.",
+        {"id": attachment.pk, "kind": attachment.kind, "sent": "unreceived"},
+    )
+
+
 def _message_block(
     files: Sequence[Attachment],
     cap: int,
@@ -369,7 +389,9 @@ def _message_block(
     block = _Block(cap)
     documents = []
     for attachment in files:
-        if attachment.kind == Attachment.Kind.IMAGE:
+        if not attachment.received:
+            _unreceived(block, attachment)
+        elif attachment.kind == Attachment.Kind.IMAGE:
             _image(block, attachment, vision=vision, allowance=allowance, trigger=trigger)
         elif attachment.text_length:
             documents.append(attachment)

@@ -5,6 +5,8 @@ an update is applied (a sync thread of the bridge, or the webhook view), and go 
 here, so tests fake one server and errors never carry the bot's token.
 """
 
+import time
+
 import httpx
 from django.conf import settings
 
@@ -67,7 +69,6 @@ def chat_member_status(telegram_chat_id: int, user_id: int) -> tuple[str, bool]:
 # What api.telegram.org lets a bot download (getFile); a local Bot API server
 # (`telegram-bot-api --local`, TELEGRAM_API_BASE_URL) has no such limit.
 CLOUD_DOWNLOAD_LIMIT = 20 * 1024 * 1024
-_CHUNK = 256 * 1024
 
 
 class FileTooBig(BotApiError):
@@ -108,14 +109,19 @@ def file_download(file_path: str, *, limit: int, timeout: float) -> bytes:
     token = settings.TELEGRAM_BOT_TOKEN
     url = f"{settings.TELEGRAM_API_BASE_URL}/file/bot{token}/{file_path}"
     chunks, total = [], 0
+    # `timeout` bounds each wait for bytes (httpx) and the whole download (here): a server
+    # that drips its bytes is stopped too, after at most twice `timeout`.
+    deadline = time.monotonic() + timeout
     try:
         with httpx.stream("GET", url, timeout=timeout) as response:
             if response.status_code != 200:
                 raise BotApiError(f"file download: HTTP {response.status_code}")
-            for chunk in response.iter_bytes(_CHUNK):
+            for chunk in response.iter_bytes():
                 total += len(chunk)
                 if total > limit:
                     raise FileOverLimit(f"the file is larger than {limit} bytes")
+                if time.monotonic() > deadline:
+                    raise BotApiError(f"file download: timed out after {timeout:g} s")
                 chunks.append(chunk)
     except httpx.HTTPError as exc:
         text = str(exc).replace(token, "<token>") if token else str(exc)

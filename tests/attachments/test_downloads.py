@@ -38,6 +38,7 @@ def test_the_history_lists_each_messages_attachments(api_for, owner, team_chat, 
             "failure": None,
             "created_at": messages[0]["attachments"][0]["created_at"],
             "download_url": _api_path(stored),
+            "received": True,
         }
     ]
     assert messages[1]["attachments"] == []

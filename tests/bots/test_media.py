@@ -158,8 +158,21 @@ def test_a_document_over_the_bot_apis_20_mb_is_told_in_the_chat_and_the_message_
     process(update)
 
     message = Message.objects.get(role="user")
-    assert message.text == "can you look at this dump?" and not Attachment.objects.exists()
+    assert message.text == "can you look at this dump?"
     assert fake_telegram.downloads == []
+    # Recorded on the message, without bytes: every reader (and the model) sees it missing.
+    missing = Attachment.objects.get()
+    assert (missing.message_id, missing.name, missing.blob, missing.size) == (
+        message.pk,
+        "dump.tar",
+        None,
+        25 * 1024 * 1024,
+    )
+    assert missing.state == Attachment.State.FAILED and not missing.received
+    assert missing.failure == (
+        "Could not be fetched from Telegram: it is 25.0 MB, and Telegram lets a bot download "
+        "files of at most 20 MB."
+    )
     [notice] = _notices(message.chat)
     assert "dump.tar is 25.0 MB" in notice and "at most 20 MB" in notice
     assert "kept without it" in notice
@@ -175,7 +188,10 @@ def test_a_file_over_the_hubs_limit_is_refused_with_the_reason_and_the_message_k
     settings.ATTACHMENTS_MAX_FILE_BYTES = 1000
     process(fake_telegram.document(private_chat(ALICE), ALICE, b"x" * 1500, "big.log"))
     message = Message.objects.get(role="user")
-    assert message.text == "[document big.log]" and not Attachment.objects.exists()
+    assert message.text == "[document big.log]"
+    missing = Attachment.objects.get()
+    assert missing.blob is None and missing.state == Attachment.State.FAILED
+    assert missing.failure.startswith("Not fetched from Telegram: it is 1500 bytes")
     [notice] = _notices(message.chat)
     assert "big.log" in notice and "at most" in notice
     assert Turn.objects.filter(trigger=message).count() == 1
@@ -187,6 +203,13 @@ def test_a_download_that_fails_is_told_and_the_turn_goes_on(fake_telegram):
     message = Message.objects.get(role="user")
     [notice] = _notices(message.chat)
     assert "could not be downloaded" in notice
+    missing = Attachment.objects.get()
+    assert missing.kind == "image" and missing.blob is None
+    assert missing.declared_type == "image/jpeg"
+    assert missing.failure == (
+        "Could not be fetched from Telegram: Telegram did not say where the file is "
+        "(Internal Server Error)."
+    )
     assert Turn.objects.filter(trigger=message).count() == 1
 
 

@@ -1,8 +1,8 @@
-"""A voice note end to end, with nothing faked but Telegram and the model: espeak-ng's speech
-encoded as Telegram's OGG/Opus goes in through the fake Bot API, the real bot process stores
-it, a real Celery worker fetches it (the files' queue) and transcribes it with the hub's
-local engine (the voice queue), "typing…" shows while it does, and the agent is asked the
-spoken words and answers them into the chat."""
+"""A voice note (and a video) end to end, with nothing faked but Telegram and the model:
+espeak-ng's speech encoded as Telegram's OGG/Opus (or in an MP4 video) goes in through the
+fake Bot API, the real bot process stores it, a real Celery worker fetches it (the files'
+queue) and transcribes it with the hub's local engine (the voice queue), "typing…" shows
+while it does, and the agent is asked the spoken words and answers them into the chat."""
 
 import json
 import os
@@ -11,7 +11,7 @@ import pytest
 
 from attachments.models import Attachment
 from chats.models import Message, Turn
-from tests.attachments.audio import speech_ogg_opus
+from tests.attachments.audio import speech_ogg_opus, speech_video_mp4
 from tests.bots.conftest import TelegramLive
 from tests.bots.live_bot import BotProcess
 from tests.bots.test_end_to_end import final_text, replies_done, wait
@@ -88,3 +88,26 @@ def test_a_voice_note_is_transcribed_and_the_agent_answers_its_words(telegram_vo
         if c.params["chat_id"] == 1001 and c.at < turn.created_at.timestamp()
     ]
     assert typing and all(c.params["action"] == "typing" for c in typing)
+
+
+def test_a_video_is_downloaded_its_sound_transcribed_and_the_agent_answers_it(
+    telegram_voice_live,
+):
+    """A Telegram video (not a video note): fetched like a document, stored as `video`, its
+    sound track transcribed by the hub's engine, the agent asked the words."""
+    tg, llm = telegram_voice_live.tg, telegram_voice_live.llm
+    llm.default = fake_openai.echo("re: ")
+    data = speech_video_mp4(SPOKEN)
+    tg.push(tg.video(private_chat(ALICE), ALICE, data, caption="what does she ask?"))
+
+    wait(replies_done(1), 300, "the answer to the video")
+    stored = Message.objects.get(role="user")
+    assert stored.text == "what does she ask?"
+    attachment = Attachment.objects.get(message=stored)
+    assert attachment.kind == "video" and attachment.media_type == "video/mp4"
+    assert attachment.blob.file.read() == data
+    assert attachment.state == Attachment.State.READY, attachment.failure
+    heard = attachment.extracted_text.lower()
+    assert all(word in heard for word in WORDS), heard
+    asked = fake_openai.last_user_text(llm.last_request).lower()
+    assert all(word in asked for word in WORDS), asked

@@ -19,7 +19,7 @@ from bots.models import OutboundMessage
 from bots.services import bot_state_save
 from chats.agent.holds import turn_holds_release_due
 from chats.models import Chat, Message, Turn, TurnHold
-from tests.attachments.audio import speech_ogg_opus
+from tests.attachments.audio import speech_ogg_opus, speech_video_mp4
 from tests.bots.conftest import BOT, GROUP_ID, process
 from tests.fakes.telegram_server import group_chat, private_chat, tg_user
 
@@ -134,6 +134,59 @@ def test_audio_files_and_video_notes_become_attachments_too(fake_telegram, trans
     attachment = Attachment.objects.get()
     assert attachment.blob.file.read() == data and attachment.extracted_text == SPOKEN
     assert Message.objects.get().text == ("[audio Talk]" if kind == "audio" else "[video message]")
+    assert Turn.objects.count() == 1
+
+
+@pytest.mark.usefixtures("files_processed_inline")
+def test_a_video_is_downloaded_stored_as_video_and_its_sound_transcribed(
+    fake_telegram, transcriber
+):
+    data = speech_video_mp4("good morning")
+    outcome = process(
+        fake_telegram.video(private_chat(ALICE), ALICE, data, caption="what do they say?")
+    )
+    message = Message.objects.get()
+    assert message.text == "what do they say?"  # the caption; the file is not in the text
+    attachment = Attachment.objects.get()
+    assert (attachment.name, attachment.kind, attachment.media_type) == (
+        "clip.mp4",
+        "video",
+        "video/mp4",
+    )
+    assert attachment.blob.file.read() == data and attachment.extracted_text == SPOKEN
+    assert transcriber.runs == 1
+    assert outcome.result == "held" and Turn.objects.get().trigger_id == message.pk
+    # Without a caption, the label stays the message's own text.
+    process(fake_telegram.video(private_chat(ALICE), ALICE, data, file_name=None))
+    assert Message.objects.order_by("-id").first().text == "[video]"
+
+
+def test_typing_shows_while_a_video_is_transcribed_and_a_failure_is_told(
+    fake_telegram, transcriber, queued
+):
+    process(fake_telegram.video(private_chat(ALICE), ALICE, speech_video_mp4("one")))
+    assert [(a.telegram_chat_id, a.action) for a in pending_chat_actions()] == [
+        (ALICE["id"], "typing")
+    ]
+    from attachments.services import attachment_process
+
+    transcriber.failure = "The recording is longer than 30 minutes."
+    attachment_process(*queued[0])
+    assert _notices(Chat.objects.get()) == [
+        "The sound of your video could not be transcribed: The recording is longer than 30 "
+        "minutes. The video is kept; send it again or write the message."
+    ]
+    assert Attachment.objects.get().blob is not None and Turn.objects.count() == 1
+
+
+@pytest.mark.usefixtures("files_processed_inline")
+def test_a_group_video_is_addressed_by_its_caption_not_by_its_sound(fake_telegram, transcriber):
+    transcriber.text = "Hermes test bot, what is the weather in Paris?"
+    group = group_chat(GROUP_ID, "Ops")
+    process(fake_telegram.video(group, BOB, speech_video_mp4("hermes test bot")))
+    assert Attachment.objects.get().extracted_text == transcriber.text
+    assert Turn.objects.count() == 0 and OutboundMessage.objects.count() == 0
+    process(fake_telegram.video(group, BOB, speech_video_mp4("hi"), caption="@hermes_test_bot ?"))
     assert Turn.objects.count() == 1
 
 
@@ -276,7 +329,10 @@ def test_a_voice_note_over_telegrams_20_mb_is_told_and_the_message_kept(
     process(
         fake_telegram.voice(private_chat(ALICE), ALICE, None, size=25 * 1024 * 1024, duration=900)
     )
-    assert Attachment.objects.count() == 0 and fake_telegram.downloads == []
+    assert fake_telegram.downloads == []
+    missing = Attachment.objects.get()  # recorded, never received, nothing to transcribe
+    assert missing.kind == "audio" and missing.blob is None and not missing.received
+    assert missing.failure.startswith("Could not be fetched from Telegram: it is 25.0 MB")
     chat = Chat.objects.get()
     assert _notices(chat) == [
         "The voice message is 25.0 MB: Telegram lets a bot download files of at most 20 MB. "

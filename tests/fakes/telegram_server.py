@@ -14,8 +14,9 @@ sendChatAction, answerCallbackQuery, getChatAdministrators of the groups given
 form-encoded, JSON or multipart parameters as python-telegram-bot sends them (an uploaded
 file is an `Upload`: its UTF-8 file name and bytes, in the call's params), and the files
 `add_file` holds at `/file/bot<token>/<file_path>` (getFile refuses a file over 20 MB as
-Telegram does: "Bad Request: file is too big"). `photo` and `document` build media
-updates, in an album with `media_group_id`. Every call is recorded with a timestamp
+Telegram does: "Bad Request: file is too big"; `download_stall` makes downloads stall
+half-way, or drip in `download_pieces`). `photo`, `document`, `voice` and `video` build
+media updates, in an album with `media_group_id`. Every call is recorded with a timestamp
 (`calls`), and the messages the bot sent are kept as a chat would show them, with their
 edit history. HTML is checked as Telegram does (known tags, balanced nesting, the
 4,096-character limit on the visible text); `fail_next` scripts a 429 with
@@ -210,6 +211,10 @@ class FakeTelegram:
         # file_id -> (file_unique_id, file_path, size, bytes or None for a file never served)
         self.files: dict[str, tuple[str, str, int, bytes | None]] = {}
         self.downloads: list[str] = []  # file paths downloaded, in order
+        # Seconds a download stalls after each of its first pieces (a slow Telegram): one
+        # stall after the first half by default; more pieces make it drip.
+        self.download_stall = 0.0
+        self.download_pieces = 2
         self._file_ids = itertools.count(1)
         self._lock = threading.Condition()
         self._stopping = threading.Event()
@@ -424,6 +429,30 @@ class FakeTelegram:
         return self.message(
             chat, sender, None, caption=caption, reply_to=reply_to, extra={kind: media}
         )
+
+    def video(
+        self,
+        chat: dict,
+        sender: dict,
+        data: bytes | None,
+        *,
+        file_name: str | None = "clip.mp4",
+        duration: int = 3,
+        size: int | None = None,
+        caption: str | None = None,
+    ) -> dict:
+        """A video (not a video note), as Telegram describes one sent as a video: MP4,
+        its picture's size, its duration, usually a file name."""
+        media = {
+            **self.add_file(data, size=size, suffix=".mp4"),
+            "width": 640,
+            "height": 360,
+            "duration": duration,
+            "mime_type": "video/mp4",
+        }
+        if file_name:
+            media["file_name"] = file_name
+        return self.message(chat, sender, None, caption=caption, extra={"video": media})
 
     def send(self, chat: dict, sender: dict, text: str | None = None, **kwargs) -> dict:
         """Build a message update and queue it; returns the update (with its update_id)."""
@@ -868,13 +897,23 @@ class _Handler(BaseHTTPRequestHandler):
         return params
 
     def _file(self, path: str) -> None:
-        data = self.server.fake.file_bytes(path)
+        fake = self.server.fake
+        data = fake.file_bytes(path)
         status, payload = (200, data) if data is not None else (404, b"Not Found")
         try:
             self.send_response(status)
             self.send_header("Content-Type", "application/octet-stream")
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()
+            if fake.download_stall and status == 200:
+                # In `download_pieces` pieces, with a stall after each but the last.
+                step = max(len(payload) // fake.download_pieces, 1)
+                while len(payload) > step:
+                    self.wfile.write(payload[:step])
+                    self.wfile.flush()
+                    payload = payload[step:]
+                    if fake._stopping.wait(fake.download_stall):
+                        break
             self.wfile.write(payload)
             self.wfile.flush()
         except OSError:
