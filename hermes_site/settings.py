@@ -74,6 +74,7 @@ INSTALLED_APPS = [
     "usage.apps.UsageConfig",
     "budgets.apps.BudgetsConfig",
     "attachments.apps.AttachmentsConfig",
+    "knowledge.apps.KnowledgeConfig",
 ]
 
 MIDDLEWARE = [
