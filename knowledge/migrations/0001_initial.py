@@ -7,151 +7,380 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('chats', '0013_turn_hold'),
+        ("chats", "0013_turn_hold"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Collection',
+            name="Collection",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=100, unique=True)),
-                ('description', models.TextField(blank=True, default='')),
-                ('everyone_may_read', models.BooleanField(default=False, help_text='Every active person may read it (readers are then ignored).')),
-                ('team_default', models.BooleanField(default=False)),
-                ('source_path', models.CharField(blank=True, default='', max_length=1000)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('updated_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='knowledge_created', to=settings.AUTH_USER_MODEL)),
-                ('maintainers', models.ManyToManyField(blank=True, related_name='knowledge_maintained', to=settings.AUTH_USER_MODEL)),
-                ('readers', models.ManyToManyField(blank=True, related_name='knowledge_readable', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=100, unique=True)),
+                ("description", models.TextField(blank=True, default="")),
+                (
+                    "everyone_may_read",
+                    models.BooleanField(
+                        default=False,
+                        help_text="Every active person may read it (readers are then ignored).",
+                    ),
+                ),
+                ("team_default", models.BooleanField(default=False)),
+                ("source_path", models.CharField(blank=True, default="", max_length=1000)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("updated_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="knowledge_created",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "maintainers",
+                    models.ManyToManyField(
+                        blank=True, related_name="knowledge_maintained", to=settings.AUTH_USER_MODEL
+                    ),
+                ),
+                (
+                    "readers",
+                    models.ManyToManyField(
+                        blank=True, related_name="knowledge_readable", to=settings.AUTH_USER_MODEL
+                    ),
+                ),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='ChatCollection',
+            name="ChatCollection",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('enabled_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('chat', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='knowledge_on', to='chats.chat')),
-                ('enabled_by', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('collection', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='chats_on', to='knowledge.collection')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("enabled_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "chat",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="knowledge_on",
+                        to="chats.chat",
+                    ),
+                ),
+                (
+                    "enabled_by",
+                    models.ForeignKey(
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "collection",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="chats_on",
+                        to="knowledge.collection",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='Document',
+            name="Document",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('path', models.CharField(max_length=1000)),
-                ('title', models.CharField(blank=True, default='', max_length=300)),
-                ('source', models.CharField(choices=[('upload', 'Uploaded'), ('attachment', 'From a chat attachment'), ('folder', 'From a folder on the server')], max_length=16)),
-                ('content_hash', models.CharField(blank=True, default='', max_length=64)),
-                ('size', models.BigIntegerField(default=0)),
-                ('media_type', models.CharField(blank=True, default='', max_length=255)),
-                ('state', models.CharField(choices=[('pending', 'Waiting to be indexed'), ('ready', 'Indexed'), ('failed', 'Not indexed')], default='pending', max_length=16)),
-                ('reason', models.TextField(blank=True, default='')),
-                ('text', models.TextField(blank=True, default='')),
-                ('page_count', models.PositiveIntegerField(default=0)),
-                ('passage_count', models.PositiveIntegerField(default=0)),
-                ('attachment_id', models.BigIntegerField(blank=True, null=True)),
-                ('indexed_at', models.DateTimeField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('updated_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('collection', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='documents', to='knowledge.collection')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("path", models.CharField(max_length=1000)),
+                ("title", models.CharField(blank=True, default="", max_length=300)),
+                (
+                    "source",
+                    models.CharField(
+                        choices=[
+                            ("upload", "Uploaded"),
+                            ("attachment", "From a chat attachment"),
+                            ("folder", "From a folder on the server"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("content_hash", models.CharField(blank=True, default="", max_length=64)),
+                ("size", models.BigIntegerField(default=0)),
+                ("media_type", models.CharField(blank=True, default="", max_length=255)),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Waiting to be indexed"),
+                            ("ready", "Indexed"),
+                            ("failed", "Not indexed"),
+                        ],
+                        default="pending",
+                        max_length=16,
+                    ),
+                ),
+                ("reason", models.TextField(blank=True, default="")),
+                ("text", models.TextField(blank=True, default="")),
+                ("page_count", models.PositiveIntegerField(default=0)),
+                ("passage_count", models.PositiveIntegerField(default=0)),
+                ("attachment_id", models.BigIntegerField(blank=True, null=True)),
+                ("indexed_at", models.DateTimeField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("updated_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "collection",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="documents",
+                        to="knowledge.collection",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['collection_id', 'path'],
+                "ordering": ["collection_id", "path"],
             },
         ),
         migrations.CreateModel(
-            name='Passage',
+            name="Passage",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('ordinal', models.PositiveIntegerField()),
-                ('section', models.CharField(blank=True, default='', max_length=500)),
-                ('page', models.PositiveIntegerField(blank=True, null=True)),
-                ('text', models.TextField()),
-                ('search_text', models.TextField(default='')),
-                ('token_count', models.PositiveIntegerField(default=0)),
-                ('embedding', models.BinaryField(blank=True, null=True)),
-                ('embedding_model', models.CharField(blank=True, default='', max_length=200)),
-                ('collection', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='passages', to='knowledge.collection')),
-                ('document', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='passages', to='knowledge.document')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("ordinal", models.PositiveIntegerField()),
+                ("section", models.CharField(blank=True, default="", max_length=500)),
+                ("page", models.PositiveIntegerField(blank=True, null=True)),
+                ("text", models.TextField()),
+                ("search_text", models.TextField(default="")),
+                ("token_count", models.PositiveIntegerField(default=0)),
+                ("embedding", models.BinaryField(blank=True, null=True)),
+                ("embedding_model", models.CharField(blank=True, default="", max_length=200)),
+                (
+                    "collection",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="passages",
+                        to="knowledge.collection",
+                    ),
+                ),
+                (
+                    "document",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="passages",
+                        to="knowledge.document",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['document_id', 'ordinal'],
+                "ordering": ["document_id", "ordinal"],
             },
         ),
         migrations.CreateModel(
-            name='SyncRun',
+            name="SyncRun",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('path', models.CharField(max_length=1000)),
-                ('trigger', models.CharField(choices=[('command', 'manage.py knowledge sync'), ('periodic', 'Periodic re-sync'), ('upload', 'Upload')], max_length=16)),
-                ('state', models.CharField(choices=[('running', 'Running'), ('completed', 'Completed'), ('failed', 'Failed')], default='running', max_length=16)),
-                ('counts', models.JSONField(blank=True, default=dict)),
-                ('error', models.TextField(blank=True, default='')),
-                ('started_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('heartbeat_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('collection', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='syncs', to='knowledge.collection')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("path", models.CharField(max_length=1000)),
+                (
+                    "trigger",
+                    models.CharField(
+                        choices=[
+                            ("command", "manage.py knowledge sync"),
+                            ("periodic", "Periodic re-sync"),
+                            ("upload", "Upload"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("running", "Running"),
+                            ("completed", "Completed"),
+                            ("failed", "Failed"),
+                        ],
+                        default="running",
+                        max_length=16,
+                    ),
+                ),
+                ("counts", models.JSONField(blank=True, default=dict)),
+                ("error", models.TextField(blank=True, default="")),
+                ("started_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("heartbeat_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "collection",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="syncs",
+                        to="knowledge.collection",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-id'],
+                "ordering": ["-id"],
             },
         ),
         migrations.CreateModel(
-            name='KnowledgeEvent',
+            name="KnowledgeEvent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(choices=[('created', 'Collection created'), ('readers', 'Readers or maintainers changed'), ('settings', 'Settings changed'), ('document_added', 'Document added'), ('document_changed', 'Document changed'), ('document_removed', 'Document removed'), ('document_failed', 'Document not indexed'), ('document_indexed', 'Document indexed'), ('sync_started', 'Sync started'), ('sync_finished', 'Sync finished'), ('enabled', 'Turned on in a chat'), ('disabled', 'Turned off in a chat'), ('suspended', 'Held back in a chat (a member may not read it)')], max_length=24)),
-                ('document_path', models.CharField(blank=True, default='', max_length=1000)),
-                ('detail', models.JSONField(blank=True, default=dict)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('chat', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='knowledge_events', to='chats.chat')),
-                ('collection', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='events', to='knowledge.collection')),
-                ('document', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='events', to='knowledge.document')),
-                ('sync_run', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='events', to='knowledge.syncrun')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("created", "Collection created"),
+                            ("readers", "Readers or maintainers changed"),
+                            ("settings", "Settings changed"),
+                            ("document_added", "Document added"),
+                            ("document_changed", "Document changed"),
+                            ("document_removed", "Document removed"),
+                            ("document_failed", "Document not indexed"),
+                            ("document_indexed", "Document indexed"),
+                            ("sync_started", "Sync started"),
+                            ("sync_finished", "Sync finished"),
+                            ("enabled", "Turned on in a chat"),
+                            ("disabled", "Turned off in a chat"),
+                            ("suspended", "Held back in a chat (a member may not read it)"),
+                        ],
+                        max_length=24,
+                    ),
+                ),
+                ("document_path", models.CharField(blank=True, default="", max_length=1000)),
+                ("detail", models.JSONField(blank=True, default=dict)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "chat",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="knowledge_events",
+                        to="chats.chat",
+                    ),
+                ),
+                (
+                    "collection",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="events",
+                        to="knowledge.collection",
+                    ),
+                ),
+                (
+                    "document",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="events",
+                        to="knowledge.document",
+                    ),
+                ),
+                (
+                    "sync_run",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="events",
+                        to="knowledge.syncrun",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-id'],
+                "ordering": ["-id"],
             },
         ),
         migrations.AddConstraint(
-            model_name='collection',
-            constraint=models.CheckConstraint(condition=models.Q(('team_default', False), ('everyone_may_read', True), _connector='OR'), name='knowledge_team_default_only_open'),
+            model_name="collection",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("team_default", False), ("everyone_may_read", True), _connector="OR"
+                ),
+                name="knowledge_team_default_only_open",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='chatcollection',
-            constraint=models.UniqueConstraint(fields=('chat', 'collection'), name='knowledge_chat_collection'),
+            model_name="chatcollection",
+            constraint=models.UniqueConstraint(
+                fields=("chat", "collection"), name="knowledge_chat_collection"
+            ),
         ),
         migrations.AddIndex(
-            model_name='document',
-            index=models.Index(fields=['state', 'id'], name='knowledge_document_state'),
+            model_name="document",
+            index=models.Index(fields=["state", "id"], name="knowledge_document_state"),
         ),
         migrations.AddConstraint(
-            model_name='document',
-            constraint=models.UniqueConstraint(fields=('collection', 'path'), name='knowledge_document_path'),
+            model_name="document",
+            constraint=models.UniqueConstraint(
+                fields=("collection", "path"), name="knowledge_document_path"
+            ),
         ),
         migrations.AddIndex(
-            model_name='passage',
-            index=models.Index(fields=['collection', 'id'], name='knowledge_passage_coll'),
+            model_name="passage",
+            index=models.Index(fields=["collection", "id"], name="knowledge_passage_coll"),
         ),
         migrations.AddConstraint(
-            model_name='passage',
-            constraint=models.UniqueConstraint(fields=('document', 'ordinal'), name='knowledge_passage_ord'),
+            model_name="passage",
+            constraint=models.UniqueConstraint(
+                fields=("document", "ordinal"), name="knowledge_passage_ord"
+            ),
         ),
         migrations.AddIndex(
-            model_name='knowledgeevent',
-            index=models.Index(fields=['collection', '-id'], name='knowledge_event_coll'),
+            model_name="knowledgeevent",
+            index=models.Index(fields=["collection", "-id"], name="knowledge_event_coll"),
         ),
     ]
