@@ -47,9 +47,7 @@ def add_document(collection, path: str, text: str) -> Document:
 
 
 def runbooks(*, readers=(), everyone=False, name="Runbooks", by=None):
-    collection = collection_create(
-        name=name, by=by, readers=readers, everyone_may_read=everyone
-    )
+    collection = collection_create(name=name, by=by, readers=readers, everyone_may_read=everyone)
     add_document(collection, "oncall/runbook.md", RUNBOOK)
     return collection
 

@@ -2,6 +2,8 @@
 `manage.py knowledge enable NAME --chat CHAT_KEY`: the operator's side of team knowledge,
 through the same services as the pages (docs/KNOWLEDGE.md)."""
 
+from pathlib import Path
+
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.management.base import BaseCommand, CommandError
@@ -47,6 +49,8 @@ class Command(BaseCommand):
 
     def _sync(self, name: str, path: str, usernames: list[str]) -> None:
         readers = self._people(usernames)
+        if not Path(path).is_dir():
+            raise CommandError(f"{path} is not a folder.")
         try:
             collection, created = collection_for_sync(name=name, path=path, readers=readers)
         except ValidationError as exc:
