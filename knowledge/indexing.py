@@ -174,6 +174,7 @@ def document_mark_failed(
             indexed_at=now,
             updated_at=now,
         )
+        Collection.objects.filter(pk=locked.collection_id).update(updated_at=now)
         audit(
             locked.collection,
             Kind.DOCUMENT_FAILED,
@@ -209,4 +210,8 @@ def passages_embed_missing(*, limit: int = 2000) -> int:
                 embedding=vector, embedding_model=model_name
             )
         write_pgvector([(pk, vector) for (pk, _s, _t), vector in zip(rows, vectors, strict=True)])
+        touched = Passage.objects.filter(pk__in=[pk for pk, _s, _t in rows])
+        Collection.objects.filter(pk__in=touched.values("collection_id")).update(
+            updated_at=timezone.now()
+        )
     return done

@@ -155,6 +155,7 @@ def collection_sync(
                     audit(collection, Kind.DOCUMENT_REMOVED, by=by, sync_run=run,
                           document_path=relative)  # fmt: skip
                     document.delete()
+                    Collection.objects.filter(pk=collection.pk).update(updated_at=timezone.now())
                 counts["removed"] += 1
         passages_embed_missing()
     except Exception as exc:

@@ -6,8 +6,8 @@ PostgreSQL: pgvector's cosine distance, through the HNSW index for 384-dimension
 SQLite: this Python's sqlite3 may not load extensions (no sqlite-vec), so an embedded index:
 each collection's vectors of the current model, quantised to int8 (a quarter of float32's
 memory; recall loss measured in docs/BENCHMARKS.md), held per process and scored by numpy
-in chunks. A collection's matrix is rebuilt when its passages change (their count or newest
-id differ: passages are only ever inserted or deleted, never updated in place).
+in chunks. A collection's matrix is rebuilt when its passages change (its newest passage
+id, or its `updated_at`, which every write of passages or vectors bumps).
 """
 
 import threading
@@ -21,7 +21,7 @@ from knowledge.models import Passage
 # then scores as fast as float32, measured in bench/knowledge_vectors_bench.py).
 CHUNK_ROWS = 4096
 _lock = threading.Lock()
-# collection id -> (model, count, max id, ids array, int8 matrix, scales)
+# collection id -> (model, stamp, ids array, int8 matrix)
 _cache: dict[int, tuple] = {}
 
 
@@ -59,33 +59,60 @@ def _pgvector(vector, model_name: str, collection_ids: list[int], limit: int) ->
         return [row[0] for row in cursor.fetchall()]
 
 
-def _stamp(collection_id: int, model_name: str) -> tuple[int, int]:
+def _stamp(collection_id: int, model_name: str) -> tuple:
+    """What changes whenever the collection's vectors do: its `updated_at` (every write of
+    passages or vectors bumps it) and its newest passage id; two indexed lookups."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT count(*), coalesce(max(id), 0) FROM knowledge_passage"
-            " WHERE collection_id = %s AND embedding_model = %s",
-            [collection_id, model_name],
+            "SELECT c.updated_at, (SELECT max(p.id) FROM knowledge_passage p"
+            " WHERE p.collection_id = c.id) FROM knowledge_collection c WHERE c.id = %s",
+            [collection_id],
         )
-        count, newest = cursor.fetchone()
-    return int(count), int(newest)
+        row = cursor.fetchone()
+    return (str(row[0]), int(row[1] or 0)) if row else ("", 0)
 
 
-def _load(collection_id: int, model_name: str, stamp: tuple[int, int]):
+LOAD_BATCH = 2000
+
+
+def _load(collection_id: int, model_name: str, stamp: tuple):
+    """The collection's vectors as (ids, int8 matrix), built batch by batch so the peak stays
+    near the int8 matrix itself (a quarter of float32's)."""
     import numpy as np
 
-    rows = Passage.objects.filter(
-        collection_id=collection_id, embedding_model=model_name, embedding__isnull=False
-    ).values_list("id", "embedding")
-    ids, vectors = [], []
-    for pk, data in rows.iterator(chunk_size=2000):
+    rows = (
+        Passage.objects.filter(
+            collection_id=collection_id, embedding_model=model_name, embedding__isnull=False
+        )
+        .order_by("id")
+        .values_list("id", "embedding")
+    )
+    ids: list[int] = []
+    blocks = []
+    batch: list[bytes] = []
+
+    def flush() -> None:
+        if batch:
+            floats = np.frombuffer(b"".join(batch), dtype="<f4").reshape(len(batch), -1)
+            # Unit vectors: components lie in [-1, 1]; 127 levels each.
+            blocks.append(np.clip(np.rint(floats * 127.0), -127, 127).astype(np.int8))
+            batch.clear()
+
+    width = None
+    for pk, data in rows.iterator(chunk_size=LOAD_BATCH):
+        data = bytes(data)
+        if width is None:
+            width = len(data)
+        if len(data) != width:
+            continue  # a vector of another size (never the case for one model)
         ids.append(pk)
-        vectors.append(np.frombuffer(bytes(data), dtype="<f4"))
-    if not vectors:
-        return (model_name, *stamp, np.zeros(0, np.int64), np.zeros((0, 1), np.int8))
-    matrix = np.vstack(vectors)
-    # Vectors are unit length: components lie in [-1, 1]; 127 levels each.
-    quantised = np.clip(np.rint(matrix * 127.0), -127, 127).astype(np.int8)
-    return (model_name, *stamp, np.asarray(ids, dtype=np.int64), quantised)
+        batch.append(data)
+        if len(batch) >= LOAD_BATCH:
+            flush()
+    flush()
+    if not blocks:
+        return (model_name, stamp, np.zeros(0, np.int64), np.zeros((0, 1), np.int8))
+    return (model_name, stamp, np.asarray(ids, dtype=np.int64), np.concatenate(blocks))
 
 
 def collection_matrix(collection_id: int, model_name: str):
@@ -93,12 +120,12 @@ def collection_matrix(collection_id: int, model_name: str):
     stamp = _stamp(collection_id, model_name)
     with _lock:
         held = _cache.get(collection_id)
-        if held is not None and held[0] == model_name and (held[1], held[2]) == stamp:
-            return held[3], held[4]
+        if held is not None and held[0] == model_name and held[1] == stamp:
+            return held[2], held[3]
     loaded = _load(collection_id, model_name, stamp)
     with _lock:
         _cache[collection_id] = loaded
-    return loaded[3], loaded[4]
+    return loaded[2], loaded[3]
 
 
 def _numpy(vector, model_name: str, collection_ids: list[int], limit: int) -> list[int]:
