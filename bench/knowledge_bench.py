@@ -197,12 +197,15 @@ def add_passages(corpus: Corpus, collection, target: int) -> int:
 
 
 def search_times(collection_id: int, questions: list[str]) -> dict[str, tuple[float, float]]:
+    from django.db import connection
+
     from knowledge.embeddings import embedder
     from knowledge.search import hybrid_search
     from knowledge.vectors import collection_matrix
 
     model = embedder()
-    collection_matrix(collection_id, model.name)  # the per-process index, built once
+    if connection.vendor == "sqlite":
+        collection_matrix(collection_id, model.name)  # the per-process index, built once
     hybrid_search(questions[0], [collection_id])  # warm
     figures = {}
     for mode in ("fulltext", "vector", "hybrid"):

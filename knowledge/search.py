@@ -68,10 +68,8 @@ def fulltext_search(query: str, collection_ids: list[int], *, limit: int = CANDI
         sql = (
             "WITH q AS (SELECT to_tsquery('english', %s) AS query)"
             " SELECT p.id FROM knowledge_passage p, q"
-            " WHERE to_tsvector('english'::regconfig, p.search_text) @@ q.query"
-            " AND p.collection_id = ANY(%s)"
-            " ORDER BY ts_rank_cd(to_tsvector('english'::regconfig, p.search_text), q.query, 1)"
-            " DESC, p.id LIMIT %s"
+            " WHERE p.search_vector @@ q.query AND p.collection_id = ANY(%s)"
+            " ORDER BY ts_rank_cd(p.search_vector, q.query, 1) DESC, p.id LIMIT %s"
         )
         lexemes = " | ".join("'" + term.replace("'", "''") + "'" for term in terms)
         params = [lexemes, list(collection_ids), limit]

@@ -6,7 +6,8 @@ character bigrams already in `search_text` (knowledge.splitting.search_form), so
 tokenizer serves Chinese. Vectors stay in knowledge_passage.embedding (float32 bytes) and are
 searched by knowledge.vectors (numpy), since this Python's sqlite3 may not load extensions.
 
-PostgreSQL: a GIN index on to_tsvector('english', search_text) (ranked by ts_rank_cd), and
+PostgreSQL: a stored generated column `search_vector` = to_tsvector('english', search_text)
+in a GIN index (ranked by ts_rank_cd), and
 the pgvector extension with a `vector` column and an HNSW cosine index for 384-dimension
 vectors (the default offline model's). The extension must be installed on the server:
 scripts/install-pgvector (CI runs it); without it this migration fails, saying so.
@@ -57,8 +58,11 @@ SQLITE_DROP = [
 ]
 
 POSTGRESQL_CREATE = [
+    # Stored, so that ranking reads the vector instead of parsing every matching passage.
+    "ALTER TABLE knowledge_passage ADD COLUMN IF NOT EXISTS search_vector tsvector "
+    "GENERATED ALWAYS AS (to_tsvector('english'::regconfig, search_text)) STORED",
     "CREATE INDEX IF NOT EXISTS knowledge_passage_tsv ON knowledge_passage "
-    "USING gin (to_tsvector('english'::regconfig, search_text))",
+    "USING gin (search_vector)",
     "CREATE EXTENSION IF NOT EXISTS vector",
     "ALTER TABLE knowledge_passage ADD COLUMN IF NOT EXISTS embedding_vec vector",
     # Only vectors of 384 dimensions are indexed (an expression index needs one size);
@@ -72,6 +76,7 @@ POSTGRESQL_DROP = [
     "DROP INDEX IF EXISTS knowledge_passage_hnsw",
     "ALTER TABLE knowledge_passage DROP COLUMN IF EXISTS embedding_vec",
     "DROP INDEX IF EXISTS knowledge_passage_tsv",
+    "ALTER TABLE knowledge_passage DROP COLUMN IF EXISTS search_vector",
 ]
 
 
