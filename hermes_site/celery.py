@@ -109,6 +109,11 @@ def periodic_tasks() -> list[tuple[str, str, float]]:
             settings.ATTACHMENTS_SWEEP_SECONDS,
         )
     )
+    # Knowledge: re-sync every collection that has a folder (docs/KNOWLEDGE.md#sync).
+    if settings.KNOWLEDGE_SYNC_SECONDS:
+        tasks.append(
+            ("resync-knowledge", "knowledge.tasks.resync_all", settings.KNOWLEDGE_SYNC_SECONDS)
+        )
     return tasks
 
 

