@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from django.contrib.auth.models import AbstractBaseUser
 
 from bots.models import PairingRequest
+from chats.extras import outbound_text
 from chats.models import Actor, Channel, Turn
 from chats.reply_files import ReplyFile, reply_files
 
@@ -26,7 +27,7 @@ def turn_outcome(*, turn_id: int) -> TurnOutcome | None:
         return None
     return TurnOutcome(
         status=turn.status,
-        reply_text=turn.reply.text if turn.reply else "",
+        reply_text=outbound_text(turn.reply, turn.reply.text) if turn.reply else "",
         error=turn.error,
         reason=turn.interrupt_reason,
     )
