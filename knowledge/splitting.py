@@ -20,6 +20,7 @@ SECTION_SEPARATOR = " › "
 _ATX = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t#]*$")
 _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(```|~~~)")
+_LISTING = re.compile(r"^(-{4,}|\.{4,})[ \t]*$")
 _SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+|(?<=[。！？；])")
 # CJK ideographs, kana, hangul, fullwidth forms: scripts written without spaces.
 _CJK = re.compile(
@@ -45,6 +46,18 @@ class _Block:
     paragraphs: list[str]
 
 
+def _setext_title(line: str, underline: str) -> bool:
+    """Is `line` a title underlined by `underline` (Markdown setext, AsciiDoc/RST titles)? Not
+    an indented line or one starting with punctuation (the last line of a code listing
+    before its `----` delimiter), and the underline about as long as the title."""
+    title, rule = line.rstrip(), underline.strip()
+    if not title or title[0].isspace() or not title[0].isalnum():
+        return False
+    if len(title) > MAX_HEADING_CHARS:
+        return False
+    return abs(len(rule) - len(title)) <= max(3, len(title) // 3)
+
+
 def _clean_heading(text: str) -> str:
     text = re.sub(r"[*_`]+", "", text).strip()
     return text[:MAX_HEADING_CHARS]
@@ -64,9 +77,33 @@ def _blocks(page_text: str, page: int | None, headings: list[str]) -> Iterator[_
             block.paragraphs.append(text)
         paragraph.clear()
 
+    listing = ""  # the AsciiDoc delimiter ("-----") of the listing block we are in
+    underline = False  # the next line underlines the title just taken
     for index, line in enumerate(lines):
-        if _FENCE.match(line):
+        if underline:
+            underline = False
+            continue
+        if _FENCE.match(line) and not listing:
             fenced = not fenced
+            paragraph.append(line)
+            continue
+        if not listing and not fenced and line.strip() == "+":
+            end_paragraph()  # an AsciiDoc list continuation: a paragraph break here
+            continue
+        if listing:
+            paragraph.append(line)
+            if line.strip() == listing:
+                listing = ""
+            continue
+        if (
+            not fenced
+            and not paragraph
+            and _LISTING.match(line)
+            and line.strip() in (other.strip() for other in lines[index + 1 :])
+        ):
+            # An AsciiDoc listing block: a delimiter after a blank line that recurs later
+            # (a Markdown rule of 4+ dashes without a twin stays a rule).
+            listing = line.strip()
             paragraph.append(line)
             continue
         heading: tuple[int, str] | None = None
@@ -75,22 +112,9 @@ def _blocks(page_text: str, page: int | None, headings: list[str]) -> Iterator[_
             following = lines[index + 1] if index + 1 < len(lines) else ""
             if atx:
                 heading = (len(atx.group(1)), atx.group(2))
-            elif (
-                line.strip()
-                and not paragraph
-                and _SETEXT.match(following)
-                and len(following.strip()) >= max(3, len(line.strip()) // 2)
-                and len(line.strip()) <= MAX_HEADING_CHARS
-            ):
+            elif not paragraph and _SETEXT.match(following) and _setext_title(line, following):
                 heading = (1 if following.strip()[0] == "=" else 2, line.strip())
-            elif (
-                _SETEXT.match(line)
-                and not paragraph
-                and index > 0
-                and block.headings
-                and lines[index - 1].strip() == block.headings[-1]
-            ):
-                continue  # the underline of the title just taken
+                underline = True
         if heading is None:
             if line.strip():
                 paragraph.append(line.rstrip())

@@ -20,6 +20,7 @@ PACKAGES = (
     "budgets",
     "chats",
     "hermes_site",
+    "knowledge",
     "learning",
     "memory",
     "openai_api",

@@ -57,3 +57,23 @@ def test_one_long_english_paragraph_is_cut_into_sentences_and_a_huge_word_at_tok
 
 def test_the_index_form_of_chinese_is_character_bigrams():
     assert search_form("磁盘已满 disk 满").split() == ["磁盘", "盘已", "已满", "disk", "满"]
+
+
+def test_asciidoc_titles_and_listing_blocks_with_shell_comments():
+    text = (
+        "git-stash(1)\n============\n\nNAME\n----\ngit-stash - Stash the changes\n\n"
+        "EXAMPLES\n--------\nInterrupted workflow::\n+\n------------\n# ... hack hack ...\n"
+        "$ git stash\n------------\n+\nThen pop it.\n\nSEE ALSO\n--------\ngit-pull(1)\n"
+    )
+    pieces = split_document(text)
+    assert [p.section for p in pieces] == [
+        "git-stash(1) › NAME",
+        "git-stash(1) › EXAMPLES",
+        "git-stash(1) › SEE ALSO",
+    ]
+    assert "# ... hack hack ..." in pieces[1].text and "Then pop it." in pieces[1].text
+
+
+def test_a_markdown_rule_without_a_twin_is_no_listing():
+    pieces = split_document("# A\ntext\n\n----\n\n# B\nmore")
+    assert [p.section for p in pieces] == ["A", "B"]

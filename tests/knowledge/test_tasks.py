@@ -1,0 +1,41 @@
+"""The periodic re-sync: beat sends it, it runs on the files' queue (the background worker's,
+never a turn's), and a collection's sync there follows its folder."""
+
+import pytest
+
+from hermes_site.celery import app, periodic_tasks
+from knowledge.models import Document
+from knowledge.sync import collection_for_sync
+from knowledge.tasks import RESYNC_TASK, SYNC_TASK, resync_all, sync_collection
+
+pytestmark = pytest.mark.django_db
+
+
+def test_beat_sends_the_resync_and_the_tasks_run_on_the_files_queue(settings):
+    assert ("resync-knowledge", RESYNC_TASK, settings.KNOWLEDGE_SYNC_SECONDS) in periodic_tasks()
+    settings.KNOWLEDGE_SYNC_SECONDS = 0
+    assert RESYNC_TASK not in {task for _, task, _ in periodic_tasks()}
+    for name in (SYNC_TASK, RESYNC_TASK):
+        route = app.amqp.router.route({}, name)
+        assert route["queue"].name == f"{settings.REDIS_KEY_PREFIX}-files"
+
+
+def test_a_periodic_sync_follows_the_folder(tmp_path, monkeypatch):
+    (tmp_path / "a.md").write_text("# A\nAlpha.")
+    collection, _ = collection_for_sync(name="Docs", path=str(tmp_path))
+    assert sync_collection(collection.pk) == {
+        "added": 1, "changed": 0, "unchanged": 0, "removed": 0, "failed": 0,
+    }  # fmt: skip
+    (tmp_path / "a.md").unlink()
+    (tmp_path / "b.md").write_text("# B\nBeta.")
+    sent = []
+    monkeypatch.setattr(sync_collection, "delay", lambda pk: sent.append(pk))
+    assert resync_all() == 1 and sent == [collection.pk]
+    sync_collection(collection.pk)
+    assert list(Document.objects.values_list("path", flat=True)) == ["b.md"]
+
+
+def test_a_collection_whose_folder_is_gone_is_left_alone(tmp_path):
+    collection, _ = collection_for_sync(name="Docs", path=str(tmp_path / "gone"))
+    assert sync_collection(collection.pk) is None
+    assert sync_collection(999_999) is None
