@@ -18,12 +18,14 @@ not open:
   content hash, or removed.
 """
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils.html import escape, format_html
+from django.utils.safestring import mark_safe
 
 from chats.markdown import render_markdown
 from chats.models import Message
@@ -34,6 +36,10 @@ MARKER = re.compile(r"\[K(\d{1,18})\]")
 # A reply cites at most this many distinct passages that become Citation rows.
 MAX_CITATIONS = 50
 HIDDEN = "[citation hidden]"
+HIDDEN_PASSAGE = "a passage of a collection you may not read"
+HIDDEN_RESULT = "(team knowledge search: not shown)"
+TOOL_NAME = "knowledge_search"
+CHANGED_HTML = mark_safe(' <span class="citation-changed label">changed since</span>')
 
 
 def cited_ids(text: str) -> list[int]:
@@ -146,23 +152,64 @@ def shown_for_person(messages: Sequence[Message], person) -> dict[int, dict[int,
 def _html_for(shown: Shown | None) -> str:
     if shown is None or shown.hidden:
         return format_html('<span class="citation citation-hidden">{}</span>', HIDDEN)
-    changed = (
-        format_html(' <span class="citation-changed label">changed since</span>')
-        if shown.changed
-        else ""
-    )
+    changed = CHANGED_HTML if shown.changed else ""
     if not shown.url:
         return format_html('<span class="citation">[{}]</span>{}', shown.label, changed)
     return format_html('<a class="citation" href="{}">[{}]</a>{}', shown.url, shown.label, changed)
 
 
+def _tool_results(messages: Sequence[Message]) -> list[tuple[Message, dict]]:
+    found = []
+    for message in messages:
+        if message.role != Message.Role.TOOL:
+            continue
+        if (message.metadata or {}).get("tool_name") != TOOL_NAME:
+            continue
+        try:
+            result = json.loads(message.text)
+        except ValueError:
+            result = None
+        found.append((message, result if isinstance(result, dict) else {}))
+    return found
+
+
+def _tool_results_html(messages: Sequence[Message], person) -> dict[int, str]:
+    """`knowledge_search` results as `person` may read them: a passage of a collection they
+    may not read (a reader removed since, a staff member who is no reader) is replaced by
+    its reference. Results they may read whole are left to the default rendering."""
+    results = _tool_results(messages)
+    if not results:
+        return {}
+    readable = set(collections_readable_by(person).values_list("name", flat=True))
+    bodies = {}
+    for message, result in results:
+        passages = result.get("passages")
+        if not isinstance(passages, list):
+            if not result:  # not the tool's JSON: nothing to tell what it holds
+                bodies[message.pk] = escape(HIDDEN_RESULT)
+            continue
+        if all(isinstance(p, dict) and p.get("collection") in readable for p in passages):
+            continue
+        shown = dict(result)
+        shown["passages"] = [
+            p
+            if isinstance(p, dict) and p.get("collection") in readable
+            else {"ref": p.get("ref") if isinstance(p, dict) else "", "hidden": HIDDEN_PASSAGE}
+            for p in passages
+        ]
+        text = json.dumps(shown, ensure_ascii=False)
+        bodies[message.pk] = escape(text[:4000])
+    return bodies
+
+
 def citations_body_html(messages: Sequence[Message], person) -> dict[int, str]:
-    """The chats.extras body renderer: replies with `[K<id>]` rendered for `person`."""
+    """The chats.extras body renderer: replies with `[K<id>]` rendered for `person`, and
+    `knowledge_search` results without the passages `person` may not read."""
+    bodies = _tool_results_html(messages, person)
     citing = [m for m in messages if m.role == Message.Role.ASSISTANT and MARKER.search(m.text)]
     if not citing:
-        return {}
+        return bodies
     shown = shown_for_person(citing, person)
-    bodies = {}
     for message in citing:
         per = shown.get(message.pk, {})
         html = str(render_markdown(message.text))
