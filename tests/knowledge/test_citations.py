@@ -16,7 +16,11 @@ from chats.services import chat_get_or_create, chat_member_ensure, message_inges
 from knowledge.citations import HIDDEN, citations_outbound_text
 from knowledge.indexing import document_store_text
 from knowledge.models import Citation, Passage
-from knowledge.services import collection_remove_readers, collection_turn_on
+from knowledge.services import (
+    collection_remove_readers,
+    collection_turn_off,
+    collection_turn_on,
+)
 from knowledge.vectors import forget
 from tests.fakes import openai_server as fake_openai
 from tests.knowledge.helpers import RUNBOOK, runbooks
@@ -169,3 +173,20 @@ def test_a_reference_the_chat_could_not_use_is_hidden_even_from_its_readers(
     shown = article(page, reply)
     assert shown.count(HIDDEN) == 2 and "/doc/" not in shown
     assert citations_outbound_text(reply, reply.text) == f"See {HIDDEN} and {HIDDEN}."
+
+
+def test_a_later_joiner_who_may_not_read_it_reads_none_of_it_in_the_history(
+    fake, client, owner, member, outsider, room
+):
+    collection = runbooks(readers=[owner, member], by=owner)
+    collection_turn_on(collection=collection, chat=room, by=owner)
+    reply = ask(fake, room, member)
+    # While it is on, the join is refused (knowledge.signals); turned off, oscar may join.
+    collection_turn_off(collection=collection, chat=room, by=owner)
+    chat_member_ensure(chat=room, person=outsider)
+    client.force_login(outsider)
+    page = client.get(reverse("chat_page", args=[room.chat_key])).content.decode()
+    assert HIDDEN in article(page, reply)
+    assert "§ On-call runbook" not in page and "/doc/" not in page
+    assert "a passage of a collection you may not read" in page
+    assert "Remove rotated logs under /var/log" in page  # the answer itself is the chat's
