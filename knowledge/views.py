@@ -19,7 +19,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Count, Max
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.html import format_html
@@ -151,7 +151,12 @@ def upload(request: HttpRequest, collection_id: int) -> HttpResponse:
         if staged.refused:
             note += " Left out: " + "; ".join(staged.refused[:5])
         messages.success(request, note)
-    return redirect("knowledge_collection", collection.pk)
+    url = reverse("knowledge_collection", args=[collection.pk])
+    if request.headers.get("X-Requested-With") == "fetch":
+        # knowledge.js posted it (to keep a folder's paths): it goes to the page itself, so
+        # the notice is read there and not by a redirect fetch() would follow.
+        return JsonResponse({"url": url})
+    return redirect(url)
 
 
 @login_required

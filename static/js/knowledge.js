@@ -19,8 +19,14 @@
       var button = form.querySelector("button[type=submit]");
       button.disabled = true;
       button.textContent = "Uploading…";
-      fetch(form.action, { method: "POST", body: data, credentials: "same-origin" })
-        .then(function (response) { window.location.assign(response.url || window.location.href); })
+      fetch(form.action, {
+        method: "POST",
+        body: data,
+        credentials: "same-origin",
+        headers: { "X-Requested-With": "fetch" },
+      })
+        .then(function (response) { return response.json(); })
+        .then(function (answer) { window.location.assign(answer.url || window.location.href); })
         .catch(function () { button.disabled = false; button.textContent = "Upload"; });
     });
   }
