@@ -27,10 +27,17 @@ def turn_outcome(*, turn_id: int) -> TurnOutcome | None:
         return None
     return TurnOutcome(
         status=turn.status,
-        reply_text=outbound_text(turn.reply, turn.reply.text) if turn.reply else "",
+        reply_text=turn.reply.text if turn.reply else "",
         error=turn.error,
         reason=turn.interrupt_reason,
     )
+
+
+def turn_outbound_text(*, turn_id: int, text: str) -> str:
+    """The final text of a turn's reply as Telegram sends it: the registered outbound
+    filters applied (chats.extras.outbound_text; knowledge's citations, say)."""
+    turn = Turn.objects.select_related("reply__chat").filter(pk=turn_id).first()
+    return outbound_text(turn.reply if turn else None, text)
 
 
 def turn_reply_files(*, turn_id: int) -> list[ReplyFile]:
