@@ -1,7 +1,8 @@
 """Retrieval quality of team knowledge on a public corpus: Git's manual (Debian package
 `git-doc`, /usr/share/doc/git-doc/*.txt, AsciiDoc), with the questions of
 bench/knowledge_eval_questions.tsv, each naming the document and section that answers it
-(112 in English, 10 in Chinese over the English manual).
+(112 in English, 10 in Chinese over the English manual). By default the collection holds
+the 61 pages the questions name (~1,000 passages); `--whole-manual` indexes all 247.
 
     apt-get install git-doc
     .venv/bin/python bench/knowledge_eval.py [--database-url postgres://…] [--k 5]
@@ -59,11 +60,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--database-url", default=None)
     parser.add_argument("--k", type=int, default=5)
+    parser.add_argument(
+        "--whole-manual",
+        action="store_true",
+        help="index all 247 pages (default: the 61 pages the questions name, ~1,000 passages)",
+    )
     args = parser.parse_args()
-    files = sorted(CORPUS.glob("*.txt"))
+    questions = load_questions()
+    named = {document for _, document, _ in questions}
+    files = sorted(p for p in CORPUS.glob("*.txt") if args.whole_manual or p.name in named)
     if not files:
         raise SystemExit(f"No corpus at {CORPUS}: apt-get install git-doc")
-    questions = load_questions()
     with tempfile.TemporaryDirectory(prefix="knowledge-eval-") as folder:
         for path in files:
             shutil.copyfile(path, Path(folder) / path.name)

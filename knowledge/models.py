@@ -184,7 +184,6 @@ class KnowledgeEvent(models.Model):
         SYNC_FINISHED = "sync_finished", "Sync finished"
         ENABLED = "enabled", "Turned on in a chat"
         DISABLED = "disabled", "Turned off in a chat"
-        SUSPENDED = "suspended", "Held back in a chat (a member may not read it)"
 
     collection = models.ForeignKey(Collection, on_delete=models.CASCADE, related_name="events")
     kind = models.CharField(max_length=24, choices=Kind.choices)
