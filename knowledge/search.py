@@ -4,14 +4,17 @@ reciprocal rank fusion. Every function takes the collection ids to search: calle
 from knowledge.access (the readers rule), never from a person's input alone.
 """
 
+import logging
 import re
 from dataclasses import dataclass
 
 from django.db import connection
 
+from knowledge.embeddings import EmbeddingsUnavailable
 from knowledge.models import Passage
 from knowledge.splitting import search_form
 
+logger = logging.getLogger(__name__)
 RRF_K = 60
 CANDIDATES = 50  # per method, before fusion
 MAX_QUERY_CHARS = 1000
@@ -103,7 +106,13 @@ def hybrid_search(
     """The best `limit` passages for `query` in those collections. `mode`: "hybrid"
     (default), "fulltext" or "vector" (the evaluation compares them)."""
     text_ids = fulltext_search(query, collection_ids) if mode != "vector" else []
-    vector_ids = vector_search(query, collection_ids) if mode != "fulltext" else []
+    vector_ids: list[int] = []
+    if mode != "fulltext":
+        try:
+            vector_ids = vector_search(query, collection_ids)
+        except EmbeddingsUnavailable as exc:
+            # The question cannot be embedded (the server is down): full-text alone answers.
+            logger.warning("knowledge: vector search skipped: %s", exc)
     text_rank = {pid: r for r, pid in enumerate(text_ids, start=1)}
     vector_rank = {pid: r for r, pid in enumerate(vector_ids, start=1)}
     fused = fuse([ranking for ranking in (text_ids, vector_ids) if ranking])

@@ -132,3 +132,18 @@ def test_passages_kept_without_vectors_are_found_by_text_and_embedded_later(
     embeddings._cached.clear()
     assert passages_embed_missing() == Passage.objects.count()
     assert not Passage.objects.exclude(embedding_model=embeddings.LOCAL_MODEL_NAME).exists()
+
+
+@pytest.mark.django_db
+def test_search_falls_back_to_full_text_when_the_question_cannot_be_embedded(
+    settings, fresh_embedder
+):
+    from knowledge.search import hybrid_search, passages_for
+    from tests.knowledge.helpers import runbooks
+
+    collection = runbooks()
+    settings.KNOWLEDGE_EMBEDDINGS_BASE_URL = f"http://127.0.0.1:{free_port()}/v1"
+    settings.LLM_MAX_RETRIES = 0
+    hits = hybrid_search("rotated logs full disk", [collection.pk])
+    assert hits and all(hit.vector_rank is None for hit in hits)
+    assert passages_for(hits)[0].section.endswith("Full disk")
