@@ -236,3 +236,24 @@ def test_a_chat_with_a_member_who_is_no_reader_cannot_have_it_on(client, owner, 
     response = client.post(set_url, {"collection": collection.pk, "on": "1"})
     assert response.status_code == 403 and b"not every member" in response.content
     assert not ChatCollection.objects.exists()
+
+
+def test_an_integration_token_opens_no_knowledge_page(api_for, owner, outsider):
+    """An API token (an integration's door) is no dashboard session: every page and form
+    sends it to sign in, even its owner's own collection."""
+    collection = runbooks(readers=[owner], by=owner)
+    api = api_for(owner)
+    document = collection.documents.get()
+    for path in (
+        reverse("knowledge"),
+        reverse("knowledge_collection", args=[collection.pk]),
+        reverse("knowledge_document", args=[collection.pk, document.pk]),
+    ):
+        response = api.get(path)
+        assert response.status_code == 302 and "/accounts/login/" in response["Location"]
+    response = api.post(
+        reverse("knowledge_readers", args=[collection.pk]), body=b"username=oscar",
+        content_type="application/x-www-form-urlencoded",
+    )  # fmt: skip
+    assert response.status_code in (302, 403)
+    assert list(collection.readers.all()) == [owner]
