@@ -133,7 +133,11 @@ def index_documents(corpus: Corpus, collection, docs: int, per_doc: int) -> tupl
     from knowledge.models import Document, Passage
 
     real = indexing.embed_texts
-    indexing.embed_texts = lambda texts: (stand_in_vectors(texts), LOCAL_MODEL_NAME, "")
+    indexing.embed_texts = lambda texts, known=None: (
+        stand_in_vectors(texts),
+        LOCAL_MODEL_NAME,
+        "",
+    )
     try:
         started = time.perf_counter()
         for number in range(docs):

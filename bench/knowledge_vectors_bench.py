@@ -11,7 +11,6 @@ top 10.
 """
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -21,7 +20,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine_info, markdown_table, percentile  # noqa: E402
 
-CHUNK_ROWS = int(os.environ.get("CHUNK_ROWS", "4096"))  # as knowledge.vectors
+CHUNK_ROWS = 4096  # as knowledge.vectors (--chunk-rows to try others)
 
 
 def unit(matrix):
@@ -45,7 +44,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--chunk-rows", type=int, default=CHUNK_ROWS)
     args = parser.parse_args()
+    global CHUNK_ROWS
+    CHUNK_ROWS = args.chunk_rows
     rng = np.random.default_rng(1)
     topics = unit(rng.standard_normal((2000, 384)))
     data = unit(topics[rng.integers(0, 2000, args.rows)] + 0.6 * unit(

@@ -13,7 +13,8 @@ made a vector, and a vector is only ever compared with one of the same model.
 """
 
 import threading
-from dataclasses import dataclass
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from django.conf import settings
@@ -27,8 +28,16 @@ SERVER_BATCH = 64
 MAX_CHARS = 4000
 
 
+_lock = threading.RLock()
+
+
 class EmbeddingsUnavailable(Exception):
     """No vector could be made (the server failed, the model is missing): says why."""
+
+
+# Passages embedded lately, per process (a re-sync of a changed document, a text in many
+# documents); about 1.5 KB each.
+RECENT_PASSAGES = 4096
 
 
 @dataclass
@@ -36,10 +45,30 @@ class Embedder:
     name: str
     _passages: object
     _query: object
+    _recent: OrderedDict = field(default_factory=OrderedDict)
 
     def passages(self, texts: list[str]) -> "np.ndarray":
         """(n, dim) float32, L2-normalised."""
-        return _normalised(self._passages([text[:MAX_CHARS] for text in texts]))
+        import numpy as np
+
+        texts = [text[:MAX_CHARS] for text in texts]
+        with _lock:
+            missing = list(dict.fromkeys(t for t in texts if t not in self._recent))
+        if missing:
+            made = _normalised(self._passages(missing))
+            with _lock:
+                for text, vector in zip(missing, made, strict=True):
+                    self._recent[text] = vector
+                    self._recent.move_to_end(text)
+                while len(self._recent) > RECENT_PASSAGES:
+                    self._recent.popitem(last=False)
+                found = {t: self._recent.get(t) for t in texts}
+            fresh = dict(zip(missing, made, strict=True))
+            rows = [found[t] if found[t] is not None else fresh[t] for t in texts]
+        else:
+            with _lock:
+                rows = [self._recent[t] for t in texts]
+        return np.vstack(rows).astype(np.float32) if rows else _normalised(np.zeros((0, 1)))
 
     def query(self, text: str) -> "np.ndarray":
         """(dim,) float32, L2-normalised."""
@@ -57,7 +86,6 @@ def _normalised(matrix) -> "np.ndarray":
     return matrix / norms
 
 
-_lock = threading.Lock()
 _cached: dict[tuple, Embedder] = {}
 
 

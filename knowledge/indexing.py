@@ -26,19 +26,39 @@ def passage_search_text(piece_section: str, text: str) -> str:
     return search_form(f"{piece_section}\n{text}" if piece_section else text)
 
 
-def embed_texts(texts: list[str]) -> tuple[list[bytes | None], str, str]:
-    """(vectors as bytes or None each, the model's name, the reason none were made)."""
+def embed_texts(
+    texts: list[str], *, known: dict[str, bytes] | None = None
+) -> tuple[list[bytes | None], str, str]:
+    """(vectors as bytes or None each, the model's name, the reason none were made). Texts in
+    `known` (text -> vector of the current model) are not embedded again."""
     if not texts:
         return [], embedder_name(), ""
+    known = known or {}
+    wanted = list(dict.fromkeys(text for text in texts if text not in known))
+    made: dict[str, bytes] = {}
     try:
         model = embedder()
-        vectors = []
-        for start in range(0, len(texts), EMBED_BATCH):
-            vectors.extend(model.passages(texts[start : start + EMBED_BATCH]))
+        for start in range(0, len(wanted), EMBED_BATCH):
+            batch = wanted[start : start + EMBED_BATCH]
+            for text, vector in zip(batch, model.passages(batch), strict=True):
+                made[text] = to_bytes(vector)
     except EmbeddingsUnavailable as exc:
         logger.warning("knowledge: passages kept without vectors: %s", exc)
         return [None] * len(texts), "", str(exc)
-    return [to_bytes(v) for v in vectors], model.name, ""
+    return [known.get(text) or made[text] for text in texts], model.name, ""
+
+
+def _embedding_input(section: str, text: str) -> str:
+    return f"{section}\n{text}" if section else text
+
+
+def _known_vectors(document: Document) -> dict[str, bytes]:
+    """The document's current passages' vectors of the current model, by embedded text: a
+    changed document re-embeds only the passages whose text changed."""
+    rows = Passage.objects.filter(
+        document=document, embedding_model=embedder_name(), embedding__isnull=False
+    ).values_list("section", "text", "embedding")
+    return {_embedding_input(section, text): bytes(vector) for section, text, vector in rows}
 
 
 def _vector_literal(data: bytes) -> str:
@@ -82,7 +102,7 @@ def document_store_text(
         note = f"Only its first {limit:,} passages of {len(pieces):,} are searched."
         pieces = pieces[:limit]
     vectors, model_name, missing = embed_texts(
-        [f"{p.section}\n{p.text}" if p.section else p.text for p in pieces]
+        [_embedding_input(p.section, p.text) for p in pieces], known=_known_vectors(document)
     )
     title = next((p.section.split(" › ")[0] for p in pieces if p.section), "")
     now = timezone.now()
@@ -178,7 +198,7 @@ def passages_embed_missing(*, limit: int = 2000) -> int:
     if not rows:
         return 0
     vectors, model_name, missing = embed_texts(
-        [f"{section}\n{text}" if section else text for _id, section, text in rows]
+        [_embedding_input(section, text) for _id, section, text in rows]
     )
     if missing:
         return 0

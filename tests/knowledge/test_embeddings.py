@@ -147,3 +147,27 @@ def test_search_falls_back_to_full_text_when_the_question_cannot_be_embedded(
     hits = hybrid_search("rotated logs full disk", [collection.pk])
     assert hits and all(hit.vector_rank is None for hit in hits)
     assert passages_for(hits)[0].section.endswith("Full disk")
+
+
+@pytest.mark.django_db
+def test_a_changed_document_embeds_only_its_changed_passages(settings, fresh_embedder):
+    import hashlib
+
+    from knowledge.indexing import document_store_text
+    from tests.knowledge.helpers import RUNBOOK, runbooks
+
+    collection = runbooks()
+    document = collection.documents.get()
+    embeddings._cached.clear()  # a fresh worker: nothing embedded lately in this process
+    model = embeddings.embedder()
+    seen = []
+    real = model._passages
+    model._passages = lambda texts: seen.extend(texts) or real(texts)
+    changed = RUNBOOK.replace("every 90 days", "every 60 days")
+    document_store_text(
+        document=document, text=changed, paged=False, media_type="text/markdown",
+        page_count=1, content_hash=hashlib.sha256(changed.encode()).hexdigest(),
+        size=len(changed),
+    )  # fmt: skip
+    assert len(seen) == 1 and "every 60 days" in seen[0]
+    assert not document.passages.filter(embedding__isnull=True).exists()
