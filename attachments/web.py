@@ -60,7 +60,7 @@ def _refusal(status: int, error: str, **extra) -> JsonResponse:
 
 def _message_html(request: HttpRequest, chat: Chat, message) -> str:
     context = {"chat": chat, "agent_name": settings.AGENT_NAME, "message": message}
-    with_extras_html([message])
+    with_extras_html([message], request.user)
     return render_to_string("chats/chat.html#message", context, request=request)
 
 

@@ -36,7 +36,7 @@ from telegram.warnings import PTBDeprecationWarning
 from bots.channel import reply_row_delivered, reply_row_failed
 from bots.models import OutboundMessage
 from bots.outbox import outbox_progress
-from bots.selectors import TurnOutcome, turn_outcome, turn_reply_files
+from bots.selectors import TurnOutcome, turn_outbound_text, turn_outcome, turn_reply_files
 from chats.agent.events import events_since
 from chats.agent.turns import SUPERSEDED
 from chats.reply_files import ReplyFile
@@ -556,6 +556,8 @@ class ReplyDelivery:
         fmt = _fmt()
         markdown = self._final_markdown(outcome)
         row = self.row
+        if markdown:
+            markdown = await db(turn_outbound_text, turn_id=row.turn_id, text=markdown)
         files = await db(turn_reply_files, turn_id=row.turn_id)
         if not markdown and not files:
             await db(reply_row_delivered, row=row, text="", parts=0)

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from django.contrib.auth.models import AbstractBaseUser
 
 from bots.models import PairingRequest
+from chats.extras import outbound_text
 from chats.models import Actor, Channel, Turn
 from chats.reply_files import ReplyFile, reply_files
 
@@ -30,6 +31,13 @@ def turn_outcome(*, turn_id: int) -> TurnOutcome | None:
         error=turn.error,
         reason=turn.interrupt_reason,
     )
+
+
+def turn_outbound_text(*, turn_id: int, text: str) -> str:
+    """The final text of a turn's reply as Telegram sends it: the registered outbound
+    filters applied (chats.extras.outbound_text; knowledge's citations, say)."""
+    turn = Turn.objects.select_related("reply__chat").filter(pk=turn_id).first()
+    return outbound_text(turn.reply if turn else None, text)
 
 
 def turn_reply_files(*, turn_id: int) -> list[ReplyFile]:

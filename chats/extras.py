@@ -63,25 +63,35 @@ def message_extras(messages: Sequence["Message"]) -> dict[int, dict[str, Any]]:
 # template) for those it has something to show; the dashboard puts each message's HTML under
 # its text. `chats` never learns what the HTML shows (files, say).
 
-MessageHtmlRenderer = Callable[[Sequence["Message"]], dict[int, str]]
+#
+# A renderer registered with `per_person=True` is called as `renderer(messages, person)`,
+# `person` being who views the page (None when unknown): for HTML that depends on what that
+# person may do or read (knowledge's "add to a collection" for its maintainers, say).
 
-_html: dict[str, MessageHtmlRenderer] = {}
+MessageHtmlRenderer = Callable[..., dict[int, str]]
+
+_html: dict[str, tuple[MessageHtmlRenderer, bool]] = {}
 
 
-def register_message_html(name: str, renderer: MessageHtmlRenderer) -> None:
+def register_message_html(
+    name: str, renderer: MessageHtmlRenderer, *, per_person: bool = False
+) -> None:
     """Add `name`'s HTML under every message the dashboard shows (idempotent, by name)."""
-    _html[name] = renderer
+    _html[name] = (renderer, per_person)
 
 
-def message_extras_html(messages: Sequence["Message"]) -> dict[int, "SafeString"]:
+def message_extras_html(messages: Sequence["Message"], person=None) -> dict[int, "SafeString"]:
     """`{message pk: HTML}` for the messages any renderer has something for, the renderers'
     pieces in registration order. A renderer that fails is logged and left out."""
     from django.utils.safestring import mark_safe
 
     pieces: dict[int, list[str]] = {}
-    for name, renderer in _html.items():
+    for name, (renderer, per_person) in _html.items():
         try:
-            rendered = renderer(messages) if messages else {}
+            if not messages:
+                rendered = {}
+            else:
+                rendered = renderer(messages, person) if per_person else renderer(messages)
         except Exception:  # noqa: BLE001 - one app's failure must not hide the history
             logger.exception("message HTML renderer %r failed", name)
             continue
@@ -91,14 +101,51 @@ def message_extras_html(messages: Sequence["Message"]) -> dict[int, "SafeString"
     return {pk: mark_safe("".join(parts)) for pk, parts in pieces.items()}  # noqa: S308
 
 
-def with_extras_html(messages: Sequence["Message"]) -> Sequence["Message"]:
-    """Set `extras_html` on each message (what the `message` partial shows under its text);
-    one call per page, so each renderer queries once."""
-    html = message_extras_html([m for m in messages if m is not None])
+def with_extras_html(messages: Sequence["Message"], person=None) -> Sequence["Message"]:
+    """Set `extras_html` on each message (what the `message` partial shows under its text)
+    and `body_html` where a body renderer rendered its text for `person` (the viewer); one
+    call per page, so each renderer queries once."""
+    shown = [m for m in messages if m is not None]
+    html = message_extras_html(shown, person)
+    bodies = message_bodies_html(shown, person)
     for message in messages:
         if message is not None:
             message.extras_html = html.get(message.pk, "")
+            message.body_html = bodies.get(message.pk, "")
     return messages
+
+
+# A message's text as a viewer reads it: a body renderer `(messages, person) -> {pk: HTML}`
+# returns the whole rendered text (chats.markdown.render_markdown, then its own marks) for
+# the messages it changes, for that viewer (knowledge's citations link to a passage only for
+# those who may read it). The first renderer with an answer for a message wins; a failing
+# renderer is logged and the plain Markdown shown.
+
+MessageBodyRenderer = Callable[[Sequence["Message"], Any], dict[int, str]]
+
+_bodies: dict[str, MessageBodyRenderer] = {}
+
+
+def register_message_body(name: str, renderer: MessageBodyRenderer) -> None:
+    """Let `name` render message texts for their viewer (idempotent, by name)."""
+    _bodies[name] = renderer
+
+
+def message_bodies_html(messages: Sequence["Message"], person=None) -> dict[int, "SafeString"]:
+    """`{message pk: HTML}` of the texts a body renderer rendered for `person`."""
+    from django.utils.safestring import mark_safe
+
+    result: dict[int, SafeString] = {}
+    for name, renderer in _bodies.items():
+        try:
+            rendered = renderer(messages, person) if messages else {}
+        except Exception:  # noqa: BLE001 - the plain Markdown is shown instead
+            logger.exception("message body renderer %r failed", name)
+            continue
+        for pk, html in rendered.items():
+            if html and pk not in result:
+                result[pk] = mark_safe(html)  # noqa: S308 - the renderer escapes
+    return result
 
 
 # The composer's part: an app adds controls to the dashboard's composer (attaching files,
@@ -126,3 +173,30 @@ def composer_extras_html(chat, person) -> "SafeString":
         except Exception:  # noqa: BLE001 - one app's failure must not take the composer
             logger.exception("composer HTML renderer %r failed", name)
     return mark_safe("".join(parts))  # noqa: S308 - each app escapes in its own template
+
+
+# A reply as a channel that shows no dashboard links sends it (Telegram): a filter
+# `(message, text) -> text` rewrites what it knows in the text (knowledge's `[K<id>]`
+# citations become "document § section", or a hidden note where the chat may not read it).
+# Filters run in registration order; one that fails is logged and skipped.
+
+OutboundTextFilter = Callable[["Message", str], str]
+
+_outbound: dict[str, OutboundTextFilter] = {}
+
+
+def register_outbound_text(name: str, text_filter: OutboundTextFilter) -> None:
+    """Let `name` rewrite replies sent outside the dashboard (idempotent, by name)."""
+    _outbound[name] = text_filter
+
+
+def outbound_text(message: "Message | None", text: str) -> str:
+    """`text` of `message` as a channel sends it, every registered filter applied."""
+    if message is None or not text:
+        return text
+    for name, text_filter in _outbound.items():
+        try:
+            text = text_filter(message, text)
+        except Exception:  # noqa: BLE001 - the text as stored is sent instead
+            logger.exception("outbound text filter %r failed", name)
+    return text

@@ -181,7 +181,7 @@ def _page_context(
     page = chat_messages_page(chat, before=before, limit=size + 1)
     has_older = len(page) > size
     messages = page[1:] if has_older else page
-    with_extras_html([*messages, far_message])
+    with_extras_html([*messages, far_message], request.user)
     context = _message_context(chat)
     context.update(messages=messages, has_older=has_older, far_message=far_message)
     if before is not None:
@@ -240,7 +240,7 @@ def chat_message(request: HttpRequest, chat_key: str, message_id: int) -> HttpRe
     )
     if message is None:
         raise Http404("No such message.")
-    with_extras_html([message])
+    with_extras_html([message], request.user)
     context = _message_context(chat) | {"message": message}
     return render(request, "chats/chat.html#message", context)
 
@@ -313,7 +313,8 @@ def message_post(request: HttpRequest, chat_key: str) -> HttpResponse:
     if not request.htmx:
         url = reverse("chat_page", kwargs={"chat_key": chat.chat_key})
         return redirect(f"{url}#message-{result.message.pk}")
-    context = _message_context(chat) | {"message": with_extras_html([result.message])[0]}
+    shown = with_extras_html([result.message], request.user)[0]
+    context = _message_context(chat) | {"message": shown}
     return render(
         request, "chats/chat.html#message", context, status=201 if result.created else 200
     )

@@ -577,6 +577,11 @@ KNOWLEDGE_CONTEXT_SHARE = env_float("KNOWLEDGE_CONTEXT_SHARE", 0.05, minimum=0)
 KNOWLEDGE_SYNC_SECONDS = env_int("KNOWLEDGE_SYNC_SECONDS", 3600, minimum=0)
 # A sync whose heartbeat is older than this is taken as crashed and resumed by the next one.
 KNOWLEDGE_SYNC_STALE_SECONDS = env_int("KNOWLEDGE_SYNC_STALE_SECONDS", 600, minimum=30)
+# One dashboard upload into a collection (files or a whole folder): files and bytes at most.
+KNOWLEDGE_UPLOAD_MAX_FILES = env_int("KNOWLEDGE_UPLOAD_MAX_FILES", 500, minimum=1)
+KNOWLEDGE_UPLOAD_MAX_BYTES = env_int("KNOWLEDGE_UPLOAD_MAX_BYTES", 100 * 1024 * 1024, minimum=1024)
+# Django refuses a request with more files than this: a folder upload may carry that many.
+DATA_UPLOAD_MAX_NUMBER_FILES = max(100, KNOWLEDGE_UPLOAD_MAX_FILES)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},

@@ -25,6 +25,7 @@ urlpatterns = [
     path("skills/", include("skills.urls_reviews")),
     path("telegram/", include("bots.urls")),
     path("", include("learning.urls")),
+    path("", include("knowledge.urls")),
     path("", include("toolservers.urls")),
     path("", include("toolservers.urls_approvals")),
     path("", include("operations.urls")),

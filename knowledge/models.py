@@ -228,3 +228,34 @@ class ChatCollection(models.Model):
 
     def __str__(self) -> str:
         return f"{self.collection_id} on in {self.chat_id}"
+
+
+class Citation(models.Model):
+    """A passage an agent's reply cited (`[K<id>]`), as it was when the reply was stored:
+    passages are replaced when their document changes, so the citation keeps the document,
+    its section and its content hash, from which the dashboard links to the document viewer
+    (for readers only) and says "changed since" (knowledge.citations)."""
+
+    message = models.ForeignKey(
+        "chats.Message", on_delete=models.CASCADE, related_name="knowledge_citations"
+    )
+    passage_id = models.BigIntegerField()
+    collection = models.ForeignKey(Collection, on_delete=models.CASCADE, related_name="citations")
+    document = models.ForeignKey(
+        Document, null=True, on_delete=models.SET_NULL, related_name="citations"
+    )
+    document_path = models.CharField(max_length=1000)
+    section = models.CharField(max_length=500, blank=True, default="")
+    page = models.PositiveIntegerField(null=True, blank=True)
+    content_hash = models.CharField(max_length=64, blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["message", "passage_id"], name="knowledge_citation_once"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"K{self.passage_id} in {self.message_id}"
