@@ -323,6 +323,9 @@ HOOK_CALLS = {
     # called, and the build difference below measures the engine's look at the window; its
     # own call is measured here with nothing to answer for.
     "message_parts": ("message parts", lambda hook, context: hook(_no_carry(context))),
+    # Asked only when a tool's result carries files (the registry returns before it for a
+    # result without any): measured here with none to store.
+    "tool_files_stores": ("tool files", lambda hook, context: hook(context, None, ())),
 }
 _NO_TURN = SimpleNamespace(pk=-1)
 

@@ -26,6 +26,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Q, QuerySet
 
 from chats.models import Actor, Channel, Chat, ChatKind, ChatMember, Message
+from chats.rows import fetch_prepared
 from knowledge.models import ChatCollection, Collection
 
 DECIDER_ROLES = (ChatMember.Role.OWNER, ChatMember.Role.ADMIN)
@@ -138,6 +139,31 @@ def collections_on(chat: Chat) -> list[Collection]:
             Q(pk__in=ChatCollection.objects.filter(chat=chat).values("collection_id"))
             | Q(team_default=True, everyone_may_read=True)
         ).order_by("name")
+    )
+
+
+def chat_may_have_collections(chat: Chat) -> bool:
+    """False only when `collections_on(chat)` is surely empty: no collection turned on in the
+    chat and no team default. Asked first on every turn by the tool provider and the prompt
+    section, so it is one statement written once (no queryset compiled) and always current."""
+    return bool(
+        fetch_prepared(
+            "chat_may_have_collections", _may_have_collections_sql, [chat.pk, True, True]
+        )
+    )
+
+
+def _may_have_collections_sql(quote) -> str:
+    collection, on = Collection._meta, ChatCollection._meta
+
+    def column(meta, name: str) -> str:
+        return f"{quote(meta.db_table)}.{quote(meta.get_field(name).column)}"
+
+    return (
+        f"SELECT 1 FROM {quote(on.db_table)} WHERE {column(on, 'chat')} = %s "
+        f"UNION ALL SELECT 1 FROM {quote(collection.db_table)} "
+        f"WHERE {column(collection, 'team_default')} = %s "
+        f"AND {column(collection, 'everyone_may_read')} = %s LIMIT 1"
     )
 
 

@@ -7,7 +7,7 @@ from django.conf import settings
 
 from chats.agent.registry import SectionText, TurnContext
 from chats.agent.tokens import count_tokens
-from knowledge.access import collections_for_turn, collections_on
+from knowledge.access import chat_may_have_collections, collections_for_turn
 from knowledge.framing import FRAMING, passage_block
 from knowledge.search import hybrid_search, passages_for
 
@@ -29,7 +29,7 @@ class KnowledgeSection:
     def render(self, context: TurnContext) -> str:
         budget = knowledge_budget()
         question = (context.trigger.text or "").strip()
-        if budget <= 0 or not question or not collections_on(context.chat):
+        if budget <= 0 or not question or not chat_may_have_collections(context.chat):
             return ""
         collections = collections_for_turn(context.chat, actor=context.actor)
         if not collections:

@@ -6,7 +6,7 @@ collection is on, so other chats pay nothing for it."""
 from django.conf import settings
 
 from chats.agent.registry import Tool, TurnContext
-from knowledge.access import collections_for_turn, collections_on
+from knowledge.access import chat_may_have_collections, collections_for_turn
 from knowledge.framing import FRAMING, passage_record
 from knowledge.search import hybrid_search, passages_for
 
@@ -64,7 +64,8 @@ class KnowledgeTools:
         return []
 
     def tools_for_turn(self, context: TurnContext):
-        return [KNOWLEDGE_SEARCH] if collections_on(context.chat) else []
+        # One prepared statement, asked every turn: a collection on in the chat, or a default.
+        return [KNOWLEDGE_SEARCH] if chat_may_have_collections(context.chat) else []
 
 
 knowledge_tools = KnowledgeTools()
