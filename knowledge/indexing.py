@@ -215,3 +215,32 @@ def passages_embed_missing(*, limit: int = 2000) -> int:
             updated_at=timezone.now()
         )
     return done
+
+
+def document_index_file(
+    *, document: Document, path, size: int, content_hash: str, sync_run=None, by=None
+) -> bool:
+    """Read the file at `path` (knowledge.extract) and index it as `document`'s text, or mark
+    the document failed with why: a file that cannot be read never stops a sync or an upload.
+    True when it was indexed."""
+    from knowledge.extract import Unreadable, read_file
+
+    try:
+        found = read_file(path, size=size)
+    except Unreadable as exc:
+        reason = str(exc)
+    except Exception as exc:  # noqa: BLE001 - one bad file never stops the others
+        logger.exception("knowledge: reading %s for document %s failed", path, document.pk)
+        reason = f"could not be read: {exc}"
+    else:
+        document_store_text(
+            document=document, text=found.text, paged=found.paged, media_type=found.media_type,
+            page_count=found.page_count, content_hash=content_hash, size=size,
+            sync_run=sync_run, by=by,
+        )  # fmt: skip
+        return True
+    document_mark_failed(
+        document=document, reason=reason, content_hash=content_hash, size=size,
+        sync_run=sync_run, by=by,
+    )  # fmt: skip
+    return False

@@ -28,8 +28,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from knowledge.extract import Unreadable, read_file
-from knowledge.indexing import document_mark_failed, document_store_text, passages_embed_missing
+from knowledge.indexing import document_index_file, document_mark_failed, passages_embed_missing
 from knowledge.models import Collection, Document, KnowledgeEvent, SyncRun
 from knowledge.services import audit
 
@@ -208,21 +207,11 @@ def _one(collection, run, known, hashes, relative, absolute, refusal, copy, limi
         document_mark_failed(document=document, reason=refusal, content_hash="", size=0,
                              sync_run=run, by=by)  # fmt: skip
         return "failed"
-    try:
-        found = read_file(copy, size=size)
-    except Unreadable as exc:
-        document_mark_failed(document=document, reason=str(exc), content_hash=content_hash,
-                             size=size, sync_run=run, by=by)  # fmt: skip
+    indexed = document_index_file(
+        document=document, path=copy, size=size, content_hash=content_hash, sync_run=run, by=by
+    )
+    if not indexed:
         return "failed"
-    except Exception as exc:  # noqa: BLE001 - one bad file never stops the sync
-        logger.exception("knowledge: reading %s failed", relative)
-        document_mark_failed(document=document, reason=f"could not be read: {exc}",
-                             content_hash=content_hash, size=size, sync_run=run, by=by)  # fmt: skip
-        return "failed"
-    document_store_text(
-        document=document, text=found.text, paged=found.paged, media_type=found.media_type,
-        page_count=found.page_count, content_hash=content_hash, size=size, sync_run=run, by=by,
-    )  # fmt: skip
     return "added" if new else "changed"
 
 

@@ -112,8 +112,7 @@ def _enqueue(run_id: int) -> None:
 
 
 def _one(collection, run, path: str, staged: Path, size: int, by) -> str:
-    from knowledge.extract import Unreadable, read_file
-    from knowledge.indexing import document_mark_failed, document_store_text
+    from knowledge.indexing import document_index_file
 
     digest = hashlib.sha256()
     with open(staged, "rb") as file:
@@ -133,21 +132,11 @@ def _one(collection, run, path: str, staged: Path, size: int, by) -> str:
             )
         audit(collection, Kind.DOCUMENT_ADDED if new else Kind.DOCUMENT_CHANGED, by=by,
               document=document, sync_run=run, content_hash=content_hash)  # fmt: skip
-    try:
-        found = read_file(staged, size=size)
-    except Unreadable as exc:
-        document_mark_failed(document=document, reason=str(exc), content_hash=content_hash,
-                             size=size, sync_run=run, by=by)  # fmt: skip
+    indexed = document_index_file(
+        document=document, path=staged, size=size, content_hash=content_hash, sync_run=run, by=by
+    )
+    if not indexed:
         return "failed"
-    except Exception as exc:  # noqa: BLE001 - one bad file never stops the upload
-        logger.exception("knowledge: reading upload %s failed", path)
-        document_mark_failed(document=document, reason=f"could not be read: {exc}",
-                             content_hash=content_hash, size=size, sync_run=run, by=by)  # fmt: skip
-        return "failed"
-    document_store_text(
-        document=document, text=found.text, paged=found.paged, media_type=found.media_type,
-        page_count=found.page_count, content_hash=content_hash, size=size, sync_run=run, by=by,
-    )  # fmt: skip
     return "added" if new else "changed"
 
 
