@@ -20,6 +20,8 @@ from knowledge.vectors import forget
 from memory.models import MemoryEntry
 from memory.tools import MEMORY_TOOL
 from skills.models import Skill, SkillProposal
+from skills.outcomes import SkillInvalid
+from skills.reviews import skill_promote
 from skills.tools import SKILL_MANAGE_TOOL
 from tests.chats.dashboard_helpers import login
 from tests.knowledge.helpers import runbooks, web_turn
@@ -174,3 +176,48 @@ def test_the_approvals_page_names_the_collection_to_its_readers_only(
     chat_member_ensure(chat=group, person=stranger)
     message_ingest(channel="telegram", chat_id="-100777", user_id="g", text="hi")
     assert "Runbooks" not in login(stranger).get("/memory/approvals/").content.decode()
+
+
+def test_a_personal_skill_from_a_restricted_collection_names_it_to_its_readers_only(
+    owner, make_person, settings
+):
+    """In the owner's own terminal (its one reader) a skill drawn from a collection only they
+    read is personal; a skill reviewer who does not read the collection reviews a change to it
+    without the collection's name, one who reads it sees it; it is never promoted."""
+    profile, _ = chat_get_or_create(channel="cli", chat_id=f"profile-{owner.pk}", kind="cli")
+    chat_member_ensure(chat=profile, person=owner, role="owner")
+    collection = runbooks(readers=[owner], name="Private runbooks")
+    collection_turn_on(collection=collection, chat=profile, by=owner)
+    context = searched_turn(web_turn(profile, owner))
+    created = SKILL_MANAGE_TOOL.handler(
+        context,
+        {
+            "action": "create",
+            "name": "full-disk",
+            "content": skill_md(name="full-disk", description="Free a full disk."),
+        },
+    )
+    assert "personal skill" in created, created
+    settings.SKILLS_APPROVAL = "review"
+    patch = SKILL_MANAGE_TOOL.handler(
+        context,
+        {
+            "action": "patch",
+            "name": "full-disk",
+            "old_string": "Free a full disk.",
+            "new_string": "Free a full disk, then remove rotated logs.",
+        },
+    )
+    assert "Proposed" in patch, patch
+    assert [s["id"] for s in SkillProposal.objects.get().sources] == [collection.pk]
+    stranger = make_person("stella", is_staff=True)
+    page = login(stranger).get("/memory/approvals/").content.decode()
+    assert "full-disk" in page and "a knowledge collection you do not read" in page
+    assert "Private runbooks" not in page
+    reader = make_person("rita", is_staff=True)
+    collection.readers.add(reader)
+    page = login(reader).get("/memory/approvals/").content.decode()
+    assert f'<a href="/knowledge/{collection.pk}/" class="source-file">Private runbooks</a>' in page
+    with pytest.raises(SkillInvalid, match=r"\(Private runbooks\)"):
+        skill_promote(name="full-disk", shown_version=1, person=stranger)
+    assert Skill.objects.get().scope == "personal"
