@@ -13,5 +13,11 @@ class KnowledgeConfig(AppConfig):
 
         register_tool_provider(knowledge_tools)
         register_prompt_section(knowledge_section)
+        from chats.work_sources import register_source_readers, register_work_sources
+        from knowledge.provenance import collections_behind, readable_collection_ids
+
+        # Memory and skill proposals drawn from a passage carry its collection (issue 35).
+        register_work_sources("knowledge", collections_behind)
+        register_source_readers("collection", readable_collection_ids)
         signals.connect()
         surface.connect()

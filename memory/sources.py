@@ -12,17 +12,20 @@ may land only where the readers of what it says are readers of those files:
 
 Team memory (every chat), another chat's memory, and a shared entry about a person (every
 chat) are refused with a sentence the model can act on. A removal carries no text and is
-never refused for it. An entry keeps the sources of every change made to it from a file
-(`MemoryEntry.sources`); its audit events name them (`detail["sources"]`)."""
+never refused for it. A knowledge collection's passage (issue 35) is bounded the same way,
+unless everyone may read the collection (`chats.work_sources.bounding`): a restricted one is
+on only in a chat whose members all read it. An entry keeps the sources of every change made
+to it from a file or collection (`MemoryEntry.sources`); its audit events name them
+(`detail["sources"]`)."""
 
-from chats.work_sources import file_names
+from chats.work_sources import bounding, drawn_from
 from memory.models import MemoryBook, Scope, Visibility
 from memory.policy import book_is_about
 
 
 def file_source_refusal(book: MemoryBook, author, *, change: str, visibility: str) -> str | None:
     """Why a change drawn from files may not land in `book`, or None (see the module)."""
-    sources = [source for source in author.sources if source.get("kind") == "file"]
+    sources = bounding(author.sources)
     if not sources or change == "remove":
         return None
     chats = {source.get("chat_id") for source in sources}
@@ -48,9 +51,9 @@ def file_source_refusal(book: MemoryBook, author, *, change: str, visibility: st
     else:
         where = "a private entry about someone else is shown where they read"
     return (
-        f"Not stored: this draws on a file of this chat ({file_names(sources)}), which only "
-        f"this chat's readers may read, and {where}. Save it in this chat's memory (scope "
-        '"chat") instead, or as a private entry about the person who asked; nothing changed.'
+        f"Not stored: this draws on {drawn_from(sources)}, and {where}. Save it in this "
+        'chat\'s memory (scope "chat") instead, or as a private entry about the person who '
+        "asked; nothing changed."
     )
 
 

@@ -22,7 +22,7 @@ from chats.approvals import BulkInvalid, approval_sections, bulk_sections
 from chats.labels import token_owner_names
 from chats.models import Chat
 from chats.selectors import chats_readable_by
-from chats.work_sources import sources_shown
+from chats.work_sources import readable_keys, sources_shown
 from memory.forms import NOTHING_SELECTED, BulkDecisionForm, DecisionForm
 from memory.models import MemoryBook, MemoryEntry
 from memory.reviews import memory_review
@@ -52,12 +52,14 @@ def _annotate(entries: list[MemoryEntry], person, chat_of=_source_chat) -> list[
     ids = {chat.pk for chat in chats.values() if chat is not None}
     ids |= {source.get("chat_id") for entry in entries for source in entry.sources or []}
     readable = set(chats_readable_by(person).filter(pk__in=ids).values_list("pk", flat=True))
+    # Knowledge collections it drew on: named for their readers only.
+    keys = readable_keys(person, [s for entry in entries for s in entry.sources or []])
     for entry in entries:
         chat = chats[entry.pk]
         entry.where = chat
         entry.where_readable = chat is not None and chat.pk in readable
         # The files it drew on: linked (readers-only downloads) for a reader of their chat.
-        entry.files = sources_shown(entry.sources, readable)
+        entry.files = sources_shown(entry.sources, readable, keys)
     return entries
 
 

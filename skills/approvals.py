@@ -16,7 +16,7 @@ from django.db.models import Q
 from chats.approvals import ApprovalSection, BulkInvalid, BulkOutcome
 from chats.labels import token_owner_names
 from chats.models import Chat
-from chats.work_sources import sources_shown
+from chats.work_sources import readable_keys, sources_shown
 from skills import policy
 from skills.diff import FileDiff, content_diff_cached
 from skills.forms import MAX_NUMBER
@@ -115,6 +115,7 @@ def _items(person, proposals: list[SkillProposal]) -> list[ProposalItem]:
     chat_ids = [proposal.source_chat_id for proposal in proposals]
     chat_ids += [source.get("chat_id") for proposal in proposals for source in proposal.sources]
     readable = readable_chat_ids(person, chat_ids)
+    keys = readable_keys(person, [s for proposal in proposals for s in proposal.sources])
     owners = token_owner_names(proposal.author_actor for proposal in proposals)
     items = []
     for proposal in proposals:
@@ -133,7 +134,7 @@ def _items(person, proposals: list[SkillProposal]) -> list[ProposalItem]:
                 diffs=diffs,
                 where=proposal.source_chat,
                 where_readable=proposal.source_chat_id in readable,
-                files=sources_shown(proposal.sources, readable),
+                files=sources_shown(proposal.sources, readable, keys),
                 origin=proposal.origin_label,
             )
         )

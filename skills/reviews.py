@@ -12,7 +12,7 @@ the scanner reads a large skill, and the scan is used only if the skill is still
 from django.db import transaction
 from django.utils import timezone
 
-from chats.work_sources import file_names
+from chats.work_sources import bounding, file_names
 from skills import policy
 from skills.format import SKILL_FILE
 from skills.models import Scope, Skill, SkillProposal, SkillVersion, Via
@@ -314,12 +314,15 @@ def skill_promote(*, name: str, shown_version: int, person, via: str = Via.DASHB
         current = skill.current_version
         if skill.scope != Scope.PERSONAL:
             raise SkillConflict(f"{name} is already a team skill")
-        drawn = [s for sources in skill.versions.values_list("sources", flat=True) for s in sources]
+        drawn = bounding(
+            s for sources in skill.versions.values_list("sources", flat=True) for s in sources
+        )
         if drawn:
             # A version drew on a file of its owner's private chat: the team would read it.
             raise SkillInvalid(
-                f"{name} draws on a file of its owner's private chat ({file_names(drawn)}), "
-                "which only that chat's readers may read: it stays a personal skill"
+                f"{name} draws on a file of its owner's private chat or a restricted collection "
+                f"({file_names(drawn)}), "
+                "which only their readers may read: it stays a personal skill"
             )
         if current.number != shown_version:
             raise SkillStale(f"{name} is at version {current.number} now, not {shown_version}")

@@ -33,7 +33,7 @@ from django.db.models import Q
 from chats.agent.registry import ORIGIN_REVIEW
 from chats.models import Actor, Chat
 from chats.selectors import chat_private_to
-from chats.work_sources import file_names
+from chats.work_sources import bounding, drawn_from
 from skills import policy
 from skills.models import Scope, Skill, SkillProposal, Via
 
@@ -222,7 +222,7 @@ TEXTLESS_ACTIONS = ("delete", "remove_file")
 
 def _draws_on_files(author, action: str) -> bool:
     sources = getattr(author, "sources", ())
-    return action not in TEXTLESS_ACTIONS and any(s.get("kind") == "file" for s in sources)
+    return action not in TEXTLESS_ACTIONS and bool(bounding(sources))
 
 
 def _file_placement(author, owner: Owner | None, skill: Skill | None, asked_scope: str):
@@ -230,7 +230,7 @@ def _file_placement(author, owner: Owner | None, skill: Skill | None, asked_scop
     read it than the files' chat's readers. A team skill is indexed in every chat, so only a
     personal skill of the chat's one reader (its owner, in their own private chat) may take
     it; anything else is refused with a sentence the model can act on."""
-    files = [source for source in author.sources if source.get("kind") == "file"]
+    files = bounding(author.sources)  # files, and restricted knowledge collections
     chat_id = author.chat.pk if author.chat is not None else None
     own_files = owner is not None and {source.get("chat_id") for source in files} == {chat_id}
     approval = policy.approval_policy()
@@ -255,8 +255,7 @@ def _file_placement(author, owner: Owner | None, skill: Skill | None, asked_scop
         )
     raise ScopeRefused(
         "invalid",
-        f"Error: nothing was stored: this draws on a file of this chat "
-        f"({file_names(files)}), which only this chat's readers may read, and a team skill "
+        f"Error: nothing was stored: this draws on {drawn_from(files)}, and a team skill "
         f"is indexed in every chat. {hint}",
     )
 
