@@ -58,7 +58,7 @@ def test_a_person_sees_only_their_own_usage_and_the_chart_renders(page_for, make
     expect(page.locator("#usage-chart")).to_have_attribute("data-rendered", "true")
     expect(page.locator("#usage-chart")).to_be_visible()
     assert page.locator("#usage-chart").bounding_box()["height"] > 50
-    assert shown_table(page) == [["alice", "1", "1200", "300", "1500", "0.001800 USD"]]
+    assert shown_table(page) == [["alice", "1", "1200", "300", "1500", "0", "0.001800 USD"]]
     assert "bob" not in page.locator("main").inner_text()
     assert downloaded_csv(page) == shown_table(page)
     page.goto("/usage/?by=chat")
@@ -95,5 +95,5 @@ def test_without_javascript_the_table_holds_the_figures(chromium_browser, live_s
     page.click("button[type=submit]")
     page.goto("/usage/?by=day")
     assert not page.locator("#usage-chart").is_visible()
-    assert shown_table(page)[0][1:] == ["1", "1200", "300", "1500", "0.001800 USD"]
+    assert shown_table(page)[0][1:] == ["1", "1200", "300", "1500", "0", "0.001800 USD"]
     context.close()
