@@ -261,6 +261,8 @@
           if (!text.readOnly && (text.value.trim() || form.dataset.hasFiles)) form.requestSubmit();
         }
       });
+      // Enter sends from here on: a page (or a test) that types at once waits for this mark.
+      form.dataset.ready = "true";
       form.addEventListener("htmx:configRequest", function (e) {
         // One id per message, kept until it is stored: a resend after a failure stores once.
         if (!clientId.value) clientId.value = newId();

@@ -80,6 +80,13 @@ def page_for(chromium_browser, live_stack):
         context.close()
 
 
+def composer_fill(page, text: str) -> None:
+    """Type `text` into the chat's composer once its script has bound Enter to sending
+    (chat.js marks the form): typed earlier, on a loaded machine, Enter only added a line."""
+    page.wait_for_selector("#composer[data-ready]", state="attached")
+    page.fill("#composer-text", text)
+
+
 class RequestsInFlight:
     """The page's requests still open, so a test can wait until every request a page makes
     after loading (htmx fragments, scripts, styles) is done: Playwright's "networkidle" waits

@@ -15,6 +15,7 @@ from playwright.sync_api import expect
 from attachments.models import Attachment
 from chats.models import ChatMember, Message
 from chats.services import chat_get_or_create, chat_member_ensure
+from tests.browser.conftest import composer_fill
 from tests.browser.test_security import watch_policy
 from tests.fakes import openai_server as fake_openai
 
@@ -116,7 +117,7 @@ def test_files_go_up_with_progress_and_come_down_live_intact(
     expect(chips).to_have_count(4)
 
     alice_page.evaluate(WATCH_PROGRESS)
-    alice_page.fill("#composer-text", "the files from today")
+    composer_fill(alice_page, "the files from today")
     alice_page.keyboard.press("Enter")
 
     mine = alice_page.locator("article.message-user")
@@ -187,7 +188,7 @@ def test_files_over_a_limit_are_refused_with_the_reason_and_the_message_kept(
     # Over the file limit: marked on its chip before anything is sent.
     expect(page.locator(".file-chip.is-too-large")).to_contain_text("big.bin")
     expect(page.locator(".file-chip.is-too-large")).to_contain_text("not sent")
-    page.fill("#composer-text", "three files")
+    composer_fill(page, "three files")
     page.keyboard.press("Enter")
     mine = page.locator("article.message-user")
     expect(mine).to_contain_text("three files", timeout=30_000)

@@ -4,6 +4,7 @@ import os
 
 from playwright.sync_api import expect
 
+from tests.browser.conftest import composer_fill
 from tests.fakes import openai_server as fake_openai
 
 
@@ -24,7 +25,7 @@ def test_create_a_room_send_a_message_and_see_the_reply_stream_in(
     teammate.click("text=Ops room")
     expect(teammate.locator("h1")).to_have_text("Ops room")
 
-    page.fill("#composer-text", "When do we deploy?")
+    composer_fill(page, "When do we deploy?")
     page.keyboard.press("Enter")
     expect(page.locator("#messages")).to_contain_text("When do we deploy?")
     expect(page.locator("#messages")).to_contain_text(
@@ -49,8 +50,8 @@ def test_markup_in_messages_renders_inert(page_for, make_person, fake_llm):
     page.fill("#room-title", "Safety")
     page.click("button:text-is('New room')")
     page.evaluate("window.__pwned = false")
-    page.fill(
-        "#composer-text",
+    composer_fill(
+        page,
         '<script>window.__pwned = true</script> <img src=x onerror="window.__pwned = true">',
     )
     page.keyboard.press("Enter")

@@ -15,6 +15,7 @@ from chats.models import ChatMember
 from chats.services import chat_get_or_create, chat_member_ensure
 from knowledge.models import Document, Passage
 from knowledge.services import collection_create
+from tests.browser.conftest import composer_fill
 from tests.browser.test_security import watch_policy
 from tests.fakes import openai_server as fake_openai
 
@@ -87,7 +88,7 @@ def test_upload_a_folder_see_the_sync_and_open_a_citation(
     asker = page_for(marco)
     violations += watch_policy(asker)
     asker.goto(f"/chats/{room.chat_key}/")
-    asker.fill("#composer-text", "what does the runbook say about a full disk?")
+    composer_fill(asker, "what does the runbook say about a full disk?")
     asker.keyboard.press("Enter")
     citation = asker.locator("article.message-assistant a.citation")
     expect(citation).to_contain_text("runbooks/oncall/disk.md § On-call runbook › Full disk",

@@ -4,6 +4,7 @@ from playwright.sync_api import expect
 
 from chats.models import ChatMember, Message, Turn
 from chats.services import chat_get_or_create, chat_member_ensure
+from tests.browser.conftest import composer_fill
 from tests.fakes import openai_server as fake_openai
 
 
@@ -21,7 +22,7 @@ def open_room(page, chat):
 
 
 def send(page, text):
-    page.fill("#composer-text", text)
+    composer_fill(page, text)
     page.keyboard.press("Enter")
 
 

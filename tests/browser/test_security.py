@@ -6,7 +6,7 @@ from playwright.sync_api import expect
 
 from chats.models import ChatMember
 from chats.services import chat_get_or_create, chat_member_ensure
-from tests.browser.conftest import BROWSER_TIMEOUT_MS, RequestsInFlight
+from tests.browser.conftest import BROWSER_TIMEOUT_MS, RequestsInFlight, composer_fill
 from tests.fakes import openai_server as fake_openai
 from toolservers.services import VIA_COMMAND, server_add, server_tools_record
 
@@ -45,7 +45,7 @@ def test_no_page_trips_the_content_security_policy(page_for, make_person, fake_l
     violations = watch_policy(page)
     page.reload()
     page.click("text=CSP room")
-    page.fill("#composer-text", "hello")
+    composer_fill(page, "hello")
     page.keyboard.press("Enter")
     expect(page.locator("#messages")).to_contain_text("A reply with", timeout=20_000)
     pages = ["/memory/", "/memory/approvals/", "/accounts/password/", "/search/?q=hello"]
@@ -92,10 +92,10 @@ def test_posting_too_fast_shows_the_limit_in_the_composer(
     fake_llm.script(fake_openai.text("ok"))
     page = page_for(alice)
     page.click("text=Fast room")
-    page.fill("#composer-text", "first")
+    composer_fill(page, "first")
     page.keyboard.press("Enter")
     expect(page.locator("#messages")).to_contain_text("first")
-    page.fill("#composer-text", "second")
+    composer_fill(page, "second")
     page.keyboard.press("Enter")
     expect(page.locator("#composer-error")).to_contain_text("too fast")
     expect(page.locator("#composer-text")).to_have_value("second")  # kept to send again
