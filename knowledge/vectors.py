@@ -73,8 +73,10 @@ def _pgvector(vector, model_name: str, collection_ids: list[int], limit: int) ->
 
 
 def _at_least(cursor, collection_ids: list[int], count: int) -> bool:
-    """Whether those collections hold `count` passages or more (reads at most `count` index
-    entries of knowledge_passage_coll)."""
+    """Whether those collections hold `count` passages or more (reads at most `count` entries
+    of the collection index; a bitmap scan would read all of them first). Called inside the
+    search's transaction: the setting stays for it (both searches want a plain index scan)."""
+    cursor.execute("SET LOCAL enable_bitmapscan = off")
     cursor.execute(
         "SELECT count(*) FROM (SELECT 1 FROM knowledge_passage"
         " WHERE collection_id = ANY(%s) LIMIT %s) AS s",
