@@ -115,12 +115,19 @@ def model_rate(corpus: Corpus, sample: int) -> tuple[float, float]:
     return sample / seconds, sum(map(count_tokens, texts)) / len(texts)
 
 
+_stand_in_batches = 0
+
+
 def stand_in_vectors(texts: list[str]):
     import numpy as np
 
     from knowledge.embeddings import to_bytes
 
-    rng = np.random.default_rng(len(texts))
+    global _stand_in_batches
+    # A new seed per call: seeding by the batch's size gave every 1,000-passage batch the same
+    # vectors (200 copies of each at 200,000), which is not what an index sees.
+    _stand_in_batches += 1
+    rng = np.random.default_rng(_stand_in_batches)
     matrix = rng.standard_normal((len(texts), DIMENSIONS)).astype(np.float32)
     matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
     return [to_bytes(v) for v in matrix]
