@@ -277,7 +277,9 @@ def test_stop_interrupts_the_reply_being_written(telegram_live):
     wait(replies_done(1), 60, "the reply")
     wait(lambda: len(tg.bot_messages(1001)) == 2, what="the notice")
     partial, notice = tg.bot_messages(1001)
-    assert final_text(partial).startswith("once upon")
+    # What was written before the stop stays (a /stop sent right after the first edit may
+    # find only its first word written), marked as stopped.
+    assert final_text(partial).startswith("once")
     assert final_text(partial).endswith("(stopped)")
     assert final_text(notice) == "Stopped."
     assert Message.objects.get(text="tell me a long story")  # the history keeps the question
