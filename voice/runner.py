@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from attachments.extraction.runner import child_environment
 from voice.child import MEMORY_EXIT
 
 logger = logging.getLogger(__name__)
@@ -29,23 +30,6 @@ class TranscriptionFailed(Exception):
 
 class TooLong(TranscriptionFailed):
     pass
-
-
-def _child_environment() -> dict[str, str]:
-    """Only what the child needs: never the hub's secrets."""
-    env = {
-        "PATH": os.defpath,
-        "PYTHONPATH": str(PROJECT_ROOT),
-        "PYTHONIOENCODING": "utf-8",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "LANG": "C.UTF-8",
-        "MALLOC_ARENA_MAX": "2",
-        "HF_HUB_OFFLINE": "1",  # nothing is ever fetched from a model hub
-    }
-    for name in ("TMPDIR", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "HOME"):
-        if name in os.environ:
-            env[name] = os.environ[name]
-    return env
 
 
 def too_long_reason(max_seconds: float) -> str:
@@ -77,7 +61,7 @@ def run_child(
             stdout=subprocess.PIPE,
             stderr=errors,
             cwd=PROJECT_ROOT,
-            env=_child_environment(),
+            env=child_environment(keep=("HOME",)),
             start_new_session=True,
         )
         timed_out = threading.Event()

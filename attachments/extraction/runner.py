@@ -35,8 +35,9 @@ class ExtractionResult:
     cpu_seconds: float = 0.0
 
 
-def _child_environment() -> dict[str, str]:
-    """Only what the child needs: never the hub's secrets."""
+def child_environment(*, keep: tuple[str, ...] = ()) -> dict[str, str]:
+    """Only what a bounded child needs: never the hub's secrets. `keep`: more variables to
+    pass on when set (the voice child's HOME). Nothing it loads may fetch from a model hub."""
     env = {
         "PATH": os.defpath,
         "PYTHONPATH": str(PROJECT_ROOT),
@@ -45,8 +46,9 @@ def _child_environment() -> dict[str, str]:
         "LANG": "C.UTF-8",
         # glibc gives each thread its own 64 MB arena of address space: keep the limit for data.
         "MALLOC_ARENA_MAX": "2",
+        "HF_HUB_OFFLINE": "1",
     }
-    for name in ("TMPDIR", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
+    for name in ("TMPDIR", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", *keep):
         if name in os.environ:
             env[name] = os.environ[name]
     return env
@@ -90,7 +92,7 @@ def extract_file(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=PROJECT_ROOT,
-        env=_child_environment(),
+        env=child_environment(),
         start_new_session=True,  # its own process group: a timeout kills all it started
     )
     try:
