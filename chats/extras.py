@@ -200,3 +200,67 @@ def outbound_text(message: "Message | None", text: str) -> str:
         except Exception:  # noqa: BLE001 - the text as stored is sent instead
             logger.exception("outbound text filter %r failed", name)
     return text
+
+
+# A message's text as one reader reads it where there is no HTML (the HTTP API's history,
+# the OpenAI-compatible /v1): a text renderer `(messages, person, links) -> {pk: text}`
+# returns the texts it changes for that reader (knowledge's `[K<id>]` citations name the
+# passage only to its readers; `links` where the surface shows Markdown links to the
+# dashboard). A draft renderer does the same for a reply still being streamed, before it is
+# stored: `(chat id, person, text) -> (text, held)`, `held` being an unfinished mark at the
+# end to send with the next piece. A failing renderer is logged and the text sent as stored.
+
+MessageTextRenderer = Callable[..., dict[int, str]]
+DraftTextRenderer = Callable[[int, Any, str], tuple[str, str]]
+
+_texts: dict[str, tuple[MessageTextRenderer, DraftTextRenderer | None]] = {}
+
+
+def register_message_text(
+    name: str, renderer: MessageTextRenderer, *, draft: DraftTextRenderer | None = None
+) -> None:
+    """Let `name` render message texts for their reader outside the dashboard (idempotent)."""
+    _texts[name] = (renderer, draft)
+
+
+def message_texts(messages: Sequence["Message"], person, *, links: bool = False) -> dict[int, str]:
+    """`{message pk: text}` of the texts a text renderer changed for `person` (the first
+    renderer with an answer for a message wins, as for the dashboard's bodies)."""
+    result: dict[int, str] = {}
+    for name, (renderer, _) in _texts.items():
+        if not messages:
+            break
+        try:
+            rendered = renderer(messages, person, links=links)
+        except Exception:  # noqa: BLE001 - the stored text is sent instead
+            logger.exception("message text renderer %r failed", name)
+            continue
+        for pk, text in rendered.items():
+            result.setdefault(pk, text)
+    return result
+
+
+def message_text(message: "Message", person, *, links: bool = False) -> str:
+    """The text of one `message` as `person` reads it (`message_texts` of one)."""
+    return message_texts([message], person, links=links).get(message.pk, message.text)
+
+
+def draft_text(chat_id: int, person, text: str) -> tuple[str, str]:
+    """A streamed piece of a reply in `chat_id` as `person` reads it, and what to hold back
+    until the next piece (every draft renderer applied)."""
+    held = ""
+    for name, (_, draft) in _texts.items():
+        if draft is None:
+            continue
+        try:
+            text, more = draft(chat_id, person, text)
+        except Exception:  # noqa: BLE001 - sent as written
+            logger.exception("draft text renderer %r failed", name)
+            continue
+        held = more + held
+    return text, held
+
+
+def has_draft_text() -> bool:
+    """Whether any app renders streamed replies (else streams skip the work)."""
+    return any(draft is not None for _, draft in _texts.values())
