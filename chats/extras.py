@@ -264,3 +264,30 @@ def draft_text(chat_id: int, person, text: str) -> tuple[str, str]:
 def has_draft_text() -> bool:
     """Whether any app renders streamed replies (else streams skip the work)."""
     return any(draft is not None for _, draft in _texts.values())
+
+
+class DraftStream:
+    """A reply's streamed pieces in `chat_id` as `person` reads them (`draft_text`), an
+    unfinished mark at a piece's end held until the next piece. Shared by the API's turn
+    stream and the /v1 streams; `piece` reads the database (call it off the event loop),
+    and only for a piece that may hold a mark."""
+
+    def __init__(self, chat_id: int, person):
+        self.chat_id, self.person = chat_id, person
+        self.held = ""
+        self.active = has_draft_text()
+
+    def needs_database(self, delta: str) -> bool:
+        return self.active and (bool(self.held) or "[" in delta)
+
+    def piece(self, delta: str) -> str:
+        """What to send for `delta` (may be "" while a mark is held)."""
+        text, self.held = self.held + delta, ""
+        if self.active and "[" in text:
+            text, self.held = draft_text(self.chat_id, self.person, text)
+        return text
+
+    def flush(self) -> str:
+        """What was held: the text ended (or a tool step began), so it is no mark."""
+        held, self.held = self.held, ""
+        return held

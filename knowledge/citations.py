@@ -14,8 +14,13 @@ not open:
   saying document § section; for anyone else "[citation hidden]";
 - on Telegram (an outbound text filter), "document § section" where the chat may use the
   collection (knowledge.access.chat_may_use), "[citation hidden]" elsewhere;
+- in the HTTP API and /v1 (a text renderer, and a draft renderer for streamed replies), for
+  the token's person: "[document § section]" for a reader (a Markdown link to the viewer in
+  the API), "[citation hidden]" for anyone else;
 - "changed since" follows a citation whose document changed after the reply: another
   content hash, or removed.
+
+The stored text always keeps its `[K<id>]` references.
 """
 
 import json

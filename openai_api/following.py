@@ -15,7 +15,7 @@ from chats.agent.events import last_seq
 from chats.agent.holds import turn_hold_poll
 from chats.agent.turns import turn_stop
 from chats.api.streams import FINAL_EVENTS
-from chats.extras import draft_text, has_draft_text
+from chats.extras import DraftStream
 from chats.models import Turn
 from chats.services import IngestError
 from openai_api.content_parts import ContentPartRefused, content_parts_resolve
@@ -221,21 +221,17 @@ class StreamedText:
     def __init__(self, chat_id: int | None = None, person=None):
         self.sent: list[str] = []
         self.step_ended = False  # a tool step came after the text sent so far
-        self.chat_id, self.person = chat_id, person
-        self.held = ""  # the end of a delta held back (an unfinished mark)
-        self.render = chat_id is not None and has_draft_text()
+        self.draft = DraftStream(chat_id, person) if chat_id is not None else None
 
     async def rendered(self, delta: str) -> list[str]:
         """What to send for one `turn.delta`, rendered for the stream's person."""
-        text = self.held + delta
-        self.held = ""
-        if self.render and "[" in text:
-            text, self.held = await sync_to_async(draft_text)(self.chat_id, self.person, text)
-        return self.pieces(text) if text else []
+        if self.draft is not None and self.draft.needs_database(delta):
+            delta = await sync_to_async(self.draft.piece)(delta)
+        return self.pieces(delta) if delta else []
 
     def tool_started(self) -> list[str]:
         """A tool step begins: what was held is no mark after all (sent as it is)."""
-        held, self.held = self.held, ""
+        held = self.draft.flush() if self.draft is not None else ""
         pieces = self.pieces(held) if held else []
         self.step_ended = True
         return pieces

@@ -182,3 +182,51 @@ def test_an_openai_conversation_continues_after_a_cited_answer(fake, owner):  # 
     )
     assert second.chat == first.chat and second.new
     assert Turn.objects.filter(chat=first.chat).count() == 2
+
+
+def test_the_api_turn_stream_renders_deltas_and_the_reply_for_its_reader(
+    fake,  # noqa: F811
+    room,  # noqa: F811
+    owner,
+    member,
+    monkeypatch,
+):
+    from chats.api import streams
+    from chats.payloads import message_payload
+
+    collection = runbooks(readers=[owner, member], by=owner)
+    collection_turn_on(collection=collection, chat=room, by=owner)
+    reply = ask(fake, room, member)
+    passage = Passage.objects.get(collection=collection, section=SECTION)
+    marker = f"[K{passage.pk}]"
+    head, tail = reply.text.split(marker)
+    turn = reply.metadata["turn"]
+    events = [
+        {"type": "turn.delta", "turn_id": turn, "seq": 1, "text": head + marker[:2]},
+        {"type": "turn.delta", "turn_id": turn, "seq": 2, "text": marker[2:] + tail},
+        {"type": "turn.finished", "turn_id": turn, "seq": 3, "message": message_payload(reply)},
+    ]
+
+    async def follow(*args):
+        for event in events:
+            yield event
+
+    monkeypatch.setattr(streams, "follow_turn", follow)
+
+    def sent(person) -> tuple[str, str]:
+        async def collect():
+            return [p async for p in streams._stream(room.pk, turn, 0, person)]
+
+        lines = [line for p in async_to_sync(collect)() for line in p.splitlines()]
+        data = [json.loads(line[6:]) for line in lines if line.startswith("data: ")]
+        deltas = "".join(e["text"] for e in data if e["type"] == "turn.delta")
+        return deltas, data[-1]["message"]["text"]
+
+    deltas, final = sent(owner)
+    assert f"[{LABEL}]" in deltas and marker not in deltas
+    assert f"[{LABEL}](/knowledge/" in final and marker not in final
+    collection_remove_readers(collection=collection, people=[member], by=owner)
+    deltas, final = sent(member)
+    assert HIDDEN in deltas and HIDDEN in final
+    assert "oncall/runbook.md" not in deltas + final and marker not in deltas + final
+    assert marker in Message.objects.get(pk=reply.pk).text
