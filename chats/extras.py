@@ -9,6 +9,7 @@ becomes a key of the message's JSON. The dashboard's HTML of the same: see "HTML
 dashboard" below.
 """
 
+import copy
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -264,6 +265,35 @@ def draft_text(chat_id: int, person, text: str) -> tuple[str, str]:
 def has_draft_text() -> bool:
     """Whether any app renders streamed replies (else streams skip the work)."""
     return any(draft is not None for _, draft in _texts.values())
+
+
+def reader_snippet(hit, person, text: str | None) -> tuple[str, list[tuple[int, int]]]:
+    """A search hit's snippet and highlights as `person` reads them, `text` being the hit's
+    message text as they read it (`message_texts`; None or the stored text: unchanged).
+
+    The snippet is cut from the stored text, so where a renderer gave them another text it
+    must follow: a reply's marks are local, so each stretch between highlight bounds is
+    rendered alone and the highlights moved to match; any other message (a tool result
+    without the passages they may not read) shows the start of its text as they read it,
+    unhighlighted. A snippet from a file's text is left as it is."""
+    from chats.models import Message
+
+    snippet, highlights = hit.snippet, list(hit.highlights)
+    if text is None or text == hit.message.text or getattr(hit, "matched_in", None):
+        return snippet, highlights
+    if hit.message.role != Message.Role.ASSISTANT:
+        return text[: max(len(snippet), 80)], []
+    bounds = sorted({0, len(snippet), *(b for span in highlights for b in span)})
+    pieces, moved = [], {0: 0}
+    for start, end in zip(bounds, bounds[1:], strict=False):
+        piece = snippet[start:end]
+        if "[" in piece:
+            fragment = copy.copy(hit.message)
+            fragment.text = piece
+            piece = message_texts([fragment], person).get(fragment.pk, piece)
+        pieces.append(piece)
+        moved[end] = moved[start] + len(piece)
+    return "".join(pieces), [(moved[start], moved[end]) for start, end in highlights]
 
 
 class DraftStream:

@@ -6,7 +6,7 @@ only to its readers), as the dashboard does; the stored text is unchanged."""
 
 from collections.abc import Sequence
 
-from chats.extras import message_extras, message_texts
+from chats.extras import message_extras, message_texts, reader_snippet
 from chats.models import Chat, Message, Turn
 from chats.payloads import message_payload
 
@@ -66,11 +66,14 @@ def chat_json(chat: Chat, *, role: str | None) -> dict:
 
 
 def search_hit_json(hit, *, person, extras: dict | None = None, text: str | None = None) -> dict:
+    if text is None:
+        text = message_texts([hit.message], person, links=True).get(hit.message.pk)
+    snippet, highlights = reader_snippet(hit, person, text)
     return {
         "chat_key": hit.message.chat.chat_key,
         "message": message_json(hit.message, person=person, extras=extras, text=text),
-        "snippet": hit.snippet,
-        "highlights": [[start, end] for start, end in hit.highlights],
+        "snippet": snippet,
+        "highlights": [[start, end] for start, end in highlights],
         # Set when the words were found inside a file on the message (the snippet is then
         # from the file's text): {"source": "attachments", "kind": "file", "id", "name"}.
         "matched_in": _matched_in_json(hit),

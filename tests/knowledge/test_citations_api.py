@@ -52,6 +52,17 @@ def text_of(messages: list[dict], message_id: int) -> str:
     return next(m["text"] for m in messages if m["id"] == message_id)
 
 
+def search(api: ApiClient, words: str = "rotated") -> list[dict]:
+    response = api.get("/api/v1/search", {"q": words})
+    assert response.status_code == 200, response.content
+    return response.json()["results"]
+
+
+def reply_hit(api: ApiClient, reply) -> dict:
+    """The search result of `reply` for the word "rotated"."""
+    return next(r for r in search(api) if r["message"]["id"] == reply.pk)
+
+
 @pytest.fixture
 def cited(fake, owner, member, room, make_person):  # noqa: F811
     """A reply in the room citing the runbook (both members were readers when it was given),
@@ -80,6 +91,11 @@ def test_the_api_shows_the_citation_to_its_reader_and_hides_it_from_everyone_els
     turn = reply.metadata["turn"]
     shown = reader.get(f"/api/v1/turns/{turn}").json()["turn"]["reply"]["text"]
     assert f"[{LABEL}]" in shown
+    hit = reply_hit(reader, reply)
+    assert f"[{LABEL}]" in hit["snippet"] and marker not in hit["snippet"]
+    assert [hit["snippet"][a:b].lower() for a, b in hit["highlights"]] == ["rotated"]
+    # The search result in the history is found too, its passage theirs to read.
+    assert PASSAGE_WORDS in json.dumps([r["snippet"] for r in search(reader)])
 
     # Another member of the room who may not read the collection (any more).
     other = token_for(member)
@@ -92,9 +108,15 @@ def test_the_api_shows_the_citation_to_its_reader_and_hides_it_from_everyone_els
     assert "Remove rotated logs under /var/log" in text_of(messages, reply.pk)  # the chat's
     shown = other.get(f"/api/v1/turns/{turn}").json()["turn"]["reply"]["text"]
     assert HIDDEN in shown and "oncall/runbook.md" not in shown
-    found = other.get("/api/v1/search", {"q": "rotated"}).json()["results"]
-    assert found and all("oncall/runbook.md" not in r["message"]["text"] for r in found)
-    assert any(HIDDEN in r["message"]["text"] for r in found)
+    hit = reply_hit(other, reply)
+    assert HIDDEN in hit["message"]["text"] and HIDDEN in hit["snippet"]
+    assert "oncall/runbook.md" not in json.dumps(hit) and marker not in json.dumps(hit)
+    assert [hit["snippet"][a:b].lower() for a, b in hit["highlights"]] == ["rotated"]
+    # The search result in the history matches the passage's words: found, but no snippet
+    # or text of it shows them.
+    for words in ("rotated", "du"):
+        found = json.dumps(search(other, words), ensure_ascii=False)
+        assert PASSAGE_WORDS not in found and "Full disk" not in found
 
     # An outsider, and another integration (of a reader of the collection who is not in the
     # room): the chat, its turn and its messages are not theirs at all.
@@ -103,8 +125,8 @@ def test_the_api_shows_the_citation_to_its_reader_and_hides_it_from_everyone_els
     for api in (token_for(outsider), token_for(keeper)):
         assert api.get(f"/api/v1/chats/{reply.chat.chat_key}/messages").status_code == 404
         assert api.get(f"/api/v1/turns/{turn}").status_code == 404
-        found = api.get("/api/v1/search", {"q": "rotated"}).json()["results"]
-        assert "oncall/runbook.md" not in json.dumps(found, ensure_ascii=False)
+        found = json.dumps(search(api), ensure_ascii=False)
+        assert "oncall/runbook.md" not in found and PASSAGE_WORDS not in found
 
     # What is stored is unchanged: the reference stays in the database.
     assert marker in Message.objects.get(pk=reply.pk).text
@@ -127,6 +149,18 @@ def streamed(turn, person, deltas: list[str]) -> str:
 
     pieces = [json.loads(p[6:]) for p in async_to_sync(collect)() if p.startswith("data: {")]
     return "".join(c["choices"][0]["delta"].get("content", "") for c in pieces if c["choices"])
+
+
+def test_the_dashboard_search_shows_a_non_reader_none_of_the_passage(cited, client, owner, member):
+    reply, passage, _ = cited
+    client.force_login(member)
+    page = client.get(reverse("search"), {"q": "rotated"}).content.decode()
+    assert "Remove <mark>rotated</mark> logs" in page and HIDDEN in page
+    assert PASSAGE_WORDS not in page and "oncall/runbook.md" not in page
+    assert f"[K{passage.pk}]" not in page
+    client.force_login(owner)
+    page = client.get(reverse("search"), {"q": "rotated"}).content.decode()
+    assert PASSAGE_WORDS in page and f"[{LABEL}]" in page.replace("&gt;", ">")
 
 
 def test_the_v1_answer_is_rendered_for_the_person_whose_key_asked(
