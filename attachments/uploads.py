@@ -112,9 +112,9 @@ def api_upload(request: HttpRequest, person) -> JsonResponse:
         waiting = turn is None
     body = {
         "chat_key": result.chat.chat_key,
-        "message": message_json(result.message),
+        "message": message_json(result.message, person=person),
         "duplicate": result.duplicate,
-        "turn": turn_json(turn) if turn is not None else None,
+        "turn": turn_json(turn, person=person) if turn is not None else None,
         # The turn is requested once the files are read (or after the bounded wait).
         "turn_waits_for_files": waiting,
         "attachments": [attachment_json(a) for a in stored],

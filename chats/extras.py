@@ -9,6 +9,7 @@ becomes a key of the message's JSON. The dashboard's HTML of the same: see "HTML
 dashboard" below.
 """
 
+import copy
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -200,3 +201,123 @@ def outbound_text(message: "Message | None", text: str) -> str:
         except Exception:  # noqa: BLE001 - the text as stored is sent instead
             logger.exception("outbound text filter %r failed", name)
     return text
+
+
+# A message's text as one reader reads it where there is no HTML (the HTTP API's history,
+# the OpenAI-compatible /v1): a text renderer `(messages, person, links) -> {pk: text}`
+# returns the texts it changes for that reader (knowledge's `[K<id>]` citations name the
+# passage only to its readers; `links` where the surface shows Markdown links to the
+# dashboard). A draft renderer does the same for a reply still being streamed, before it is
+# stored: `(chat id, person, text) -> (text, held)`, `held` being an unfinished mark at the
+# end to send with the next piece. A failing renderer is logged and the text sent as stored.
+
+MessageTextRenderer = Callable[..., dict[int, str]]
+DraftTextRenderer = Callable[[int, Any, str], tuple[str, str]]
+
+_texts: dict[str, tuple[MessageTextRenderer, DraftTextRenderer | None]] = {}
+
+
+def register_message_text(
+    name: str, renderer: MessageTextRenderer, *, draft: DraftTextRenderer | None = None
+) -> None:
+    """Let `name` render message texts for their reader outside the dashboard (idempotent)."""
+    _texts[name] = (renderer, draft)
+
+
+def message_texts(messages: Sequence["Message"], person, *, links: bool = False) -> dict[int, str]:
+    """`{message pk: text}` of the texts a text renderer changed for `person` (the first
+    renderer with an answer for a message wins, as for the dashboard's bodies)."""
+    result: dict[int, str] = {}
+    for name, (renderer, _) in _texts.items():
+        if not messages:
+            break
+        try:
+            rendered = renderer(messages, person, links=links)
+        except Exception:  # noqa: BLE001 - the stored text is sent instead
+            logger.exception("message text renderer %r failed", name)
+            continue
+        for pk, text in rendered.items():
+            result.setdefault(pk, text)
+    return result
+
+
+def message_text(message: "Message", person, *, links: bool = False) -> str:
+    """The text of one `message` as `person` reads it (`message_texts` of one)."""
+    return message_texts([message], person, links=links).get(message.pk, message.text)
+
+
+def draft_text(chat_id: int, person, text: str) -> tuple[str, str]:
+    """A streamed piece of a reply in `chat_id` as `person` reads it, and what to hold back
+    until the next piece (every draft renderer applied)."""
+    held = ""
+    for name, (_, draft) in _texts.items():
+        if draft is None:
+            continue
+        try:
+            text, more = draft(chat_id, person, text)
+        except Exception:  # noqa: BLE001 - sent as written
+            logger.exception("draft text renderer %r failed", name)
+            continue
+        held = more + held
+    return text, held
+
+
+def has_draft_text() -> bool:
+    """Whether any app renders streamed replies (else streams skip the work)."""
+    return any(draft is not None for _, draft in _texts.values())
+
+
+def reader_snippet(hit, person, text: str | None) -> tuple[str, list[tuple[int, int]]]:
+    """A search hit's snippet and highlights as `person` reads them, `text` being the hit's
+    message text as they read it (`message_texts`; None or the stored text: unchanged).
+
+    The snippet is cut from the stored text, so where a renderer gave them another text it
+    must follow: a reply's marks are local, so each stretch between highlight bounds is
+    rendered alone and the highlights moved to match; any other message (a tool result
+    without the passages they may not read) shows the start of its text as they read it,
+    unhighlighted. A snippet from a file's text is left as it is."""
+    from chats.models import Message
+
+    snippet, highlights = hit.snippet, list(hit.highlights)
+    if text is None or text == hit.message.text or getattr(hit, "matched_in", None):
+        return snippet, highlights
+    if hit.message.role != Message.Role.ASSISTANT:
+        return text[: max(len(snippet), 80)], []
+    bounds = sorted({0, len(snippet), *(b for span in highlights for b in span)})
+    pieces, moved = [], {0: 0}
+    for start, end in zip(bounds, bounds[1:], strict=False):
+        piece = snippet[start:end]
+        if "[" in piece:
+            fragment = copy.copy(hit.message)
+            fragment.text = piece
+            piece = message_texts([fragment], person).get(fragment.pk, piece)
+        pieces.append(piece)
+        moved[end] = moved[start] + len(piece)
+    return "".join(pieces), [(moved[start], moved[end]) for start, end in highlights]
+
+
+class DraftStream:
+    """A reply's streamed pieces in `chat_id` as `person` reads them (`draft_text`), an
+    unfinished mark at a piece's end held until the next piece. Shared by the API's turn
+    stream and the /v1 streams; `piece` reads the database (call it off the event loop),
+    and only for a piece that may hold a mark."""
+
+    def __init__(self, chat_id: int, person):
+        self.chat_id, self.person = chat_id, person
+        self.held = ""
+        self.active = has_draft_text()
+
+    def needs_database(self, delta: str) -> bool:
+        return self.active and (bool(self.held) or "[" in delta)
+
+    def piece(self, delta: str) -> str:
+        """What to send for `delta` (may be "" while a mark is held)."""
+        text, self.held = self.held + delta, ""
+        if self.active and "[" in text:
+            text, self.held = draft_text(self.chat_id, self.person, text)
+        return text
+
+    def flush(self) -> str:
+        """What was held: the text ended (or a tool step began), so it is no mark."""
+        held, self.held = self.held, ""
+        return held

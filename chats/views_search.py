@@ -15,6 +15,7 @@ from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_GET
 
+from chats.extras import message_texts, reader_snippet
 from chats.models import Message
 from chats.search import SearchHit, SearchQueryError, message_search
 from chats.search_sources import MatchedIn
@@ -52,12 +53,20 @@ def highlighted_snippet(snippet: str, highlights: list[tuple[int, int]]) -> Safe
     return mark_safe("".join(pieces))  # every piece of text went through escape()  # noqa: S308
 
 
-def _result(hit: SearchHit) -> SearchResult:
+def _result(hit: SearchHit, person, texts: dict[int, str]) -> SearchResult:
+    """The hit as `person` reads it: its snippet follows the text other apps render for them
+    (chats.extras: a knowledge passage they may not read is never shown)."""
+    snippet, highlights = reader_snippet(hit, person, texts.get(hit.message.pk))
     return SearchResult(
         message=hit.message,
-        snippet_html=highlighted_snippet(hit.snippet, hit.highlights),
+        snippet_html=highlighted_snippet(snippet, highlights),
         matched_in=hit.matched_in,
     )
+
+
+def _results(hits: list[SearchHit], person) -> list[SearchResult]:
+    texts = message_texts([hit.message for hit in hits], person)
+    return [_result(hit, person, texts) for hit in hits]
 
 
 @login_required
@@ -74,7 +83,7 @@ def search_page(request: HttpRequest) -> HttpResponse:
     context = {
         "query": query,
         "query_error": error,
-        "results": [_result(hit) for hit in hits],
+        "results": _results(hits, request.user),
         "result_limit": RESULT_LIMIT,
         "agent_name": settings.AGENT_NAME,
     }

@@ -14,8 +14,13 @@ not open:
   saying document § section; for anyone else "[citation hidden]";
 - on Telegram (an outbound text filter), "document § section" where the chat may use the
   collection (knowledge.access.chat_may_use), "[citation hidden]" elsewhere;
+- in the HTTP API and /v1 (a text renderer, and a draft renderer for streamed replies), for
+  the token's person: "[document § section]" for a reader (a Markdown link to the viewer in
+  the API), "[citation hidden]" for anyone else;
 - "changed since" follows a citation whose document changed after the reply: another
   content hash, or removed.
+
+The stored text always keeps its `[K<id>]` references.
 """
 
 import json
@@ -28,7 +33,7 @@ from django.utils.html import escape, format_html
 from django.utils.safestring import mark_safe
 
 from chats.markdown import render_markdown
-from chats.models import Message
+from chats.models import Chat, Message
 from knowledge.access import chat_may_use, collections_for_turn, collections_readable_by
 from knowledge.models import Citation, Collection, Document, Passage
 
@@ -173,20 +178,20 @@ def _tool_results(messages: Sequence[Message]) -> list[tuple[Message, dict]]:
     return found
 
 
-def _tool_results_html(messages: Sequence[Message], person) -> dict[int, str]:
+def _tool_results_text(messages: Sequence[Message], person) -> dict[int, str]:
     """`knowledge_search` results as `person` may read them: a passage of a collection they
     may not read (a reader removed since, a staff member who is no reader) is replaced by
-    its reference. Results they may read whole are left to the default rendering."""
+    its reference. Results they may read whole are left out (shown as stored)."""
     results = _tool_results(messages)
     if not results:
         return {}
     readable = set(collections_readable_by(person).values_list("name", flat=True))
-    bodies = {}
+    texts = {}
     for message, result in results:
         passages = result.get("passages")
         if not isinstance(passages, list):
             if not result:  # not the tool's JSON: nothing to tell what it holds
-                bodies[message.pk] = escape(HIDDEN_RESULT)
+                texts[message.pk] = HIDDEN_RESULT
             continue
         if all(isinstance(p, dict) and p.get("collection") in readable for p in passages):
             continue
@@ -197,9 +202,13 @@ def _tool_results_html(messages: Sequence[Message], person) -> dict[int, str]:
             else {"ref": p.get("ref") if isinstance(p, dict) else "", "hidden": HIDDEN_PASSAGE}
             for p in passages
         ]
-        text = json.dumps(shown, ensure_ascii=False)
-        bodies[message.pk] = escape(text[:4000])
-    return bodies
+        texts[message.pk] = json.dumps(shown, ensure_ascii=False)[:4000]
+    return texts
+
+
+def _tool_results_html(messages: Sequence[Message], person) -> dict[int, str]:
+    """`_tool_results_text`, escaped for the dashboard."""
+    return {pk: escape(text) for pk, text in _tool_results_text(messages, person).items()}
 
 
 def citations_body_html(messages: Sequence[Message], person) -> dict[int, str]:
@@ -246,3 +255,78 @@ def citations_outbound_text(message: Message, text: str) -> str:
 def escape_markdown(text: str) -> str:
     """A label inside Markdown that Telegram's formatter renders: its own marks escaped."""
     return re.sub(r"([\\`*_\[\]])", r"\\\1", text)
+
+
+# --- Plain text for one reader: the HTTP API's history and the OpenAI-compatible /v1 -------
+
+
+def _text_for(shown: Shown | None, *, links: bool) -> str:
+    if shown is None or shown.hidden:
+        return HIDDEN
+    label = escape_markdown(shown.label)
+    changed = " (changed since)" if shown.changed else ""
+    if links and shown.url:
+        return f"[{label}]({shown.url}){changed}"
+    return f"[{label}]{changed}"
+
+
+def citations_text_for_person(
+    messages: Sequence[Message], person, *, links: bool = False
+) -> dict[int, str]:
+    """The chats.extras text renderer (the HTTP API, /v1): the texts of `messages` that
+    `person` reads otherwise than stored. In a reply, `[K<id>]` becomes "[document § section]"
+    for a reader of the collection now (a Markdown link to the viewer with `links`, "changed
+    since" when the document changed) and "[citation hidden]" for anyone else; a
+    `knowledge_search` result loses the passages `person` may not read. The stored text
+    keeps its references."""
+    texts = _tool_results_text(messages, person)
+    citing = [m for m in messages if m.role == Message.Role.ASSISTANT and MARKER.search(m.text)]
+    if not citing:
+        return texts
+    shown = shown_for_person(citing, person)
+    for message in citing:
+        per = shown.get(message.pk, {})
+        texts[message.pk] = MARKER.sub(
+            lambda m, per=per: _text_for(per.get(int(m.group(1))), links=links), message.text
+        )
+    return texts
+
+
+# A reference not finished yet at the end of a streamed piece: held until the next one.
+_UNFINISHED = re.compile(r"\[(?:K\d{0,18})?$")
+
+
+def citations_draft_text(chat_id: int, person, text: str) -> tuple[str, str]:
+    """The chats.extras draft renderer (a reply being streamed, before its citations are
+    stored): `text` with each complete `[K<id>]` as `person` reads it, and the unfinished
+    reference at its end held back. A passage shows as "[document § section]" only when its
+    collection may be used in the chat now (what `citations_record` will keep) and `person`
+    may read it; anything else is "[citation hidden]"."""
+    held = ""
+    if unfinished := _UNFINISHED.search(text):
+        text, held = text[: unfinished.start()], unfinished.group(0)
+    ids = {int(m.group(1)) for m in MARKER.finditer(text)}
+    if not ids:
+        return text, held
+    chat = Chat.objects.filter(pk=chat_id).first()
+    usable = {c.pk for c in collections_for_turn(chat)} if chat is not None else set()
+    readable = set(
+        collections_readable_by(person).filter(pk__in=usable).values_list("pk", flat=True)
+    )
+    passages = {
+        p.pk: p
+        for p in Passage.objects.filter(pk__in=ids, collection_id__in=readable).select_related(
+            "document"
+        )
+    }
+
+    def replace(match: re.Match) -> str:
+        passage = passages.get(int(match.group(1)))
+        if passage is None:
+            return HIDDEN
+        label = passage.document.path + (f" § {passage.section}" if passage.section else "")
+        if passage.page:
+            label += f" (p. {passage.page})"
+        return f"[{escape_markdown(label)}]"
+
+    return MARKER.sub(replace, text), held

@@ -63,20 +63,20 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
             None if landed.held else follow_turn(landed.chat.pk, landed.turn.pk, after, person.pk)
         )
         return sse_response(
-            _chunks(landed, follow, completion_id, conversation.include_usage, (after, person.pk))
+            _chunks(landed, follow, completion_id, conversation.include_usage, (after, person))
         )
     landed = await held_turn(landed)  # its files are read first (or the bound passes)
     if landed.turn is None:
         return openai_error_response(no_turn_error())
     follow = follow_turn(landed.chat.pk, landed.turn.pk, after, person.pk)
-    return await _whole(landed, follow, completion_id)
+    return await _whole(landed, follow, completion_id, person)
 
 
-async def _whole(landed: Landed, follow, completion_id: str) -> JsonResponse:
+async def _whole(landed: Landed, follow, completion_id: str, person) -> JsonResponse:
     final, turn = await follow_to_end(landed, follow)
     if final is None or final["type"] != "turn.finished" or turn.reply is None:
         return openai_error_response(failure(final or {"type": "turn.failed"}, turn))
-    text = await sync_to_async(answer_of)(turn)
+    text = await sync_to_async(answer_of)(turn, person)
     body = completion_json(completion_id=completion_id, created=now(), text=text, turn=turn)
     return JsonResponse(body)
 
@@ -89,7 +89,8 @@ async def _chunks(
     landed: Landed, follow, completion_id: str, include_usage: bool, since: tuple = ()
 ):
     """The streamed answer: `follow` follows the turn; for a message held for its files
-    (no turn yet, `follow` None) the turn is followed from `since` (event seq, person id)."""
+    (no turn yet, `follow` None) the turn is followed from `since` (event seq, person), the
+    person whose key asked (whom the answer is rendered for)."""
     created = now()
     ended = False
 
@@ -98,7 +99,8 @@ async def _chunks(
             chunk_json(completion_id=completion_id, created=created, delta=delta, **fields)
         )
 
-    text = StreamedText()
+    after, person = since or (0, None)
+    text = StreamedText(landed.chat.pk, person)
     try:
         yield chunk({"role": "assistant", "content": ""})
         if landed.held:  # its files are still being read: say so, then follow the turn
@@ -111,16 +113,17 @@ async def _chunks(
                 yield "data: [DONE]\n\n"
                 return
             yield chunk({}, extra={"hermes": {"status": "resumed"}})
-            follow = follow_turn(landed.chat.pk, landed.turn.pk, *since)
+            follow = follow_turn(landed.chat.pk, landed.turn.pk, after, person.pk)
         async for event in follow:
             kind = event.get("type")
             if event is KEEPALIVE:
                 yield ": keep-alive\n\n"
             elif kind == "turn.delta":
-                for piece in text.pieces(event["text"]):
+                for piece in await text.rendered(event["text"]):
                     yield chunk({"content": piece})
             elif kind == "tool.started":
-                text.tool_started()
+                for piece in text.tool_started():
+                    yield chunk({"content": piece})
             elif kind == "turn.waiting":
                 reason = event.get("reason") or "a decision"
                 # A comment for raw SSE readers, and a chunk without content that says it.
@@ -135,7 +138,7 @@ async def _chunks(
                 if kind != "turn.finished" or turn.reply is None:
                     yield _data(failure(event, turn).body())
                 else:
-                    rest = text.rest(await sync_to_async(answer_of)(turn))
+                    rest = text.rest(await sync_to_async(answer_of)(turn, person))
                     if rest:
                         yield chunk({"content": rest})
                     yield chunk({}, finish_reason="stop")

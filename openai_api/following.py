@@ -15,6 +15,7 @@ from chats.agent.events import last_seq
 from chats.agent.holds import turn_hold_poll
 from chats.agent.turns import turn_stop
 from chats.api.streams import FINAL_EVENTS
+from chats.extras import DraftStream
 from chats.models import Turn
 from chats.services import IngestError
 from openai_api.content_parts import ContentPartRefused, content_parts_resolve
@@ -102,12 +103,12 @@ def outcome(turn_id: int) -> Turn:
     return Turn.objects.select_related("reply", "chat", "trigger").get(pk=turn_id)
 
 
-def answer_of(turn: Turn) -> str:
-    """The answer the client gets, recorded first as its conversation's new tip: the client
-    may resend the conversation the moment it has the answer, before the worker's own
-    `turn_finished` receiver has run (recording twice changes nothing)."""
+def answer_of(turn: Turn, person) -> str:
+    """The answer the client of `person` gets, recorded first as its conversation's new tip:
+    the client may resend the conversation the moment it has the answer, before the
+    worker's own `turn_finished` receiver has run (recording twice changes nothing)."""
     conversation_record_reply(turn=turn)
-    return visible_answer(turn)
+    return visible_answer(turn, person=person)
 
 
 async def stop_turn(landed: Landed) -> None:
@@ -211,14 +212,29 @@ def is_final(event: dict) -> bool:
 class StreamedText:
     """The answer's text as both streams send it: each delta as it comes, a blank line
     between a tool step and the text after it (as `visible_answer` joins them), and at the
-    end whatever the stored answer has beyond what was streamed."""
+    end whatever the stored answer has beyond what was streamed.
 
-    def __init__(self):
+    With `chat_id` and `person`, deltas are sent as that person reads them
+    (chats.extras.draft_text: a knowledge citation `[K<id>]` names its passage only to its
+    readers), an unfinished mark at a delta's end held until the next one."""
+
+    def __init__(self, chat_id: int | None = None, person=None):
         self.sent: list[str] = []
         self.step_ended = False  # a tool step came after the text sent so far
+        self.draft = DraftStream(chat_id, person) if chat_id is not None else None
 
-    def tool_started(self) -> None:
+    async def rendered(self, delta: str) -> list[str]:
+        """What to send for one `turn.delta`, rendered for the stream's person."""
+        if self.draft is not None and self.draft.needs_database(delta):
+            delta = await sync_to_async(self.draft.piece)(delta)
+        return self.pieces(delta) if delta else []
+
+    def tool_started(self) -> list[str]:
+        """A tool step begins: what was held is no mark after all (sent as it is)."""
+        held = self.draft.flush() if self.draft is not None else ""
+        pieces = self.pieces(held) if held else []
         self.step_ended = True
+        return pieces
 
     def pieces(self, delta: str) -> list[str]:
         """What to send for one `turn.delta`."""

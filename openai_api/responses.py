@@ -108,15 +108,15 @@ async def responses(request: HttpRequest) -> HttpResponse:
     if landed.turn is None:
         return openai_error_response(no_turn_error())
     follow = follow_turn(landed.chat.pk, landed.turn.pk, after, person.pk)
-    return await _whole(landed, follow, response_id)
+    return await _whole(landed, follow, response_id, person)
 
 
-async def _whole(landed: Landed, follow, response_id: str) -> JsonResponse:
+async def _whole(landed: Landed, follow, response_id: str, person) -> JsonResponse:
     created = now()
     final, turn = await follow_to_end(landed, follow)
     if final is None or final["type"] != "turn.finished" or turn.reply is None:
         return openai_error_response(failure(final or {"type": "turn.failed"}, turn))
-    text = await sync_to_async(answer_of)(turn)
+    text = await sync_to_async(answer_of)(turn, person)
     body = response_json(
         response_id=response_id, created=created, turn=turn, text=text, status="completed"
     )
@@ -153,7 +153,7 @@ async def _events(landed: Landed, since: tuple, response_id: str):
     item = {"type": "message", "id": item_id, "status": "in_progress", "role": "assistant"}
     part = {"type": "output_text", "text": "", "annotations": []}
     at = {"item_id": item_id, "output_index": 0, "content_index": 0}
-    streamed = StreamedText()
+    streamed = StreamedText(landed.chat.pk, person)
     try:
         yield event("response.created", response=snapshot("in_progress"))
         yield event("response.in_progress", response=snapshot("in_progress"))
@@ -164,10 +164,11 @@ async def _events(landed: Landed, since: tuple, response_id: str):
             if update is KEEPALIVE:
                 yield ": keep-alive\n\n"
             elif kind == "turn.delta":
-                for piece in streamed.pieces(update["text"]):
+                for piece in await streamed.rendered(update["text"]):
                     yield event("response.output_text.delta", **at, delta=piece, logprobs=[])
             elif kind == "tool.started":
-                streamed.tool_started()
+                for piece in streamed.tool_started():
+                    yield event("response.output_text.delta", **at, delta=piece, logprobs=[])
             elif kind == "turn.waiting":
                 yield f": waiting for {update.get('reason') or 'a decision'}\n\n"
             elif is_final(update):
@@ -178,7 +179,7 @@ async def _events(landed: Landed, since: tuple, response_id: str):
                     yield event("error", message=error["message"], code=error["code"], param=None)
                     yield event("response.failed", response=snapshot("failed"))
                     return
-                text = await sync_to_async(answer_of)(turn)
+                text = await sync_to_async(answer_of)(turn, person)
                 if rest := streamed.rest(text):
                     yield event("response.output_text.delta", **at, delta=rest, logprobs=[])
                 yield event("response.output_text.done", **at, text=text, logprobs=[])

@@ -23,6 +23,7 @@ from django.db import transaction
 
 from chats.agent.holds import turn_hold_held
 from chats.agent.turns import message_received, turn_request
+from chats.extras import message_texts
 from chats.models import Channel, Chat, ChatKind, ChatMember, Message, Turn
 from chats.selectors import chat_for_person, chat_may_post
 from chats.services import chat_get_or_create, chat_member_ensure, message_ingest, person_actor_id
@@ -271,22 +272,25 @@ def _unanswered(chat: Chat, digest: str, person) -> Message | None:
 STEP_SEPARATOR = "\n\n"
 
 
-def visible_answer(turn: Turn) -> str:
-    """The answer as an OpenAI client sees it: the text the agent wrote before each of its
-    tool steps, then its reply, in order (the stream sends the same). Stored apart in the
-    chat, they are one assistant message to the client."""
+def visible_answer(turn: Turn, *, person) -> str:
+    """The answer as an OpenAI client of `person` sees it: the text the agent wrote before
+    each of its tool steps, then its reply, in order (the stream sends the same). Stored
+    apart in the chat, they are one assistant message to the client. Each as `person`
+    reads it (chats.extras.message_texts: a knowledge citation names its passage only to a
+    reader of the collection); the stored texts are unchanged."""
     if turn.reply is None:
         return ""
-    steps = (
+    steps = list(
         Message.objects.filter(
             chat_id=turn.chat_id, role=Message.Role.ASSISTANT, metadata__turn=turn.pk
         )
         .exclude(pk=turn.reply_id)
         .exclude(text="")
         .order_by("id")
-        .values_list("text", flat=True)
     )
-    return STEP_SEPARATOR.join(text for text in [*steps, turn.reply.text] if text)
+    messages = [*steps, turn.reply]
+    texts = message_texts(messages, person)
+    return STEP_SEPARATOR.join(t for m in messages if (t := texts.get(m.pk, m.text)))
 
 
 def conversation_record_reply(*, turn: Turn) -> None:
@@ -302,7 +306,8 @@ def conversation_record_reply(*, turn: Turn) -> None:
         conversation = Conversation.objects.select_for_update().filter(chat_id=turn.chat_id).first()
         if conversation is None or conversation.tip_digest != digest:
             return  # something newer came meanwhile: that is the tip now
-        tip = chain(digest, "assistant", visible_answer(turn))
+        # The answer as the conversation's person got it: the text their client resends.
+        tip = chain(digest, "assistant", visible_answer(turn, person=conversation.person))
         length = (
             ConversationPrefix.objects.filter(person=conversation.person, digest=digest)
             .values_list("length", flat=True)

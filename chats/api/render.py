@@ -1,32 +1,57 @@
-"""JSON shapes of the API's objects; one function per object so every endpoint agrees."""
+"""JSON shapes of the API's objects; one function per object so every endpoint agrees.
+
+A message is shown as its reader (the token's person) reads it: other apps may render its
+text for them (chats.extras.message_texts: knowledge's `[K<id>]` citations name the passage
+only to its readers), as the dashboard does; the stored text is unchanged."""
 
 from collections.abc import Sequence
 
-from chats.extras import message_extras
+from chats.extras import message_extras, message_texts, reader_snippet
 from chats.models import Chat, Message, Turn
 from chats.payloads import message_payload
 
 
-def message_json(message: Message, *, extras: dict | None = None) -> dict:
-    """A message with what other apps hang on it (chats.extras: its attachments, …)."""
+def message_json(
+    message: Message, *, person, extras: dict | None = None, text: str | None = None
+) -> dict:
+    """A message as `person` reads it, with what other apps hang on it (chats.extras: its
+    attachments, …). `extras` and `text` when asked for a whole list at once."""
     payload = message_payload(message)
     del payload["metadata"]  # internal bookkeeping (turn ids, tool call ids), not API surface
     if extras is None:
         extras = message_extras([message])[message.pk]
+    if text is None:
+        text = message_texts([message], person, links=True).get(message.pk)
+    if text is not None:
+        payload["text"] = text
     payload.update(extras)
     return payload
 
 
-def messages_json(messages: Sequence[Message]) -> list[dict]:
-    """`message_json` of each message, the extras asked once for the whole list."""
+def messages_json(messages: Sequence[Message], *, person) -> list[dict]:
+    """`message_json` of each message, the extras and texts asked once for the whole list."""
     extras = message_extras(messages)
-    return [message_json(message, extras=extras[message.pk]) for message in messages]
+    texts = message_texts(messages, person, links=True)
+    return [
+        message_json(m, person=person, extras=extras[m.pk], text=texts.get(m.pk, m.text))
+        for m in messages
+    ]
 
 
-def search_hits_json(hits) -> list[dict]:
-    """`search_hit_json` of each hit, the message extras asked once for all of them."""
-    extras = message_extras([hit.message for hit in hits])
-    return [search_hit_json(hit, extras=extras[hit.message.pk]) for hit in hits]
+def search_hits_json(hits, *, person) -> list[dict]:
+    """`search_hit_json` of each hit, the message extras and texts asked once for all."""
+    messages = [hit.message for hit in hits]
+    extras = message_extras(messages)
+    texts = message_texts(messages, person, links=True)
+    return [
+        search_hit_json(
+            hit,
+            person=person,
+            extras=extras[hit.message.pk],
+            text=texts.get(hit.message.pk, hit.message.text),
+        )
+        for hit in hits
+    ]
 
 
 def chat_json(chat: Chat, *, role: str | None) -> dict:
@@ -40,12 +65,15 @@ def chat_json(chat: Chat, *, role: str | None) -> dict:
     }
 
 
-def search_hit_json(hit, *, extras: dict | None = None) -> dict:
+def search_hit_json(hit, *, person, extras: dict | None = None, text: str | None = None) -> dict:
+    if text is None:
+        text = message_texts([hit.message], person, links=True).get(hit.message.pk)
+    snippet, highlights = reader_snippet(hit, person, text)
     return {
         "chat_key": hit.message.chat.chat_key,
-        "message": message_json(hit.message, extras=extras),
-        "snippet": hit.snippet,
-        "highlights": [[start, end] for start, end in hit.highlights],
+        "message": message_json(hit.message, person=person, extras=extras, text=text),
+        "snippet": snippet,
+        "highlights": [[start, end] for start, end in highlights],
         # Set when the words were found inside a file on the message (the snippet is then
         # from the file's text): {"source": "attachments", "kind": "file", "id", "name"}.
         "matched_in": _matched_in_json(hit),
@@ -59,13 +87,13 @@ def _matched_in_json(hit) -> dict | None:
     return {"source": found.source, "kind": found.noun, "id": found.id, "name": found.name}
 
 
-def turn_json(turn: Turn) -> dict:
+def turn_json(turn: Turn, *, person) -> dict:
     return {
         "id": turn.pk,
         "chat_key": turn.chat.chat_key,
         "status": turn.status,
         "trigger_id": turn.trigger_id,
-        "reply": message_json(turn.reply) if turn.reply_id and turn.reply else None,
+        "reply": message_json(turn.reply, person=person) if turn.reply_id and turn.reply else None,
         "model": turn.model,
         "usage": {
             "prompt_tokens": turn.prompt_tokens,

@@ -7,6 +7,10 @@ turn's final event (or, should the person lose access to the chat meanwhile, aft
 `stream.closed` event). Each SSE message has `id: <seq>`, `event: <type>` and the event as
 JSON `data`. A turn that finished longer ago than the buffer keeps gets one final event
 built from the database. Comments (`: keep-alive`) are sent every 15 s of silence.
+
+Texts are sent as the token's person reads them (chats.extras: a knowledge citation names
+its passage only to a reader of the collection): each `turn.delta` (an unfinished mark at
+its end held for the next one) and the message of a final event, as the history shows it.
 """
 
 import asyncio
@@ -21,7 +25,8 @@ from chats.agent.events import ACCESS_MESSAGE_TYPE, chat_group_name, events_sinc
 from chats.api.auth import authenticate
 from chats.api.errors import ApiError, error_response, not_found
 from chats.api.ratelimit import rate_limit_check
-from chats.models import Turn
+from chats.extras import DraftStream, message_text
+from chats.models import Message, Turn
 from chats.payloads import message_payload
 from chats.selectors import chat_still_readable, turn_for_person
 
@@ -29,13 +34,13 @@ KEEPALIVE_SECONDS = 15
 FINAL_EVENTS = frozenset({"turn.finished", "turn.failed", "turn.interrupted"})
 
 
-def _authorize(request: HttpRequest, turn_id: int) -> tuple[Turn, int]:
+def _authorize(request: HttpRequest, turn_id: int) -> tuple[Turn, object]:
     token = authenticate(request)
     rate_limit_check(token)
     turn = turn_for_person(token.person, turn_id)
     if turn is None:
         raise not_found("No turn with this id is visible to you.")
-    return turn, token.person_id
+    return turn, token.person
 
 
 def _sse(event: dict) -> str:
@@ -74,12 +79,12 @@ async def turn_events(request: HttpRequest, turn_id: int) -> HttpResponse:
             ApiError(405, "method_not_allowed", "Use GET.", headers={"Allow": "GET"})
         )
     try:
-        turn, person_id = await sync_to_async(_authorize)(request, turn_id)
+        turn, person = await sync_to_async(_authorize)(request, turn_id)
         after = _after_seq(request)
     except ApiError as error:
         return error_response(error)
     response = StreamingHttpResponse(
-        _stream(turn.chat_id, turn.pk, after, person_id), content_type="text/event-stream"
+        _stream(turn.chat_id, turn.pk, after, person), content_type="text/event-stream"
     )
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
@@ -89,9 +94,27 @@ async def turn_events(request: HttpRequest, turn_id: int) -> HttpResponse:
 KEEPALIVE = {"type": "keep-alive"}
 
 
-async def _stream(chat_id: int, turn_id: int, after: int, person_id: int):
-    async for event in follow_turn(chat_id, turn_id, after, person_id):
-        yield ": keep-alive\n\n" if event is KEEPALIVE else _sse(event)
+async def _stream(chat_id: int, turn_id: int, after: int, person):
+    draft = DraftStream(chat_id, person)
+    async for event in follow_turn(chat_id, turn_id, after, person.pk):
+        if event is KEEPALIVE:
+            yield ": keep-alive\n\n"
+            continue
+        if event.get("type") == "turn.delta" and draft.needs_database(event.get("text", "")):
+            event = event | {"text": await sync_to_async(draft.piece)(event["text"])}
+        elif isinstance(event.get("message"), dict):
+            event = event | {"message": await sync_to_async(_for_reader)(event["message"], person)}
+        yield _sse(event)
+
+
+def _for_reader(payload: dict, person) -> dict:
+    """A message payload of an event with its text as `person` reads it in the history."""
+    if payload.get("role") != Message.Role.TOOL and "[" not in (payload.get("text") or ""):
+        return payload  # nothing any renderer changes (the common case: no query)
+    message = Message.objects.filter(pk=payload.get("id")).first()
+    if message is None:
+        return payload
+    return payload | {"text": message_text(message, person, links=True)}
 
 
 async def follow_turn(chat_id: int, turn_id: int, after: int, person_id: int):

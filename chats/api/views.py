@@ -43,11 +43,11 @@ def message_post(request: HttpRequest, person) -> JsonResponse:
     if not extra:
         with post_refusals_as_api_errors():
             result, turn = api_message_post(person=person, post=post)
-        return JsonResponse(_posted(result, turn), status=200 if result.duplicate else 201)
+        return JsonResponse(_posted(result, turn, person), status=200 if result.duplicate else 201)
     with post_refusals_as_api_errors():
         result, _ = api_message_post(person=person, post=dataclasses.replace(post, respond=False))
     if result.duplicate:  # stored before, with whatever the fields stored then
-        return JsonResponse(_posted(result, None), status=200)
+        return JsonResponse(_posted(result, None, person), status=200)
     outcome = post_fields_store(result.message, extra)
     turn, turn_body = None, {}
     if post.respond and result.message.role == Message.Role.USER:
@@ -56,18 +56,18 @@ def message_post(request: HttpRequest, person) -> JsonResponse:
                 turn, turn_body = outcome.turn_request(result.message)
             else:
                 turn = turn_request(message=result.message)
-    body = _posted(result, turn) | outcome.body | turn_body
+    body = _posted(result, turn, person) | outcome.body | turn_body
     if outcome.error is not None:
         return JsonResponse(body | {"error": outcome.error}, status=outcome.status or 400)
     return JsonResponse(body, status=201)
 
 
-def _posted(result, turn) -> dict:
+def _posted(result, turn, person) -> dict:
     return {
         "chat_key": result.chat.chat_key,
-        "message": message_json(result.message),
+        "message": message_json(result.message, person=person),
         "duplicate": result.duplicate,
-        "turn": turn_json(turn) if turn is not None else None,
+        "turn": turn_json(turn, person=person) if turn is not None else None,
     }
 
 
@@ -122,7 +122,7 @@ def chat_messages(request: HttpRequest, person, chat_key: str) -> JsonResponse:
     return JsonResponse(
         {
             "chat_key": chat.chat_key,
-            "messages": messages_json(page),
+            "messages": messages_json(page, person=person),
             "next_before": next_before,
             "next_after": next_after,
         }
@@ -168,7 +168,7 @@ def search(request: HttpRequest, person) -> JsonResponse:
         hits = message_search(person=person, query=query, chat=chat, limit=limit)
     except SearchQueryError as exc:
         raise bad_request("invalid_query", str(exc), field="q") from exc
-    return JsonResponse({"query": query, "results": search_hits_json(hits)})
+    return JsonResponse({"query": query, "results": search_hits_json(hits, person=person)})
 
 
 @api_endpoint("GET")
@@ -177,7 +177,7 @@ def turn_detail(request: HttpRequest, person, turn_id: int) -> JsonResponse:
     turn = turn_for_person(person, turn_id)
     if turn is None:
         raise not_found("No turn with this id is visible to you.")
-    return JsonResponse({"turn": turn_json(turn)})
+    return JsonResponse({"turn": turn_json(turn, person=person)})
 
 
 @csrf_exempt

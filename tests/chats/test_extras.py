@@ -33,7 +33,7 @@ def test_each_message_gets_its_value_or_the_default(registered):
         return {page[0].pk: ["first"]}
 
     registered("labels", provider, default=list)
-    rendered = messages_json(messages)
+    rendered = messages_json(messages, person=None)
     assert [m["labels"] for m in rendered] == [["first"], []]
     assert calls == [[m.pk for m in messages]]  # asked once for the whole page
 
@@ -43,7 +43,7 @@ def test_a_failing_provider_leaves_its_default_and_the_history_intact(registered
         raise RuntimeError("boom")
 
     registered("broken", broken, default=list)
-    rendered = messages_json(_messages(1))
+    rendered = messages_json(_messages(1), person=None)
     assert rendered[0]["broken"] == [] and rendered[0]["text"] == "hello 0"
 
 

@@ -223,7 +223,7 @@ def test_text_before_a_tool_step_is_part_of_the_answer_the_client_resends(owner)
         metadata={"turn": first.turn.pk},
     )
     answer(first, "It is noon.")
-    shown = visible_answer(Turn.objects.get(pk=first.turn.pk))
+    shown = visible_answer(Turn.objects.get(pk=first.turn.pk), person=owner)
     assert shown == "Let me check.\n\nIt is noon."
     second = conversation_post(
         person=owner,
@@ -258,7 +258,7 @@ def test_the_answer_is_recorded_before_the_client_gets_it(owner):
     )
     Turn.objects.filter(pk=first.turn.pk).update(status="completed", reply=reply)
     # No receiver has run: only what the endpoint does before it answers.
-    assert answer_of(outcome(first.turn.pk)) == "a1"
+    assert answer_of(outcome(first.turn.pk), owner) == "a1"
     conversation = Conversation.objects.get(chat=first.chat)
     assert conversation.tip_digest == chain(
         first.trigger.metadata["openai_digest"], "assistant", "a1"

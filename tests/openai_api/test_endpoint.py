@@ -232,10 +232,12 @@ def waiting_then_silent(turn_id, *events):
 
 
 def whole(module, landed, follow):
+    person = landed.trigger.actor.person  # whose key asked
+
     async def run():
         if module is completions:
-            return await completions._whole(landed, follow, "chatcmpl-x")
-        return await responses._whole(landed, follow, "resp_x")
+            return await completions._whole(landed, follow, "chatcmpl-x", person)
+        return await responses._whole(landed, follow, "resp_x", person)
 
     return async_to_sync(run)()
 
