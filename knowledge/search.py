@@ -23,10 +23,10 @@ RRF_K = 60
 CANDIDATES = 50  # per method, before fusion
 # The full-text weight of a passage's heading path (document title › section) against its
 # body's 1.0: a question's words in a heading say more than the same words in passing.
-HEADING_WEIGHT = 3.0
+HEADING_WEIGHT = 5.0
 # At most this many passages of one section (document + heading path) among the results
 # before any passage of another section; more only when too few sections answer at all.
-MAX_PER_SECTION = 2
+MAX_PER_SECTION = 1
 # The full-text ranking's weight in the fusion against the vectors' 1.0.
 FULLTEXT_WEIGHT = 1.0
 MAX_QUERY_CHARS = 1000
@@ -131,8 +131,22 @@ def fuse(
     return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
 
 
+def sections_of(passage_ids: list[int]) -> dict[int, tuple[int, str]]:
+    """Each passage's section: (document id, heading path)."""
+    return {
+        pid: (document_id, section)
+        for pid, document_id, section in Passage.objects.filter(pk__in=passage_ids).values_list(
+            "id", "document_id", "section"
+        )
+    }
+
+
 def diversify(
-    ranked: list[tuple[int, float]], *, limit: int, per_section: int | None = None
+    ranked: list[tuple[int, float]],
+    *,
+    limit: int,
+    per_section: int | None = None,
+    sections: dict[int, tuple[int, str]] | None = None,
 ) -> list[tuple[int, float]]:
     """The first `limit` of `ranked` taking at most `per_section` passages of one section
     (document + heading path) before passages of other sections; the passages held back fill
@@ -142,12 +156,8 @@ def diversify(
     per_section = MAX_PER_SECTION if per_section is None else per_section
     if per_section <= 0:
         return ranked[:limit]
-    sections = {
-        pid: (document_id, section)
-        for pid, document_id, section in Passage.objects.filter(
-            pk__in=[pid for pid, _ in ranked]
-        ).values_list("id", "document_id", "section")
-    }
+    if sections is None:
+        sections = sections_of([pid for pid, _ in ranked])
     taken: list[tuple[int, float]] = []
     held: list[tuple[int, float]] = []
     counts: dict[tuple, int] = {}
@@ -181,10 +191,12 @@ def hybrid_search(
     text_rank = {pid: r for r, pid in enumerate(text_ids, start=1)}
     vector_rank = {pid: r for r, pid in enumerate(vector_ids, start=1)}
     pairs = [(ids, w) for ids, w in ((text_ids, FULLTEXT_WEIGHT), (vector_ids, 1.0)) if ids]
-    fused = fuse([ids for ids, _ in pairs], weights=[w for _, w in pairs])
+    rankings, weights = [ids for ids, _ in pairs], [w for _, w in pairs]
+    fused = fuse(rankings, weights=weights)
+    sections = sections_of([pid for pid, _ in fused])
     return [
         Hit(pid, score, text_rank.get(pid), vector_rank.get(pid))
-        for pid, score in diversify(fused, limit=limit)
+        for pid, score in diversify(fused, limit=limit, sections=sections)
     ]
 
 

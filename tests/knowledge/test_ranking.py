@@ -78,22 +78,33 @@ def test_changed_and_deleted_passages_leave_the_index():
     assert fulltext_search("zoo walruses", [collection.pk]) == []
 
 
-def test_one_section_takes_at_most_two_places_before_others():
+def test_one_section_takes_one_place_before_other_sections():
     collection, ids = collection_of(
         [("git-push(1) › OPTIONS", f"option {i}") for i in range(4)]
-        + [("git-push(1) › DESCRIPTION", "what push does")]
+        + [("git-push(1) › DESCRIPTION", "what push does"), ("git-push(1) › NOTES", "notes")]
     )
     ranked = [(pid, 1.0 / n) for n, pid in enumerate(ids, start=1)]
-    assert [pid for pid, _ in diversify(ranked, limit=3)] == [ids[0], ids[1], ids[4]]
+    assert [pid for pid, _ in diversify(ranked, limit=3)] == [ids[0], ids[4], ids[5]]
     # Too few other sections: the held-back passages fill the places, in order.
     assert [pid for pid, _ in diversify(ranked, limit=5)] == [
         ids[0],
-        ids[1],
         ids[4],
+        ids[5],
+        ids[1],
         ids[2],
-        ids[3],
     ]
+    assert [pid for pid, _ in diversify(ranked, limit=3, per_section=2)] == [ids[0], ids[1], ids[4]]
     assert [pid for pid, _ in diversify(ranked, limit=3, per_section=0)] == ids[:3]
+
+
+def test_hybrid_results_are_diversified(monkeypatch):
+    collection, ids = collection_of(
+        [("git-push(1) › OPTIONS", f"--force option {i}") for i in range(3)]
+        + [("git-push(1) › DESCRIPTION", "updates remote refs")]
+    )
+    monkeypatch.setattr(search, "vector_search", lambda query, ids_, **kw: ids)
+    hits = hybrid_search("force push", [collection.pk], limit=2)
+    assert [h.passage_id for h in hits] == [ids[0], ids[3]]
 
 
 def test_the_same_heading_in_two_documents_is_two_sections():
