@@ -1,9 +1,10 @@
 """Hybrid retrieval over passages: a ranked full-text search (SQLite FTS5 with bm25(),
-PostgreSQL tsvector with ts_rank_cd; a passage's heading path weighs HEADING_WEIGHT times its
-body) and a vector search (knowledge.vectors), fused by reciprocal rank fusion, then
-diversified so that one long section cannot fill every place (MAX_PER_SECTION). A question
-whose script the collection's index never saw (a Chinese question over English documents)
-is ranked by vectors alone: its full-text matches are only its stray Latin words.
+PostgreSQL tsvector with ts_rank; a passage's heading path weighs more than its body:
+HEADING_WEIGHT, PG_HEADING_WEIGHT) and a vector search (knowledge.vectors), fused by
+reciprocal rank fusion, then diversified so that one long section cannot fill every place
+(MAX_PER_SECTION). A question whose script the collection's index never saw (a Chinese
+question over English documents) is ranked by vectors alone: its full-text matches are only
+its stray Latin words.
 Every function takes the collection ids to search: callers get them from knowledge.access
 (the readers rule), never from a person's input alone.
 """
@@ -24,6 +25,9 @@ CANDIDATES = 50  # per method, before fusion
 # The full-text weight of a passage's heading path (document title › section) against its
 # body's 1.0: a question's words in a heading say more than the same words in passing.
 HEADING_WEIGHT = 5.0
+# The same for PostgreSQL's ts_rank, a different ranking (no document frequencies, terms
+# saturate on their own): 1.5 measured best of 1, 1.5, 2.5 and 5 (docs/BENCHMARKS.md).
+PG_HEADING_WEIGHT = 1.5
 # At most this many passages of one section (document + heading path) among the results
 # before any passage of another section; more only when too few sections answer at all.
 MAX_PER_SECTION = 1
@@ -60,8 +64,11 @@ def query_terms(query: str) -> list[str]:
 
 
 def fulltext_search(query: str, collection_ids: list[int], *, limit: int = CANDIDATES) -> list[int]:
-    """Passage ids of those collections, best first, ranked by BM25 (SQLite) or ts_rank_cd
-    (PostgreSQL) over any of the question's terms."""
+    """Passage ids of those collections, best first, ranked by BM25 (SQLite) or ts_rank
+    (PostgreSQL) over any of the question's terms. Not ts_rank_cd: with an OR query every
+    occurrence of any term is a cover, so a passage repeating one common word ("commit")
+    outranked one holding several of the question's words (the eval: full-text recall@5
+    0.541 against 0.672)."""
     terms = query_terms(query)
     if not terms or not collection_ids:
         return []
@@ -81,7 +88,7 @@ def fulltext_search(query: str, collection_ids: list[int], *, limit: int = CANDI
             "WITH q AS (SELECT to_tsquery('english', %s) AS query)"
             " SELECT p.id FROM knowledge_passage p, q"
             " WHERE p.search_vector @@ q.query AND p.collection_id = ANY(%s)"
-            " ORDER BY ts_rank_cd(%s::float4[], p.search_vector, q.query, 1) DESC, p.id"
+            " ORDER BY ts_rank(%s::float4[], p.search_vector, q.query, 1) DESC, p.id"
             " LIMIT %s"
         )
         lexemes = " | ".join("'" + term.replace("'", "''") + "'" for term in terms)
@@ -94,9 +101,9 @@ def fulltext_search(query: str, collection_ids: list[int], *, limit: int = CANDI
 
 
 def _pg_weights() -> list[float]:
-    """ts_rank_cd's weights {D, C, B, A}: the body is D (0.1, the default), the heading path A
+    """ts_rank's weights {D, C, B, A}: the body is D (0.1, the default), the heading path A
     (knowledge/migrations/0004_passage_search_heading.py); C and B are unused."""
-    return [0.1, 0.1, 0.1, 0.1 * HEADING_WEIGHT]
+    return [0.1, 0.1, 0.1, 0.1 * PG_HEADING_WEIGHT]
 
 
 def unreadable_script(query: str, collection_ids: list[int]) -> bool:

@@ -1,5 +1,5 @@
 """The full-text index reads a passage's heading path apart from its body, so a heading's
-words weigh more in the ranking (knowledge.search.HEADING_WEIGHT): a question naming "interactive
+words weigh more in the ranking (knowledge.search.HEADING_WEIGHT, PG_HEADING_WEIGHT): a question naming "interactive
 mode" or "detached HEAD" finds that section before a long OPTIONS section that mentions it
 in passing.
 
@@ -9,7 +9,7 @@ has none; knowledge.indexing.passage_search_text), the rest the body.
 SQLite: the FTS5 table gets two columns (heading, body) filled by the triggers from
 search_text; contentless (content=''), since knowledge_passage has no such columns to read
 back (search only needs rowids and bm25()). PostgreSQL: the stored `search_vector` is rebuilt
-with the heading at weight A and the body at weight D (ts_rank_cd weighs them).
+with the heading at weight A and the body at weight D (ts_rank weighs them).
 
 Hand-written and free of app imports (migrations never import app code).
 """

@@ -58,6 +58,7 @@ def test_the_heading_weight_is_what_ranks_it(monkeypatch):
         ]
     )
     monkeypatch.setattr(search, "HEADING_WEIGHT", 1.0)
+    monkeypatch.setattr(search, "PG_HEADING_WEIGHT", 1.0)
     assert fulltext_search("rotation schedule", [collection.pk])[0] == in_body
 
 
