@@ -21,9 +21,11 @@ EMBED_BATCH = 32
 
 
 def passage_search_text(piece_section: str, text: str) -> str:
-    """What the full-text index reads for a passage: its section path (headings weigh in the
-    ranking) and its text, CJK as bigrams."""
-    return search_form(f"{piece_section}\n{text}" if piece_section else text)
+    """What the full-text index reads for a passage: its section path on the first line
+    (empty when it has none; the index weighs it apart from the body, migration 0004) and
+    its text, CJK as bigrams."""
+    heading = " ".join(piece_section.split())
+    return search_form(f"{heading}\n{text}")
 
 
 def embed_texts(

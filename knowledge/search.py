@@ -1,7 +1,12 @@
 """Hybrid retrieval over passages: a ranked full-text search (SQLite FTS5 with bm25(),
-PostgreSQL tsvector with ts_rank_cd) and a vector search (knowledge.vectors), fused by
-reciprocal rank fusion. Every function takes the collection ids to search: callers get them
-from knowledge.access (the readers rule), never from a person's input alone.
+PostgreSQL tsvector with ts_rank; a passage's heading path weighs more than its body:
+HEADING_WEIGHT, PG_HEADING_WEIGHT) and a vector search (knowledge.vectors), fused by
+reciprocal rank fusion, then diversified so that one long section cannot fill every place
+(MAX_PER_SECTION). A question whose script the collection's index never saw (a Chinese
+question over English documents) is ranked by vectors alone: its full-text matches are only
+its stray Latin words.
+Every function takes the collection ids to search: callers get them from knowledge.access
+(the readers rule), never from a person's input alone.
 """
 
 import logging
@@ -12,11 +17,22 @@ from django.db import connection
 
 from knowledge.embeddings import EmbeddingsUnavailable
 from knowledge.models import Passage
-from knowledge.splitting import search_form
+from knowledge.splitting import has_cjk, search_form
 
 logger = logging.getLogger(__name__)
 RRF_K = 60
 CANDIDATES = 50  # per method, before fusion
+# The full-text weight of a passage's heading path (document title › section) against its
+# body's 1.0: a question's words in a heading say more than the same words in passing.
+HEADING_WEIGHT = 5.0
+# The same for PostgreSQL's ts_rank, a different ranking (no document frequencies, terms
+# saturate on their own): 1.5 measured best of 1, 1.5, 2.5 and 5 (docs/BENCHMARKS.md).
+PG_HEADING_WEIGHT = 1.5
+# At most this many passages of one section (document + heading path) among the results
+# before any passage of another section; more only when too few sections answer at all.
+MAX_PER_SECTION = 1
+# The full-text ranking's weight in the fusion against the vectors' 1.0.
+FULLTEXT_WEIGHT = 1.0
 MAX_QUERY_CHARS = 1000
 MAX_TERMS = 48
 # Words that match nearly every passage: left out of the OR query (ranking would bury them
@@ -48,8 +64,11 @@ def query_terms(query: str) -> list[str]:
 
 
 def fulltext_search(query: str, collection_ids: list[int], *, limit: int = CANDIDATES) -> list[int]:
-    """Passage ids of those collections, best first, ranked by BM25 (SQLite) or ts_rank_cd
-    (PostgreSQL) over any of the question's terms."""
+    """Passage ids of those collections, best first, ranked by BM25 (SQLite) or ts_rank
+    (PostgreSQL) over any of the question's terms. Not ts_rank_cd: with an OR query every
+    occurrence of any term is a cover, so a passage repeating one common word ("commit")
+    outranked one holding several of the question's words (the eval: full-text recall@5
+    0.541 against 0.672)."""
     terms = query_terms(query)
     if not terms or not collection_ids:
         return []
@@ -60,24 +79,40 @@ def fulltext_search(query: str, collection_ids: list[int], *, limit: int = CANDI
             "SELECT p.id FROM knowledge_passage_fts f"
             " JOIN knowledge_passage p ON p.id = f.rowid"
             f" WHERE knowledge_passage_fts MATCH %s AND p.collection_id IN ({marks})"
-            " ORDER BY bm25(knowledge_passage_fts) LIMIT %s"
+            " ORDER BY bm25(knowledge_passage_fts, %s, 1.0) LIMIT %s"
         )
-        params = [match, *collection_ids, limit]
+        params = [match, *collection_ids, HEADING_WEIGHT, limit]
     elif connection.vendor == "postgresql":
         # Each term through the same configuration as the index, OR-ed: plainto_tsquery ANDs.
         sql = (
             "WITH q AS (SELECT to_tsquery('english', %s) AS query)"
             " SELECT p.id FROM knowledge_passage p, q"
             " WHERE p.search_vector @@ q.query AND p.collection_id = ANY(%s)"
-            " ORDER BY ts_rank_cd(p.search_vector, q.query, 1) DESC, p.id LIMIT %s"
+            " ORDER BY ts_rank(%s::float4[], p.search_vector, q.query, 1) DESC, p.id"
+            " LIMIT %s"
         )
         lexemes = " | ".join("'" + term.replace("'", "''") + "'" for term in terms)
-        params = [lexemes, list(collection_ids), limit]
+        params = [lexemes, list(collection_ids), _pg_weights(), limit]
     else:  # pragma: no cover
         raise NotImplementedError(connection.vendor)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return [row[0] for row in cursor.fetchall()]
+
+
+def _pg_weights() -> list[float]:
+    """ts_rank's weights {D, C, B, A}: the body is D (0.1, the default), the heading path A
+    (knowledge/migrations/0004_passage_search_heading.py); C and B are unused."""
+    return [0.1, 0.1, 0.1, 0.1 * PG_HEADING_WEIGHT]
+
+
+def unreadable_script(query: str, collection_ids: list[int]) -> bool:
+    """Whether the question is written in a script (CJK) none of whose words the collections'
+    full-text index holds: a Chinese question over English documents. Its full-text matches
+    are then only its stray Latin words ("git"), noise that fusion would mix into the vector
+    ranking, which reads across languages."""
+    cjk = [term for term in query_terms(query) if has_cjk(term)]
+    return bool(cjk) and not fulltext_search(" ".join(cjk), collection_ids, limit=1)
 
 
 def vector_search(query: str, collection_ids: list[int], *, limit: int = CANDIDATES) -> list[int]:
@@ -89,13 +124,60 @@ def vector_search(query: str, collection_ids: list[int], *, limit: int = CANDIDA
     return nearest(query[:MAX_QUERY_CHARS], collection_ids, limit=limit)
 
 
-def fuse(rankings: list[list[int]], *, k: int = RRF_K) -> list[tuple[int, float]]:
-    """Reciprocal rank fusion: score = sum of 1 / (k + rank) over the rankings."""
+def fuse(
+    rankings: list[list[int]], *, k: int | None = None, weights: list[float] | None = None
+) -> list[tuple[int, float]]:
+    """Reciprocal rank fusion: score = sum of weight / (k + rank) over the rankings (k is
+    RRF_K, weights 1.0, unless given)."""
+    k = RRF_K if k is None else k
     scores: dict[int, float] = {}
-    for ranking in rankings:
+    for index, ranking in enumerate(rankings):
+        weight = weights[index] if weights else 1.0
         for rank, passage_id in enumerate(ranking, start=1):
-            scores[passage_id] = scores.get(passage_id, 0.0) + 1.0 / (k + rank)
+            scores[passage_id] = scores.get(passage_id, 0.0) + weight / (k + rank)
     return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+
+
+def sections_of(passage_ids: list[int]) -> dict[int, tuple[int, str]]:
+    """Each passage's section: (document id, heading path)."""
+    return {
+        pid: (document_id, section)
+        for pid, document_id, section in Passage.objects.filter(pk__in=passage_ids).values_list(
+            "id", "document_id", "section"
+        )
+    }
+
+
+def diversify(
+    ranked: list[tuple[int, float]],
+    *,
+    limit: int,
+    per_section: int | None = None,
+    sections: dict[int, tuple[int, str]] | None = None,
+) -> list[tuple[int, float]]:
+    """The first `limit` of `ranked` taking at most `per_section` passages of one section
+    (document + heading path) before passages of other sections; the passages held back fill
+    the places left, in their order. A man page's OPTIONS section spans many passages that
+    all share a question's words; the section that answers may be the next one.
+    `per_section` is MAX_PER_SECTION unless given; 0 keeps the order as it is."""
+    per_section = MAX_PER_SECTION if per_section is None else per_section
+    if per_section <= 0:
+        return ranked[:limit]
+    if sections is None:
+        sections = sections_of([pid for pid, _ in ranked])
+    taken: list[tuple[int, float]] = []
+    held: list[tuple[int, float]] = []
+    counts: dict[tuple, int] = {}
+    for item in ranked:
+        key = sections.get(item[0], item[0])
+        if counts.get(key, 0) < per_section:
+            counts[key] = counts.get(key, 0) + 1
+            taken.append(item)
+            if len(taken) == limit:
+                return taken
+        else:
+            held.append(item)
+    return (taken + held)[:limit]
 
 
 def hybrid_search(
@@ -111,11 +193,17 @@ def hybrid_search(
         except EmbeddingsUnavailable as exc:
             # The question cannot be embedded (the server is down): full-text alone answers.
             logger.warning("knowledge: vector search skipped: %s", exc)
+    if text_ids and vector_ids and unreadable_script(query, collection_ids):
+        text_ids = []  # only stray words matched: the vectors answer alone
     text_rank = {pid: r for r, pid in enumerate(text_ids, start=1)}
     vector_rank = {pid: r for r, pid in enumerate(vector_ids, start=1)}
-    fused = fuse([ranking for ranking in (text_ids, vector_ids) if ranking])
+    pairs = [(ids, w) for ids, w in ((text_ids, FULLTEXT_WEIGHT), (vector_ids, 1.0)) if ids]
+    rankings, weights = [ids for ids, _ in pairs], [w for _, w in pairs]
+    fused = fuse(rankings, weights=weights)
+    sections = sections_of([pid for pid, _ in fused])
     return [
-        Hit(pid, score, text_rank.get(pid), vector_rank.get(pid)) for pid, score in fused[:limit]
+        Hit(pid, score, text_rank.get(pid), vector_rank.get(pid))
+        for pid, score in diversify(fused, limit=limit, sections=sections)
     ]
 
 

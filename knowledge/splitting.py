@@ -215,6 +215,11 @@ def split_document(
     return pieces
 
 
+def has_cjk(text: str) -> bool:
+    """Whether the text holds a character of a script written without spaces (CJK)."""
+    return _CJK.search(text) is not None
+
+
 def search_form(text: str) -> str:
     """The text as the full-text index reads it (documents and queries alike): runs of CJK
     characters become overlapping character bigrams ("磁盘已满" -> "磁盘 盘已 已满"), a lone
