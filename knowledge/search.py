@@ -20,7 +20,7 @@ from knowledge.models import Passage
 from knowledge.splitting import has_cjk, search_form
 
 logger = logging.getLogger(__name__)
-RRF_K = 60
+RRF_K = 20
 CANDIDATES = 50  # per method, before fusion
 # The full-text weight of a passage's heading path (document title › section) against its
 # body's 1.0: a question's words in a heading say more than the same words in passing.
@@ -33,6 +33,11 @@ PG_HEADING_WEIGHT = 1.5
 MAX_PER_SECTION = 1
 # The full-text ranking's weight in the fusion against the vectors' 1.0.
 FULLTEXT_WEIGHT = 1.0
+# A passage's fused score is lifted by this times the best fused score of its document: the
+# page that answers best brings its other sections up (a man page's NAME line often ranks
+# first while its DESCRIPTION holds the answer). 0 turns it off. Chosen with RRF_K on
+# bench/knowledge_eval.py (docs/BENCHMARKS.md, "Team knowledge"), both halves agreeing.
+DOCUMENT_WEIGHT = 2.0
 MAX_QUERY_CHARS = 1000
 MAX_TERMS = 48
 # Words that match nearly every passage: left out of the OR query (ranking would bury them
@@ -201,10 +206,28 @@ def hybrid_search(
     rankings, weights = [ids for ids, _ in pairs], [w for _, w in pairs]
     fused = fuse(rankings, weights=weights)
     sections = sections_of([pid for pid, _ in fused])
+    if DOCUMENT_WEIGHT:
+        fused = document_boost(fused, sections)
     return [
         Hit(pid, score, text_rank.get(pid), vector_rank.get(pid))
         for pid, score in diversify(fused, limit=limit, sections=sections)
     ]
+
+
+def document_boost(
+    fused: list[tuple[int, float]], sections: dict[int, tuple[int, str]]
+) -> list[tuple[int, float]]:
+    """`fused` re-ordered with each passage's score lifted by DOCUMENT_WEIGHT times the best
+    score among its document's passages (a passage whose document is unknown counts alone)."""
+    best: dict[int, float] = {}
+    for pid, score in fused:
+        doc = sections.get(pid, (pid, ""))[0]
+        best[doc] = max(best.get(doc, 0.0), score)
+    boosted = [
+        (pid, score + DOCUMENT_WEIGHT * best[sections.get(pid, (pid, ""))[0]])
+        for pid, score in fused
+    ]
+    return sorted(boosted, key=lambda item: (-item[1], item[0]))
 
 
 def passages_for(hits: list[Hit]) -> list[Passage]:

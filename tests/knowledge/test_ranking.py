@@ -163,3 +163,31 @@ def test_weighted_fusion():
     fused = search.fuse([[1, 2], [2, 1]], k=60, weights=[0.5, 1.0])
     assert [pid for pid, _ in fused] == [2, 1]
     assert fused[0][1] == pytest.approx(0.5 / 62 + 1 / 61)
+
+
+def test_the_best_documents_other_sections_are_lifted():
+    # Fused: a.md's NAME first, then b.md's passage, then a.md's DESCRIPTION.
+    first, (name, description) = collection_of(
+        [("git-stash(1) › NAME", "n"), ("git-stash(1) › DESCRIPTION", "d")], path="a.md"
+    )
+    second, (other,) = collection_of([("git-revert(1) › DESCRIPTION", "r")], path="b.md")
+    fused = [(name, 0.05), (other, 0.04), (description, 0.03)]
+    sections = search.sections_of([name, other, description])
+    boosted = search.document_boost(fused, sections)
+    assert [pid for pid, _ in boosted] == [name, description, other]
+    assert boosted[1][1] == pytest.approx(0.03 + search.DOCUMENT_WEIGHT * 0.05)
+
+
+def test_hybrid_search_lifts_the_best_documents_sections(monkeypatch):
+    first, (name, description) = collection_of(
+        [("git-stash(1) › NAME", "stash"), ("git-stash(1) › DESCRIPTION", "record state")],
+        path="a.md",
+    )
+    second, (other,) = collection_of([("git-revert(1) › DESCRIPTION", "revert")], path="b.md")
+    monkeypatch.setattr(search, "fulltext_search", lambda *a, **kw: [name])
+    monkeypatch.setattr(search, "vector_search", lambda *a, **kw: [name, other, description])
+    lifted = hybrid_search("put away changes", [first.pk, second.pk], limit=2)
+    assert [h.passage_id for h in lifted] == [name, description]
+    monkeypatch.setattr(search, "DOCUMENT_WEIGHT", 0.0)
+    plain = hybrid_search("put away changes", [first.pk, second.pk], limit=2)
+    assert [h.passage_id for h in plain] == [name, other]
