@@ -20,13 +20,12 @@ from memory.services import (
     ReviewNotAllowed,
     ReviewStale,
     Status,
-    _audit,
-    _clear_proposal,
     book_usage,
     memory_expire_proposals,
     normalise_text,
     scan_book_after,
 )
+from memory.services.books import _audit, _clear_proposal
 
 
 def memory_review(

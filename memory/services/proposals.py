@@ -1,167 +1,42 @@
-"""Every write to memory: proposals from the agent, decisions by people, expiry, moves.
+"""Proposals from the agent: add, replace or remove one entry of a book (`memory_propose`).
 
-Each status change happens here, under a row lock on the book (or the entry), with its
-audit event written in the same transaction. Nothing is stored before the scanner passed
-it, and a book never holds more than its budget of live text (approved entries plus
-pending additions), even when two writes race.
+Nothing is stored before the scanner passed it, and a book never holds more than its budget
+of live text (approved entries plus pending additions), even when two writes race: every
+change happens under a row lock on the book, with its audit event in the same transaction.
 """
 
 import logging
-from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.utils import timezone
 
-from chats.agent.registry import ORIGIN_CHAT, ORIGIN_REVIEW
-from chats.models import Actor, Chat, Message
+from chats.agent.registry import ORIGIN_REVIEW
 from hermes_site.scanning import scan_book, scan_text
 from memory import policy
 from memory.audience import Audience, chat_audience, entry_shown, proposal_shown, readers_may_see
-from memory.expiry import expired_tell_chats
 from memory.models import MemoryBook, MemoryEntry, MemoryEvent, Scope, Visibility
+from memory.services.books import (
+    LIVE,
+    Author,
+    Change,
+    Kind,
+    Outcome,
+    Status,
+    _audit,
+    _duplicate_of,
+    _key,
+    _touch,
+    book_usage,
+    entry_cost,
+    normalise_text,
+)
+from memory.services.housekeeping import memory_expire_proposals
 from memory.signals import proposal_created
 from memory.sources import file_source_refusal, merged_sources
 
 logger = logging.getLogger(__name__)
-
-Status = MemoryEntry.Status
-Change = MemoryEntry.Change
-Kind = MemoryEvent.Kind
-LIVE = (Status.ACTIVE, Status.PENDING)
-MAX_AUDIT_TEXT = 4000
-EXPIRE_BATCH = 500  # proposals one expiry run handles at most; the rest, the next run
-
-
-class ReviewNotAllowed(PermissionError):
-    """The person (or actor) may not decide this entry."""
-
-
-class ReviewConflict(Exception):
-    """The entry has nothing waiting for a decision any more (decided, expired, gone)."""
-
-
-STALE_MESSAGE = "This proposal changed after you saw it: review the new text"
-
-
-class ReviewStale(ReviewConflict):
-    """The proposal changed after the reviewer saw it (another revision); nothing changed."""
-
-    def __init__(self, message: str = STALE_MESSAGE):
-        super().__init__(message)
-
-
-class ReviewInvalid(ValueError):
-    """An edit made while approving was refused (scanner or budget); nothing changed."""
-
-
-# --- Books ---------------------------------------------------------------------------------
-
-
-def memory_book(
-    *, scope: str, chat: Chat | None = None, person=None, actor: Actor | None = None
-) -> MemoryBook:
-    """The book of one scope instance, created once even under races.
-
-    A user book belongs to the Person when the actor is linked to one, else to the actor."""
-    if scope == Scope.TEAM:
-        lookup = {"scope": scope}
-    elif scope == Scope.CHAT:
-        if chat is None:
-            raise ValueError("a chat book needs a chat")
-        lookup = {"scope": scope, "chat": chat}
-    elif scope == Scope.USER:
-        if person is None and actor is not None and actor.person_id is not None:
-            person = actor.person
-        if person is not None:
-            lookup = {"scope": scope, "person": person}
-        elif actor is not None:
-            lookup = {"scope": scope, "actor": actor}
-        else:
-            raise ValueError("a user book needs a person or an actor")
-    else:
-        raise ValueError(f"unknown scope {scope!r}")
-    try:
-        book, _ = MemoryBook.objects.get_or_create(**lookup)
-    except IntegrityError:
-        book = MemoryBook.objects.get(**lookup)
-    return book
-
-
-@dataclass(frozen=True)
-class Usage:
-    used: int
-    budget: int
-
-    @property
-    def percent(self) -> int:
-        return round(100 * self.used / self.budget) if self.budget else 100
-
-    def __str__(self) -> str:
-        return f"{self.percent} % of {self.budget:,} chars"
-
-
-def entry_cost(entry: MemoryEntry) -> int:
-    """Characters an entry takes from its book's budget (a pending replacement may grow it)."""
-    if entry.status not in LIVE:
-        return 0
-    cost = len(entry.text)
-    if entry.pending_change == Change.REPLACE:
-        cost = max(cost, len(entry.proposed_text))
-    return cost
-
-
-def book_usage(book: MemoryBook, entries: list[MemoryEntry] | None = None) -> Usage:
-    """Live characters of `book` against its budget."""
-    if entries is None:
-        entries = list(book.entries.filter(status__in=LIVE))
-    return Usage(sum(entry_cost(entry) for entry in entries), book.budget)
-
-
-# --- Proposals from the agent ------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Author:
-    """Who asked for a change, and where: the turn's trigger in an agent write."""
-
-    actor: Actor | None = None
-    person: object = None
-    chat: Chat | None = None
-    message: Message | None = None
-    via: str = MemoryEvent.Via.AGENT
-    asked: bool = False  # the subject explicitly asked for this change in this turn
-    origin: str = ORIGIN_CHAT  # ORIGIN_REVIEW: a background review, whose writes always wait
-    review_id: int | None = None  # that review (linked from the proposal)
-    # What the change drew on besides messages' text (files: chats.work_sources); it decides
-    # where the change may land (memory.sources) and is kept on the entry and its events.
-    sources: tuple = ()
-
-
-@dataclass
-class Outcome:
-    """What a proposal did, in words the model can act on."""
-
-    code: str  # saved, pending, removed, duplicate, overflow, ambiguous, not_found, blocked,
-    # busy (a change waits on it), not_yours (someone else's proposal), invalid
-    message: str
-    entry: MemoryEntry | None = None
-    usage: Usage | None = None
-    findings: list = field(default_factory=list)
-
-    @property
-    def stored(self) -> bool:
-        return self.code in ("saved", "pending", "removed")
-
-
-def normalise_text(text: str) -> str:
-    """One line, single spaces: entries are short declarative facts, not documents."""
-    return " ".join(str(text or "").split())
-
-
-def _key(text: str) -> str:
-    return normalise_text(text).casefold().rstrip(".。!！ ")
 
 
 def _lock(book: MemoryBook) -> list[MemoryEntry]:
@@ -180,47 +55,6 @@ def _listing(entries: list[MemoryEntry], audience: Audience | None = None) -> st
     if not entries:
         return "(no entries)"
     return "\n".join(f"{n}. {_line(entry, audience)}" for n, entry in enumerate(entries, 1))
-
-
-def _audit(
-    *,
-    book: MemoryBook,
-    entry: MemoryEntry | None,
-    kind: str,
-    author: Author | None = None,
-    person=None,
-    actor: Actor | None = None,
-    via: str | None = None,
-    change: str = "",
-    before: str = "",
-    after: str = "",
-    detail: dict | None = None,
-) -> MemoryEvent:
-    return MemoryEvent.objects.create(
-        book=book,
-        entry=entry,
-        kind=kind,
-        change=change,
-        via=via or (author.via if author else MemoryEvent.Via.SYSTEM),
-        actor=actor if actor is not None else (author.actor if author else None),
-        person=person if person is not None else (author.person if author else None),
-        before=before[:MAX_AUDIT_TEXT],
-        after=after[:MAX_AUDIT_TEXT],
-        source_chat=author.chat if author else None,
-        source_message=author.message if author else None,
-        detail=_with_sources(detail, author),
-    )
-
-
-def _with_sources(detail: dict | None, author: Author | None) -> dict:
-    """An event's detail, with the files the change drew on when it drew on any: by id only
-    (the audit is shown in the admin to staff, who may not read the file's chat)."""
-    detail = dict(detail or {})
-    if author is not None and author.sources:
-        detail["sources"] = [
-            {"kind": source.get("kind"), "id": source.get("id")} for source in author.sources
-        ]
-    return detail
 
 
 def _person_of(author: Author):
@@ -485,18 +319,6 @@ def _find(entries: list[MemoryEntry], match: str) -> list[MemoryEntry]:
     return [entry for entry in entries if folded and folded in _key(entry.text)]
 
 
-def _duplicate_of(entries: list[MemoryEntry], content: str, skip=None) -> MemoryEntry | None:
-    key = _key(content)
-    for entry in entries:
-        if entry is skip:
-            continue
-        if _key(entry.text) == key or (
-            entry.pending_change == Change.REPLACE and _key(entry.proposed_text) == key
-        ):
-            return entry
-    return None
-
-
 def _overflow(book, shown, usage, needed: int, audience) -> Outcome:
     return Outcome(
         "overflow",
@@ -554,11 +376,6 @@ def _add(book, shown, usage, author: Author, content, visibility, audience) -> O
         )
     _audit(book=book, entry=entry, kind=Kind.AUTO_APPROVED, author=author, change="add")
     return Outcome("saved", f"Saved to {book} — {usage}.", entry=entry, usage=usage)
-
-
-def _touch(entry: MemoryEntry, now) -> None:
-    entry.updated_at = now
-    entry.revision += 1
 
 
 def _replace(book, shown, usage, author: Author, target, content, audience) -> Outcome:
@@ -712,126 +529,3 @@ def _approver(book: MemoryBook) -> str:
     if book.scope == Scope.TEAM:
         return "a reviewer"
     return "a chat owner or admin"
-
-
-# --- Removals and housekeeping ------------------------------------------------------------
-
-
-def _clear_proposal(entry: MemoryEntry, now) -> None:
-    entry.pending_change = Change.NONE
-    entry.proposed_text = ""
-    entry.proposal_expires_at = None
-    _touch(entry, now)
-
-
-def memory_forget(
-    *, entry_id: int, person=None, actor: Actor | None = None, via: str = MemoryEvent.Via.DASHBOARD
-) -> MemoryEntry:
-    """Remove an entry at once, as someone entitled to decide its book (a person deleting
-    what the agent holds about them, a reviewer in the admin). Audited; kept for the trail."""
-    reviewer = person if person is not None else (actor.person if actor else None)
-    with transaction.atomic():
-        entry = (
-            MemoryEntry.objects.select_for_update(of=("self",))
-            .select_related("book", "book__actor")
-            .filter(pk=entry_id)
-            .first()
-        )
-        if entry is None or not policy.may_review(entry.book, person=person, actor=actor):
-            raise ReviewNotAllowed("you may not remove this memory entry")
-        if entry.status not in LIVE:
-            raise ReviewConflict(f"this entry is {entry.get_status_display().lower()} already")
-        _audit(
-            book=entry.book,
-            entry=entry,
-            kind=Kind.REMOVED,
-            person=reviewer,
-            actor=actor,
-            via=via,
-            change="remove",
-            before=entry.text,
-        )
-        entry.status = Status.REMOVED
-        _clear_proposal(entry, timezone.now())
-        entry.save()
-        return entry
-
-
-def memory_expire_proposals(
-    *, entry_ids: list[int] | None = None, book: MemoryBook | None = None, now=None
-) -> int:
-    """Expire every proposal past its time (only those in `entry_ids` or `book`, if given; at
-    most EXPIRE_BATCH a call, the oldest first): an addition becomes expired, a replacement or
-    removal is dropped, each audited; then the chat each was made in gets one notice that
-    names none of them (memory.expiry). Returns how many expired."""
-    now = now or timezone.now()
-    due = MemoryEntry.objects.exclude(pending_change="").filter(proposal_expires_at__lte=now)
-    if entry_ids is not None:
-        due = due.filter(pk__in=entry_ids)
-    if book is not None:
-        due = due.filter(book=book)
-    count = 0
-    told: dict[int, list[int]] = {}  # chat the proposal was made in → entries expired there
-    ids = due.order_by("proposal_expires_at", "id").values_list("pk", flat=True)[:EXPIRE_BATCH]
-    for entry_id in list(ids):
-        with transaction.atomic():
-            entry = (
-                MemoryEntry.objects.select_for_update()
-                .filter(pk=entry_id, proposal_expires_at__lte=now)
-                .exclude(pending_change="")
-                .first()
-            )
-            if entry is None:
-                continue
-            change = entry.pending_change
-            _audit(
-                book=entry.book,
-                entry=entry,
-                kind=Kind.EXPIRED,
-                via=MemoryEvent.Via.SYSTEM,
-                change=change,
-                after=entry.proposed_text if change == Change.REPLACE else entry.text,
-            )
-            if change == Change.ADD:
-                entry.status = Status.EXPIRED
-            if entry.proposal_chat_id is not None:
-                told.setdefault(entry.proposal_chat_id, []).append(entry.pk)
-            _clear_proposal(entry, now)
-            entry.save()
-            count += 1
-    expired_tell_chats(told)
-    return count
-
-
-def memory_adopt_actor_book(*, actor: Actor, person) -> int:
-    """Move what was remembered about an unlinked actor into its Person's book (after a
-    link), audited per entry; duplicates of the Person's entries are dropped. Returns moved."""
-    with transaction.atomic():
-        source = MemoryBook.objects.filter(scope=Scope.USER, actor=actor).first()
-        if source is None:
-            return 0
-        target = memory_book(scope=Scope.USER, person=person)
-        MemoryBook.objects.select_for_update().filter(pk__in=[source.pk, target.pk]).count()
-        existing = list(target.entries.filter(status__in=LIVE))
-        moved = 0
-        for entry in source.entries.filter(status__in=LIVE).order_by("id"):
-            duplicate = _duplicate_of(existing, entry.text)
-            _audit(
-                book=target,
-                entry=entry,
-                kind=Kind.MOVED,
-                via=MemoryEvent.Via.SYSTEM,
-                person=person,
-                actor=actor,
-                before=entry.text,
-                detail={"from_book": source.pk, "to_book": target.pk, "duplicate": bool(duplicate)},
-            )
-            entry.book = target
-            _touch(entry, timezone.now())
-            if duplicate is not None:
-                entry.status = Status.REMOVED
-                _clear_proposal(entry, timezone.now())
-            entry.save()
-            existing.append(entry)
-            moved += 1
-        return moved
