@@ -13,6 +13,7 @@ from django.db import connection
 from knowledge.embeddings import EmbeddingsUnavailable
 from knowledge.models import Passage
 from knowledge.splitting import search_form
+from knowledge.term_stats import select_terms
 
 logger = logging.getLogger(__name__)
 RRF_K = 60
@@ -53,16 +54,24 @@ def fulltext_search(query: str, collection_ids: list[int], *, limit: int = CANDI
     terms = query_terms(query)
     if not terms or not collection_ids:
         return []
+    # Common terms out when rarer ones exist, or all required (knowledge.term_stats).
+    selection = select_terms(terms)
+    terms = selection.terms
     if connection.vendor == "sqlite":
-        match = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+        match = (" AND " if selection.require_all else " OR ").join(
+            '"' + term.replace('"', '""') + '"' for term in terms
+        )
         marks = ",".join("%s" for _ in collection_ids)
+        # The collection filter reads the small (collection, id) index, not each matching
+        # passage's row (half the time at 200,000 passages: docs/BENCHMARKS.md).
         sql = (
             "SELECT p.id FROM knowledge_passage_fts f"
-            " JOIN knowledge_passage p ON p.id = f.rowid"
-            f" WHERE knowledge_passage_fts MATCH %s AND p.collection_id IN ({marks})"
+            " JOIN knowledge_passage p INDEXED BY knowledge_passage_coll"
+            f" ON p.collection_id IN ({marks}) AND p.id = f.rowid"
+            " WHERE knowledge_passage_fts MATCH %s"
             " ORDER BY bm25(knowledge_passage_fts) LIMIT %s"
         )
-        params = [match, *collection_ids, limit]
+        params = [*collection_ids, match, limit]
     elif connection.vendor == "postgresql":
         # Each term through the same configuration as the index, OR-ed: plainto_tsquery ANDs.
         sql = (
@@ -71,7 +80,9 @@ def fulltext_search(query: str, collection_ids: list[int], *, limit: int = CANDI
             " WHERE p.search_vector @@ q.query AND p.collection_id = ANY(%s)"
             " ORDER BY ts_rank_cd(p.search_vector, q.query, 1) DESC, p.id LIMIT %s"
         )
-        lexemes = " | ".join("'" + term.replace("'", "''") + "'" for term in terms)
+        lexemes = (" & " if selection.require_all else " | ").join(
+            "'" + term.replace("'", "''") + "'" for term in terms
+        )
         params = [lexemes, list(collection_ids), limit]
     else:  # pragma: no cover
         raise NotImplementedError(connection.vendor)
