@@ -300,6 +300,40 @@ def search_times(collection_id: int, questions: list[str]) -> dict[str, tuple[fl
     return figures
 
 
+def search_again(args) -> None:
+    """--reuse: `--runs` passes of fresh questions over the database's collection 'Bench';
+    each pass's p50 / p95, and their medians."""
+    import statistics
+
+    os.environ.setdefault("KNOWLEDGE_EMBEDDINGS_THREADS", "1")
+    setup_django(args.reuse)
+    from django.db import connection
+
+    from knowledge.models import Collection, Passage
+
+    collection = Collection.objects.get(name="Bench")
+    passages = Passage.objects.filter(collection=collection).count()
+    print(f"machine: {machine_info()}")
+    print(f"database: {connection.vendor}, {passages:,} passages, "
+          f"{database_size_mb(args.reuse):.0f} MB")  # fmt: skip
+    runs: dict[str, list] = {}
+    for run in range(args.runs):
+        corpus = Corpus()
+        corpus.random.seed(1000 + run)  # each pass its own questions
+        questions = [corpus.question() for _ in range(args.queries)]
+        for mode, figures in search_times(collection.pk, questions).items():
+            runs.setdefault(mode, []).append(figures)
+        print(f"pass {run + 1}: load average {os.getloadavg()[0]:.1f}", flush=True)
+    rows = []
+    for mode, figures in runs.items():
+        each = " · ".join(f"{p50:.1f} / {p95:.1f}" for p50, p95 in figures)
+        p50 = statistics.median(f[0] for f in figures)
+        p95 = statistics.median(f[1] for f in figures)
+        rows.append([f"{passages:,}", mode, f"{p50:.1f}", f"{p95:.1f}", each])
+    print(markdown_table(["passages", "search", "median p50 ms", "median p95 ms", "runs"], rows))
+    print(f"peak RSS {peak_rss_mb():.0f} MB")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--database-url", default=None)
@@ -308,7 +342,17 @@ def main() -> None:
     parser.add_argument("--embed-sample", type=int, default=300)
     parser.add_argument("--big", type=int, default=200_000)
     parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument(
+        "--reuse",
+        metavar="URL",
+        help="measure search only, --runs times, on a database an earlier run filled (its "
+        "collection 'Bench'; e.g. one built with add_passages and kept)",
+    )
+    parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
+    if args.reuse:
+        search_again(args)
+        return
     os.environ.setdefault("KNOWLEDGE_EMBEDDINGS_THREADS", "1")
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as knowledge.embeddings sets it
     corpus = Corpus()
