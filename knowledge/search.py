@@ -13,7 +13,7 @@ from django.db import connection
 from knowledge.embeddings import EmbeddingsUnavailable
 from knowledge.models import Passage
 from knowledge.splitting import search_form
-from knowledge.term_stats import SCORED_PASSAGES, select_terms
+from knowledge.term_stats import scored_passages, select_terms
 
 logger = logging.getLogger(__name__)
 RRF_K = 60
@@ -75,7 +75,7 @@ def fulltext_search(query: str, collection_ids: list[int], *, limit: int = CANDI
     elif connection.vendor == "postgresql":
         # Each term through the same configuration as the index, OR-ed: plainto_tsquery ANDs.
         # ts_rank_cd reads each match's stored tsvector (its row, often its TOAST): at most
-        # SCORED_PASSAGES matches are ranked (the pruned terms rarely hold more).
+        # scored_passages() matches are ranked (the kept terms rarely hold more).
         sql = (
             "WITH q AS (SELECT to_tsquery('english', %s) AS query),"
             " c AS (SELECT p.id, p.search_vector FROM knowledge_passage p, q"
@@ -86,7 +86,7 @@ def fulltext_search(query: str, collection_ids: list[int], *, limit: int = CANDI
         lexemes = (" & " if selection.require_all else " | ").join(
             "'" + term.replace("'", "''") + "'" for term in terms
         )
-        params = [lexemes, list(collection_ids), SCORED_PASSAGES, limit]
+        params = [lexemes, list(collection_ids), scored_passages(), limit]
     else:  # pragma: no cover
         raise NotImplementedError(connection.vendor)
     with connection.cursor() as cursor:

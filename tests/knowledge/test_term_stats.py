@@ -17,6 +17,7 @@ pytestmark = pytest.mark.django_db
 def small_limits(monkeypatch):
     """A budget of 5 passages, so that a handful of passages shows the rule."""
     monkeypatch.setattr(term_stats, "SCORED_PASSAGES", 5)
+    monkeypatch.setattr(term_stats, "SCORED_PASSAGES_POSTGRESQL", 5)
 
 
 def archive(texts: list[str], name: str = "Archive"):
