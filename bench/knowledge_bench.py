@@ -14,8 +14,11 @@
 3. **Search at that size**: `--queries` questions (words drawn from the corpus), each
    searched full-text only, vectors only (the real model embeds the question) and hybrid;
    p50 and p95 in ms.
-4. **Search alone at `--big` passages**: more passages inserted directly (text and int8-able
-   vectors), then the same searches.
+4. **Search at `--big` passages**: more passages inserted directly (text and stand-in
+   vectors; on PostgreSQL by COPY, the HNSW index built once after the load), then the same
+   searches. Each vector and hybrid search is timed twice: with the question embedded by the
+   model, and alone (the questions' vectors made beforehand), so the figures hold whichever
+   embeddings model is in use.
 
 Synthetic documents: Markdown with headings, sentences from a Zipf vocabulary of 20,000
 words (English-like) with Chinese sentences mixed in. Medians of the figures belong in
@@ -165,14 +168,19 @@ def index_documents(corpus: Corpus, collection, docs: int, per_doc: int) -> tupl
 
 
 def add_passages(corpus: Corpus, collection, target: int) -> int:
-    """Insert passages directly (one document per 1,000) until the collection has `target`."""
-    from django.db import transaction
+    """Insert passages directly (one document per 1,000) until the collection has `target`.
+    PostgreSQL: rows COPied with their pgvector column (the write path's UPDATE afterwards
+    would store every row twice until vacuum), the HNSW index dropped during the load and
+    built once after it (inserting into it one row at a time ran at ~8k passages/min)."""
+    from django.db import connection, transaction
 
     from knowledge.embeddings import LOCAL_MODEL_NAME
-    from knowledge.indexing import passage_search_text, write_pgvector
+    from knowledge.indexing import passage_search_text
     from knowledge.models import Document, Passage
 
     have = Passage.objects.filter(collection=collection).count()
+    postgresql = connection.vendor == "postgresql"
+    index_sql = _drop_hnsw() if postgresql and have < target else None
     number = 0
     while have < target:
         batch = min(1000, target - have)
@@ -183,53 +191,147 @@ def add_passages(corpus: Corpus, collection, target: int) -> int:
                 collection=collection, path=f"bulk/{number:05d}.md", source="folder",
                 state="ready",
             )  # fmt: skip
-            created = Passage.objects.bulk_create(
-                Passage(
-                    document=document,
-                    collection=collection,
-                    ordinal=i,
-                    section=f"Bulk {i}",
-                    text=text,
-                    search_text=passage_search_text(f"Bulk {i}", text),
-                    token_count=200,
-                    embedding=vector,
-                    embedding_model=LOCAL_MODEL_NAME,
-                )  # fmt: skip
+            rows = [
+                (i, f"Bulk {i}", text, passage_search_text(f"Bulk {i}", text), vector)
                 for i, (text, vector) in enumerate(zip(texts, vectors, strict=True))
-            )
-            write_pgvector([(p.pk, p.embedding) for p in created])
+            ]
+            if postgresql:
+                _copy_passages(document, rows, LOCAL_MODEL_NAME)
+            else:
+                Passage.objects.bulk_create(
+                    Passage(
+                        document=document,
+                        collection=collection,
+                        ordinal=i,
+                        section=section,
+                        text=text,
+                        search_text=search_text,
+                        token_count=200,
+                        embedding=vector,
+                        embedding_model=LOCAL_MODEL_NAME,
+                    )  # fmt: skip
+                    for i, section, text, search_text, vector in rows
+                )
         have += batch
         number += 1
+    if index_sql:
+        started = time.perf_counter()
+        with connection.cursor() as cursor:
+            cursor.execute("SET maintenance_work_mem = '1GB'")
+            cursor.execute(index_sql)
+            cursor.execute("RESET maintenance_work_mem")
+            cursor.execute("ANALYZE knowledge_passage")
+        print(f"HNSW index built in {time.perf_counter() - started:.0f} s (then ANALYZE)")
     return have
 
 
-def search_times(collection_id: int, questions: list[str]) -> dict[str, tuple[float, float]]:
+def _drop_hnsw() -> str | None:
+    """Drop pgvector's HNSW index; its CREATE statement (to build it again), or None."""
     from django.db import connection
 
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'knowledge_passage_hnsw'")
+        row = cursor.fetchone()
+        if row:
+            cursor.execute("DROP INDEX knowledge_passage_hnsw")
+    return row[0] if row else None
+
+
+def _copy_passages(document, rows: list, model_name: str) -> None:
+    """COPY passages with both vector columns (float32 bytes and pgvector's text form)."""
+    import numpy as np
+    from django.db import connection
+
+    columns = (
+        "document_id, collection_id, ordinal, section, text, search_text, token_count,"
+        " embedding, embedding_model, embedding_vec"
+    )
+    statement = f"COPY knowledge_passage ({columns}) FROM STDIN"
+    with connection.cursor() as cursor, cursor.cursor.copy(statement) as copy:
+        for i, section, text, search_text, vector in rows:
+            values = np.frombuffer(vector, dtype="<f4")
+            literal = "[" + ",".join(f"{x:.6f}" for x in values.tolist()) + "]"
+            copy.write_row((
+                document.pk, document.collection_id, i, section, text, search_text, 200,
+                vector, model_name, literal,
+            ))  # fmt: skip
+
+
+def search_times(collection_id: int, questions: list[str]) -> dict[str, tuple[float, float]]:
+    """p50 / p95 ms of each search, the question embedded by the model; then the same searches
+    with the questions' vectors made beforehand (the search alone, whatever the model)."""
+    from django.db import connection
+
+    from knowledge import term_stats
     from knowledge.embeddings import embedder
     from knowledge.search import hybrid_search
-    from knowledge.vectors import collection_matrix
+    from knowledge.vectors import collection_index
 
     model = embedder()
     if connection.vendor == "sqlite":
-        collection_matrix(collection_id, model.name)  # the per-process index, built once
+        collection_index(collection_id, model.name)  # the per-process index, built once
     hybrid_search(questions[0], [collection_id])  # warm
     figures = {}
-    for mode in ("fulltext", "vector", "hybrid"):
-        times = []
-        for question in questions:
-            started = time.perf_counter()
-            hybrid_search(question, [collection_id], limit=5, mode=mode)
-            times.append((time.perf_counter() - started) * 1000)
-        figures[mode] = (percentile(times, 50), percentile(times, 95))
+
+    def measure(label: str) -> None:
+        for mode in ("fulltext", "vector", "hybrid"):
+            if label and mode == "fulltext":
+                continue  # no embedding in it: measured once
+            term_stats.forget()  # each pass counts its questions' terms afresh
+            times = []
+            for question in questions:
+                started = time.perf_counter()
+                hybrid_search(question, [collection_id], limit=5, mode=mode)
+                times.append((time.perf_counter() - started) * 1000)
+            figures[mode + label] = (percentile(times, 50), percentile(times, 95))
+
+    measure("")
     started = time.perf_counter()
-    for question in questions:
-        model.query(question)
-    figures["question embedding alone"] = (
+    made = {question: model.query(question) for question in questions}
+    figures["question embedding alone (mean)"] = (
         (time.perf_counter() - started) * 1000 / len(questions),
         float("nan"),
     )
+    model.query = made.__getitem__  # the questions' vectors made beforehand
+    try:
+        measure(", search alone")
+    finally:
+        del model.query
     return figures
+
+
+def search_again(args) -> None:
+    """--reuse: `--runs` passes of fresh questions over the database's collection 'Bench';
+    each pass's p50 / p95, and their medians."""
+    import statistics
+
+    os.environ.setdefault("KNOWLEDGE_EMBEDDINGS_THREADS", "1")
+    setup_django(args.reuse)
+    from django.db import connection
+
+    from knowledge.models import Collection, Passage
+
+    collection = Collection.objects.get(name="Bench")
+    passages = Passage.objects.filter(collection=collection).count()
+    print(f"machine: {machine_info()}")
+    print(f"database: {connection.vendor}, {passages:,} passages, "
+          f"{database_size_mb(args.reuse):.0f} MB")  # fmt: skip
+    runs: dict[str, list] = {}
+    for run in range(args.runs):
+        corpus = Corpus()
+        corpus.random.seed(1000 + run)  # each pass its own questions
+        questions = [corpus.question() for _ in range(args.queries)]
+        for mode, figures in search_times(collection.pk, questions).items():
+            runs.setdefault(mode, []).append(figures)
+        print(f"pass {run + 1}: load average {os.getloadavg()[0]:.1f}", flush=True)
+    rows = []
+    for mode, figures in runs.items():
+        each = " · ".join(f"{p50:.1f} / {p95:.1f}" for p50, p95 in figures)
+        p50 = statistics.median(f[0] for f in figures)
+        p95 = statistics.median(f[1] for f in figures)
+        rows.append([f"{passages:,}", mode, f"{p50:.1f}", f"{p95:.1f}", each])
+    print(markdown_table(["passages", "search", "median p50 ms", "median p95 ms", "runs"], rows))
+    print(f"peak RSS {peak_rss_mb():.0f} MB")
 
 
 def main() -> None:
@@ -240,7 +342,17 @@ def main() -> None:
     parser.add_argument("--embed-sample", type=int, default=300)
     parser.add_argument("--big", type=int, default=200_000)
     parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument(
+        "--reuse",
+        metavar="URL",
+        help="measure search only, --runs times, on a database an earlier run filled (its "
+        "collection 'Bench'; e.g. one built with add_passages and kept)",
+    )
+    parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
+    if args.reuse:
+        search_again(args)
+        return
     os.environ.setdefault("KNOWLEDGE_EMBEDDINGS_THREADS", "1")
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as knowledge.embeddings sets it
     corpus = Corpus()

@@ -18,6 +18,7 @@ from django.db import connection
 from knowledge.embeddings import EmbeddingsUnavailable
 from knowledge.models import Passage
 from knowledge.splitting import has_cjk, search_form
+from knowledge.term_stats import scored_passages, select_terms
 
 logger = logging.getLogger(__name__)
 RRF_K = 20
@@ -77,27 +78,40 @@ def fulltext_search(query: str, collection_ids: list[int], *, limit: int = CANDI
     terms = query_terms(query)
     if not terms or not collection_ids:
         return []
+    # Common terms out when rarer ones exist, or all required (knowledge.term_stats).
+    selection = select_terms(terms)
+    terms = selection.terms
     if connection.vendor == "sqlite":
-        match = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+        match = (" AND " if selection.require_all else " OR ").join(
+            '"' + term.replace('"', '""') + '"' for term in terms
+        )
         marks = ",".join("%s" for _ in collection_ids)
+        # The collection filter reads the small (collection, id) index, not each matching
+        # passage's row (half the time at 200,000 passages: docs/BENCHMARKS.md).
         sql = (
             "SELECT p.id FROM knowledge_passage_fts f"
-            " JOIN knowledge_passage p ON p.id = f.rowid"
-            f" WHERE knowledge_passage_fts MATCH %s AND p.collection_id IN ({marks})"
+            " JOIN knowledge_passage p INDEXED BY knowledge_passage_coll"
+            f" ON p.collection_id IN ({marks}) AND p.id = f.rowid"
+            " WHERE knowledge_passage_fts MATCH %s"
             " ORDER BY bm25(knowledge_passage_fts, %s, 1.0) LIMIT %s"
         )
-        params = [match, *collection_ids, HEADING_WEIGHT, limit]
+        params = [*collection_ids, match, HEADING_WEIGHT, limit]
     elif connection.vendor == "postgresql":
         # Each term through the same configuration as the index, OR-ed: plainto_tsquery ANDs.
+        # ts_rank reads each match's stored tsvector (its row, often its TOAST): at most
+        # scored_passages() matches are ranked (the kept terms rarely hold more).
         sql = (
-            "WITH q AS (SELECT to_tsquery('english', %s) AS query)"
-            " SELECT p.id FROM knowledge_passage p, q"
-            " WHERE p.search_vector @@ q.query AND p.collection_id = ANY(%s)"
-            " ORDER BY ts_rank(%s::float4[], p.search_vector, q.query, 1) DESC, p.id"
+            "WITH q AS (SELECT to_tsquery('english', %s) AS query),"
+            " c AS (SELECT p.id, p.search_vector FROM knowledge_passage p, q"
+            " WHERE p.search_vector @@ q.query AND p.collection_id = ANY(%s) LIMIT %s)"
+            " SELECT c.id FROM c, q"
+            " ORDER BY ts_rank(%s::float4[], c.search_vector, q.query, 1) DESC, c.id"
             " LIMIT %s"
         )
-        lexemes = " | ".join("'" + term.replace("'", "''") + "'" for term in terms)
-        params = [lexemes, list(collection_ids), _pg_weights(), limit]
+        lexemes = (" & " if selection.require_all else " | ").join(
+            "'" + term.replace("'", "''") + "'" for term in terms
+        )
+        params = [lexemes, list(collection_ids), scored_passages(), _pg_weights(), limit]
     else:  # pragma: no cover
         raise NotImplementedError(connection.vendor)
     with connection.cursor() as cursor:

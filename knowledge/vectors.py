@@ -3,25 +3,24 @@
 PostgreSQL: pgvector's cosine distance, through the HNSW index for 384-dimension vectors
 (iterative scans keep the collection filter from starving the result), exact otherwise.
 
-SQLite: this Python's sqlite3 may not load extensions (no sqlite-vec), so an embedded index:
-each collection's vectors of the current model, quantised to int8 (a quarter of float32's
-memory; recall loss measured in docs/BENCHMARKS.md), held per process and scored by numpy
-in chunks. A collection's matrix is rebuilt when its passages change (its newest passage
-id, or its `updated_at`, which every write of passages or vectors bumps).
+SQLite: this Python's sqlite3 may not load extensions (no sqlite-vec), so an embedded index
+(knowledge.vector_index): each collection's vectors of the current model as int8 rows with a
+scale each (a quarter of float32's memory) plus binary codes that pick the rows a big
+collection's search rescores; held per process (recall and time in docs/BENCHMARKS.md). A
+collection's index is rebuilt when its passages change (its newest passage id, or its
+`updated_at`, which every write of passages or vectors bumps).
 """
 
 import threading
 
 from django.db import connection, transaction
 
+from knowledge import vector_index
 from knowledge.embeddings import embedder, numpy_one_thread
 from knowledge.models import Passage
 
-# Rows converted to float32 and scored at a time: small enough to stay in the CPU cache (int8
-# then scores as fast as float32, measured in bench/knowledge_vectors_bench.py).
-CHUNK_ROWS = 4096
 _lock = threading.Lock()
-# collection id -> (model, stamp, ids array, int8 matrix)
+# collection id -> (model, stamp, VectorIndex)
 _cache: dict[int, tuple] = {}
 
 
@@ -102,8 +101,8 @@ LOAD_BATCH = 2000
 
 
 def _load(collection_id: int, model_name: str, stamp: tuple):
-    """The collection's vectors as (ids, int8 matrix), built batch by batch so the peak stays
-    near the int8 matrix itself (a quarter of float32's)."""
+    """The collection's vectors as a VectorIndex, built batch by batch so the peak stays near
+    the int8 matrix itself (a quarter of float32's)."""
     np = numpy_one_thread()
 
     rows = (
@@ -114,14 +113,15 @@ def _load(collection_id: int, model_name: str, stamp: tuple):
         .values_list("id", "embedding")
     )
     ids: list[int] = []
-    blocks = []
+    blocks, scale_blocks = [], []
     batch: list[bytes] = []
 
     def flush() -> None:
         if batch:
             floats = np.frombuffer(b"".join(batch), dtype="<f4").reshape(len(batch), -1)
-            # Unit vectors: components lie in [-1, 1]; 127 levels each.
-            blocks.append(np.clip(np.rint(floats * 127.0), -127, 127).astype(np.int8))
+            block, scales = vector_index.quantise(floats)
+            blocks.append(block)
+            scale_blocks.append(scales)
             batch.clear()
 
     width = None
@@ -136,41 +136,34 @@ def _load(collection_id: int, model_name: str, stamp: tuple):
         if len(batch) >= LOAD_BATCH:
             flush()
     flush()
-    if not blocks:
-        return (model_name, stamp, np.zeros(0, np.int64), np.zeros((0, 1), np.int8))
-    return (model_name, stamp, np.asarray(ids, dtype=np.int64), np.concatenate(blocks))
+    index = vector_index.build(ids, blocks, scale_blocks, (width or 4) // 4)
+    return (model_name, stamp, index)
 
 
-def collection_matrix(collection_id: int, model_name: str):
-    """(ids, int8 matrix) of a collection's vectors of `model_name`, cached per process."""
+def collection_index(collection_id: int, model_name: str) -> vector_index.VectorIndex:
+    """The index of a collection's vectors of `model_name`, cached per process."""
     stamp = _stamp(collection_id, model_name)
     with _lock:
         held = _cache.get(collection_id)
         if held is not None and held[0] == model_name and held[1] == stamp:
-            return held[2], held[3]
+            return held[2]
     loaded = _load(collection_id, model_name, stamp)
     with _lock:
         _cache[collection_id] = loaded
-    return loaded[2], loaded[3]
+    return loaded[2]
 
 
 def _numpy(vector, model_name: str, collection_ids: list[int], limit: int) -> list[int]:
     np = numpy_one_thread()
 
-    query = np.asarray(vector, dtype=np.float32)
     best_ids: list = []
     best_scores: list = []
     for collection_id in collection_ids:
-        ids, matrix = collection_matrix(collection_id, model_name)
-        if len(ids) == 0 or matrix.shape[1] != query.shape[0]:
-            continue
-        for start in range(0, len(ids), CHUNK_ROWS):
-            block = matrix[start : start + CHUNK_ROWS].astype(np.float32)
-            scores = block @ query
-            take = min(limit, len(scores))
-            top = np.argpartition(-scores, take - 1)[:take]
-            best_ids.append(ids[start + top])
-            best_scores.append(scores[top])
+        ids, scores = vector_index.search(
+            collection_index(collection_id, model_name), vector, limit
+        )
+        best_ids.append(ids)
+        best_scores.append(scores)
     if not best_ids:
         return []
     ids = np.concatenate(best_ids)
