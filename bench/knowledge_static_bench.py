@@ -4,7 +4,7 @@ offline model embeds it) and warm (the words in the table, or held by the proces
 corpora, and a question's embedding in ms.
 
     .venv/bin/python bench/knowledge_static_bench.py [--database-url postgres://…]
-        [--synthetic 2000] [--queries 200] [--wordllama]
+        [--synthetic 1000] [--wordllama]
 
 Corpora: Git's manual (the 61 pages of bench/knowledge_eval.py, split as indexing splits
 them; apt-get install git-doc) and the synthetic Zipf corpus of bench/knowledge_bench.py
@@ -59,6 +59,11 @@ def fresh_process() -> None:
     embeddings._cached.clear()
 
 
+def show(row: tuple) -> None:
+    label, state, count, per_second, embedded = row
+    print(f"| {label} | {state} | {count:,} | {per_second:,.1f} | {embedded:,} |", flush=True)
+
+
 def rate(texts: list[str]) -> tuple[float, int]:
     """(passages per second, words the model embedded) for `texts` through the embedder."""
     from knowledge.embeddings import embedder
@@ -96,19 +101,23 @@ def measure(label: str, texts: list[str], questions: list[str], more: list[str] 
     rows = []
     cold, embedded = rate(texts)
     rows.append((label, "cold: empty word table", len(texts), cold, embedded))
+    show(rows[-1])
     fresh_process()
     warm_table, embedded = rate(texts)
     rows.append((label, "warm: words in the table, new process", len(texts), warm_table, embedded))
+    show(rows[-1])
     from knowledge.embeddings import embedder
 
     embedder()._recent.clear()  # the same process, its words held; passages not remembered
     warm_held, embedded = rate(texts)
     rows.append((label, "warm: words held by the process", len(texts), warm_held, embedded))
+    show(rows[-1])
     if more:
         fresh_process()
         grown, embedded = rate(more)
         rows.append((label, "new passages, same vocabulary, new process", len(more), grown,
                      embedded))  # fmt: skip
+        show(rows[-1])
     fresh_process()
     p50, p95 = query_ms(questions)
     return rows, (label, p50, p95)
@@ -150,11 +159,13 @@ def wordllama_rate(texts: list[str], questions: list[str]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--database-url", default=None)
-    parser.add_argument("--synthetic", type=int, default=2000)
+    parser.add_argument("--synthetic", type=int, default=1000)
     parser.add_argument("--wordllama", action="store_true")
     args = parser.parse_args()
     os.environ["KNOWLEDGE_EMBEDDINGS_LOCAL"] = "static"
     os.environ["KNOWLEDGE_EMBEDDINGS_BASE_URL"] = ""
+    print("| corpus | state | passages | passages/s | words embedded |")
+    print("|---|---|---|---|---|", flush=True)
     with temporary_database(args.database_url, label="knowledge_static") as url:
         setup_django(url)
         migrate()
@@ -170,10 +181,6 @@ def main() -> None:
             queries.append(query)
         extra = wordllama_rate(git_texts, git_questions) if args.wordllama else ""
     print(f"machine: {machine_info()}")
-    print("| corpus | state | passages | passages/s | words embedded |")
-    print("|---|---|---|---|---|")
-    for label, state, count, per_second, embedded in rows:
-        print(f"| {label} | {state} | {count:,} | {per_second:,.1f} | {embedded:,} |")
     for label, p50, p95 in queries:
         print(f"question ({label}, words known): p50 {p50:.2f} ms, p95 {p95:.2f} ms")
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")

@@ -99,15 +99,16 @@ class StaticEmbedder:
         centre = self.centre()
         counted = [Counter(words(text)) for text in texts]
         known = self._vectors({w for counts in counted for w in counts})
-        out = np.empty((len(texts), DIMENSIONS), dtype=np.float32)
+        # One matrix product per batch: (texts x words) weights times (words x 384).
+        columns = {word: index for index, word in enumerate(known)}
+        matrix = np.stack([vector for vector, _weight in known.values()] or [centre])
+        weights = np.zeros((len(texts), len(matrix)), dtype=np.float32)
         for row, counts in enumerate(counted):
-            if not counts:
-                out[row] = 1.0
-                continue
-            keys = list(counts)
-            matrix = np.stack([known[w][0] for w in keys]).astype(np.float32)
-            weights = np.array([known[w][1] * math.sqrt(counts[w]) for w in keys], dtype=np.float32)
-            out[row] = weights @ matrix / weights.sum() - centre
+            for word, count in counts.items():
+                weights[row, columns[word]] = known[word][1] * math.sqrt(count)
+        totals = weights.sum(axis=1)
+        out = (weights @ matrix.astype(np.float32)) / np.maximum(totals, 1e-12)[:, None] - centre
+        out[totals == 0] = 1.0
         return out
 
     def centre(self):
