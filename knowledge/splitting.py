@@ -58,7 +58,13 @@ def _setext_title(line: str, underline: str) -> bool:
     return abs(len(rule) - len(title)) <= max(3, len(title) // 3)
 
 
+# An AsciiDoc anchor written after a title ("OPTIONS[[OPTIONS]]", "Usage [[usage]]"): an id
+# for links, not words of the heading a reader sees in a citation.
+_TITLE_ANCHOR = re.compile(r"\s*\[\[[^\[\]]*\]\]\s*$")
+
+
 def _clean_heading(text: str) -> str:
+    text = _TITLE_ANCHOR.sub("", text)
     text = re.sub(r"[*_`]+", "", text).strip()
     return text[:MAX_HEADING_CHARS]
 

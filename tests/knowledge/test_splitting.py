@@ -77,3 +77,12 @@ def test_asciidoc_titles_and_listing_blocks_with_shell_comments():
 def test_a_markdown_rule_without_a_twin_is_no_listing():
     pieces = split_document("# A\ntext\n\n----\n\n# B\nmore")
     assert [p.section for p in pieces] == ["A", "B"]
+
+
+def test_an_asciidoc_anchor_after_a_title_is_not_part_of_the_heading():
+    text = "OPTIONS[[OPTIONS]]\n------------------\n\n--all::\n\tPush all branches.\n"
+    text += "\nCONFIGURED BRANCHES [[CRTB]]\n----------------------------\n\nThe rest.\n"
+    pieces = split_document(text)
+    assert [p.section for p in pieces] == ["OPTIONS", "CONFIGURED BRANCHES"]
+    # A heading that merely holds brackets keeps them.
+    assert split_document("# Arrays [a] and [[b]] c\ntext")[0].section == "Arrays [a] and [[b]] c"
