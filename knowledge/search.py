@@ -80,9 +80,19 @@ def fulltext_search(query: str, collection_ids: list[int], *, limit: int = CANDI
         return []
     # Common terms out when rarer ones exist, or all required (knowledge.term_stats).
     selection = select_terms(terms)
-    terms = selection.terms
+    found = _fulltext_ranked(selection.terms, selection.require_all, collection_ids, limit)
+    if not found and selection.require_all and len(selection.terms) > 1:
+        # No passage holds all of them: any of them, as an unpruned question would (on
+        # PostgreSQL still at most scored_passages() matches ranked).
+        found = _fulltext_ranked(selection.terms, False, collection_ids, limit)
+    return found
+
+
+def _fulltext_ranked(
+    terms: list[str], require_all: bool, collection_ids: list[int], limit: int
+) -> list[int]:
     if connection.vendor == "sqlite":
-        match = (" AND " if selection.require_all else " OR ").join(
+        match = (" AND " if require_all else " OR ").join(
             '"' + term.replace('"', '""') + '"' for term in terms
         )
         marks = ",".join("%s" for _ in collection_ids)
@@ -108,7 +118,7 @@ def fulltext_search(query: str, collection_ids: list[int], *, limit: int = CANDI
             " ORDER BY ts_rank(%s::float4[], c.search_vector, q.query, 1) DESC, c.id"
             " LIMIT %s"
         )
-        lexemes = (" & " if selection.require_all else " | ").join(
+        lexemes = (" & " if require_all else " | ").join(
             "'" + term.replace("'", "''") + "'" for term in terms
         )
         params = [lexemes, list(collection_ids), scored_passages(), _pg_weights(), limit]
