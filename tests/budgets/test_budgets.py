@@ -289,7 +289,7 @@ def test_a_personal_key_on_v1_gets_the_answer_as_the_completion(fake, ada, owner
         for event in seen:
             yield event
 
-    response = async_to_sync(completions._whole)(landed, follow(), "chatcmpl-x")
+    response = async_to_sync(completions._whole)(landed, follow(), "chatcmpl-x", owner)
     body = json.loads(response.content)
     assert response.status_code == 200, body
     assert body["choices"][0]["message"]["content"] == expected_answer("Your", "10 tokens")
