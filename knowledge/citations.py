@@ -35,7 +35,7 @@ from django.utils.safestring import mark_safe
 from chats.markdown import render_markdown
 from chats.models import Chat, Message
 from knowledge.access import chat_may_use, collections_for_turn, collections_readable_by
-from knowledge.models import Citation, Collection, Document, Passage
+from knowledge.models import Citation, Collection, Document, Passage, place_label
 
 MARKER = re.compile(r"\[K(\d{1,18})\]")
 # A reply cites at most this many distinct passages that become Citation rows.
@@ -100,12 +100,7 @@ class Shown:
 
 
 def _label(citation: Citation) -> str:
-    label = citation.document_path
-    if citation.section:
-        label += f" § {citation.section}"
-    if citation.page:
-        label += f" (p. {citation.page})"
-    return label
+    return place_label(citation.document_path, citation.section, citation.page)
 
 
 def _changed(citation: Citation, current: dict[int, str]) -> bool:
@@ -324,9 +319,7 @@ def citations_draft_text(chat_id: int, person, text: str) -> tuple[str, str]:
         passage = passages.get(int(match.group(1)))
         if passage is None:
             return HIDDEN
-        label = passage.document.path + (f" § {passage.section}" if passage.section else "")
-        if passage.page:
-            label += f" (p. {passage.page})"
+        label = place_label(passage.document.path, passage.section, passage.page)
         return f"[{escape_markdown(label)}]"
 
     return MARKER.sub(replace, text), held

@@ -104,6 +104,16 @@ class Document(models.Model):
         return f"{self.collection.name}: {self.path}"
 
 
+def place_label(path: str, section: str = "", page: int | None = None) -> str:
+    """Where a passage is, as every citation names it: document § section (p. N)."""
+    label = path
+    if section:
+        label += f" § {section}"
+    if page:
+        label += f" (p. {page})"
+    return label
+
+
 class Passage(models.Model):
     """One piece of a document: the unit that is searched, offered and cited."""
 

@@ -6,7 +6,7 @@ from django.contrib.auth.models import AbstractBaseUser
 
 from chats.models import Actor, Chat
 from knowledge.access import collections_for_turn, collections_readable_by
-from knowledge.models import Collection, Passage
+from knowledge.models import Collection, Passage, place_label
 from knowledge.search import hybrid_search, passages_for
 
 
@@ -37,9 +37,5 @@ def search_for_chat(
 
 def citation(passage: Passage) -> str:
     """How a passage is cited: collection / document § section (p. N)."""
-    where = f"{passage.collection.name} / {passage.document.path}"
-    if passage.section:
-        where += f" § {passage.section}"
-    if passage.page:
-        where += f" (p. {passage.page})"
-    return where
+    place = place_label(passage.document.path, passage.section, passage.page)
+    return f"{passage.collection.name} / {place}"
