@@ -243,14 +243,15 @@ def document_boost(
 ) -> list[tuple[int, float]]:
     """`fused` re-ordered with each passage's score lifted by DOCUMENT_WEIGHT times the best
     score among its document's passages (a passage whose document is unknown counts alone)."""
-    best: dict[int, float] = {}
+
+    def document(pid: int):
+        # A passage gone meanwhile is its own document (a key no document id can equal).
+        return sections[pid][0] if pid in sections else ("passage", pid)
+
+    best: dict = {}
     for pid, score in fused:
-        doc = sections.get(pid, (pid, ""))[0]
-        best[doc] = max(best.get(doc, 0.0), score)
-    boosted = [
-        (pid, score + DOCUMENT_WEIGHT * best[sections.get(pid, (pid, ""))[0]])
-        for pid, score in fused
-    ]
+        best[document(pid)] = max(best.get(document(pid), 0.0), score)
+    boosted = [(pid, score + DOCUMENT_WEIGHT * best[document(pid)]) for pid, score in fused]
     return sorted(boosted, key=lambda item: (-item[1], item[0]))
 
 

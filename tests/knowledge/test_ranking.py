@@ -191,3 +191,11 @@ def test_hybrid_search_lifts_the_best_documents_sections(monkeypatch):
     monkeypatch.setattr(search, "DOCUMENT_WEIGHT", 0.0)
     plain = hybrid_search("put away changes", [first.pk, second.pk], limit=2)
     assert [h.passage_id for h in plain] == [name, other]
+
+
+def test_a_passage_gone_from_the_index_is_not_lifted_by_a_document_of_its_number():
+    # Passage 1 is in document 2; passage 2 is gone (no section known): it counts alone,
+    # never as one of document 2's passages.
+    boosted = dict(search.document_boost([(1, 0.05), (2, 0.04)], {1: (2, "NAME")}))
+    assert boosted[1] == pytest.approx(0.05 * (1 + search.DOCUMENT_WEIGHT))
+    assert boosted[2] == pytest.approx(0.04 * (1 + search.DOCUMENT_WEIGHT))
