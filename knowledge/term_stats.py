@@ -40,8 +40,8 @@ MAX_CACHED_TERMS = 20_000
 
 _lock = threading.Lock()
 _counts: dict[tuple[str, str], tuple[float, int]] = {}  # (database alias, term) -> (when, count)
-_totals: dict[str, tuple[float, int]] = {}
-_lexemes: dict[str, tuple[float, dict[str, float], float]] = {}
+_totals: dict[str, tuple[float, int]] = {}  # database alias -> (when, passages)
+_lexemes: dict[str, tuple[float, tuple]] = {}  # database alias -> (when, (shares, floor))
 
 
 @dataclass(frozen=True)
@@ -79,20 +79,28 @@ def scored_passages() -> int:
     return SCORED_PASSAGES
 
 
-def passage_total() -> int:
-    """Passages in the index (all collections), counted at most every STATS_SECONDS."""
-    alias = connection.alias
+def _held(store: dict, key, make):
+    """`store[key]` made by `make()` at most every STATS_SECONDS (per process)."""
     now = time.monotonic()
     with _lock:
-        held = _totals.get(alias)
+        held = store.get(key)
     if held is not None and now - held[0] < STATS_SECONDS:
         return held[1]
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM knowledge_passage")
-        total = int(cursor.fetchone()[0])
+    value = make()
     with _lock:
-        _totals[alias] = (now, total)
-    return total
+        store[key] = (now, value)
+    return value
+
+
+def passage_total() -> int:
+    """Passages in the index (all collections), counted at most every STATS_SECONDS."""
+
+    def count() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM knowledge_passage")
+            return int(cursor.fetchone()[0])
+
+    return _held(_totals, connection.alias, count)
 
 
 def term_counts(terms: list[str], limit: int) -> dict[str, int]:
@@ -159,12 +167,10 @@ def _postgresql_counts(terms: list[str]) -> dict[str, int]:
 def _lexeme_shares() -> tuple[dict[str, float], float]:
     """(lexeme -> passages holding it, passages holding the least common of them), from
     pg_stats; ({}, 0) without statistics. Read at most every STATS_SECONDS."""
-    alias = connection.alias
-    now = time.monotonic()
-    with _lock:
-        held = _lexemes.get(alias)
-    if held is not None and now - held[0] < STATS_SECONDS:
-        return held[1], held[2]
+    return _held(_lexemes, connection.alias, _read_lexeme_shares)
+
+
+def _read_lexeme_shares() -> tuple[dict[str, float], float]:
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT s.most_common_elems::text::text[], s.most_common_elem_freqs, c.reltuples"
@@ -179,8 +185,6 @@ def _lexeme_shares() -> tuple[dict[str, float], float]:
         # The shares end with three more numbers: the least and most common share, and nulls'.
         common = {lexeme: share * rows for lexeme, share in zip(elements, shares, strict=False)}
         floor = shares[len(elements)] * rows
-    with _lock:
-        _lexemes[alias] = (now, common, floor)
     return common, floor
 
 
