@@ -11,6 +11,7 @@ collection's index is rebuilt when its passages change (its newest passage id, o
 `updated_at`, which every write of passages or vectors bumps).
 """
 
+import logging
 import threading
 
 from django.db import connection, transaction
@@ -18,6 +19,8 @@ from django.db import connection, transaction
 from knowledge import vector_index
 from knowledge.embeddings import embedder, numpy_one_thread
 from knowledge.models import Passage
+
+logger = logging.getLogger(__name__)
 
 _lock = threading.Lock()
 # collection id -> (model, stamp, VectorIndex)
@@ -60,14 +63,21 @@ def _pgvector(vector, model_name: str, collection_ids: list[int], limit: int) ->
                 " ORDER BY embedding_vec::vector(384) <=> %s::vector(384) LIMIT %s",
                 [model_name, ids, literal, limit],
             )
-        else:
-            # Not the index's expression: an exact scan of the collections' passages.
-            cursor.execute(
-                "SELECT id FROM knowledge_passage"
-                " WHERE embedding_model = %s AND collection_id = ANY(%s)"
-                " ORDER BY embedding_vec <=> %s::vector LIMIT %s",
-                [model_name, ids, literal, limit],
-            )
+            found = [row[0] for row in cursor.fetchall()]
+            if len(found) >= limit:
+                return found
+            # The walk gave up short: it visits at most hnsw.max_scan_tuples index entries,
+            # and entries of deleted or rolled-back rows (a re-synced document, before
+            # VACUUM) count too. The collections hold enough passages: read them exactly.
+            logger.info("knowledge: the HNSW walk found %d of %d: exact scan", len(found), limit)
+            cursor.execute("SET LOCAL enable_sort = on")
+        # Not the index's expression: an exact scan of the collections' passages.
+        cursor.execute(
+            "SELECT id FROM knowledge_passage"
+            " WHERE embedding_model = %s AND collection_id = ANY(%s)"
+            " ORDER BY embedding_vec <=> %s::vector LIMIT %s",
+            [model_name, ids, literal, limit],
+        )
         return [row[0] for row in cursor.fetchall()]
 
 

@@ -90,3 +90,49 @@ def test_a_small_collection_beside_a_big_one_is_searched_exactly_and_alone():
     assert "knowledge_passage_hnsw" not in plan, plan
     mine = set(Passage.objects.filter(collection=small).values_list("pk", flat=True))
     assert found and set(found) == mine  # every passage of it, none of the other
+
+
+def test_an_hnsw_walk_that_gives_up_short_is_completed_by_an_exact_scan():
+    # The walk visits at most hnsw.max_scan_tuples entries, those of other collections and
+    # dead ones (rows deleted or rolled back before VACUUM) included. Here the question's
+    # nearest neighbours all belong to another collection and the walk may visit 1 entry
+    # past its first candidates: it comes back short.
+    from knowledge.embeddings import embedder
+
+    question = "how do I free a full disk?"
+    big = big_collection()
+    decoys = collection_create(name="Decoys", by=None)
+    document = Document.objects.create(
+        collection=decoys, path="near.md", source=Document.Source.UPLOAD, state="ready"
+    )
+    near = embedder().query(question) + np.random.default_rng(7).normal(0, 0.01, (300, 384))
+    near = (near / np.linalg.norm(near, axis=1, keepdims=True)).astype(np.float32)
+    created = Passage.objects.bulk_create(
+        Passage(
+            document=document,
+            collection=decoys,
+            ordinal=i,
+            section="Near",
+            text=f"near {i}",
+            search_text=passage_search_text("Near", f"near {i}"),
+            token_count=2,
+            embedding=to_bytes(row),
+            embedding_model=LOCAL_MODEL_NAME,
+        )
+        for i, row in enumerate(near)
+    )
+    write_pgvector([(p.pk, p.embedding) for p in created])
+    with connection.cursor() as cursor:
+        cursor.execute("SET hnsw.max_scan_tuples = 1")
+    try:
+        with CaptureQueriesContext(connection) as captured:
+            found = vector_search(question, [big.pk])
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("RESET hnsw.max_scan_tuples")
+    walks = [q["sql"] for q in captured.captured_queries if "vector(384) <=>" in q["sql"]]
+    assert walks, "the HNSW walk was not tried"
+    assert len(found) == 50 and len(set(found)) == 50
+    assert set(Passage.objects.filter(pk__in=found).values_list("collection", flat=True)) == {
+        big.pk
+    }
