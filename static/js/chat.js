@@ -66,29 +66,54 @@
         if (placeholder && message) placeholder.remove();
         return;
       }
-      fetch(messagesUrl + "/" + message.id, {
-        headers: { "HX-Request": "true" },
-        credentials: "same-origin",
-      })
-        .then(function (r) { return r.ok ? r.text() : ""; })
-        .then(function (html) { if (html) place(html, placeholder); });
-    }
-
-    // A message shown already changed (an app's part of it, e.g. its files settled): fetch
-    // it again and replace it where it is.
-    function refreshMessage(message) {
-      var shown = message && document.getElementById("message-" + message.id);
-      if (!shown) return;
+      var key = "message-" + message.id;
+      fetching[key] = true;
       fetch(messagesUrl + "/" + message.id, {
         headers: { "HX-Request": "true" },
         credentials: "same-origin",
       })
         .then(function (r) { return r.ok ? r.text() : ""; })
         .then(function (html) {
+          delete fetching[key];
+          if (html) place(html, placeholder);
+          if (stale[key]) {
+            delete stale[key];
+            refreshMessage(message);
+          }
+        }, function () { delete fetching[key]; delete stale[key]; });
+    }
+
+    // A message shown already changed (an app's part of it, e.g. its files settled): fetch
+    // it again and replace it where it is. Updates can come in quick succession (a
+    // transcript's progress, then its end): only the latest fetch of a message is applied,
+    // to whatever element shows it when the answer arrives (an earlier answer may have
+    // replaced it already). An update for a message still being fetched marks it to be
+    // fetched again once placed, so the answer of a fetch made before the change is not final.
+    var refreshes = {};
+    var fetching = {};
+    var stale = {};
+
+    function refreshMessage(message) {
+      if (!message) return;
+      var key = "message-" + message.id;
+      if (!document.getElementById(key)) {
+        if (fetching[key]) stale[key] = true;
+        return;
+      }
+      var ticket = (refreshes[key] || 0) + 1;
+      refreshes[key] = ticket;
+      fetch(messagesUrl + "/" + message.id, {
+        headers: { "HX-Request": "true" },
+        credentials: "same-origin",
+      })
+        .then(function (r) { return r.ok ? r.text() : ""; })
+        .then(function (html) {
+          if (refreshes[key] !== ticket) return; // a later update's fetch answers instead
           var tpl = document.createElement("template");
           tpl.innerHTML = html.trim();
           var el = tpl.content.firstElementChild;
-          if (!el || !shown.isConnected) return;
+          var shown = document.getElementById(key);
+          if (!el || !shown) return;
           shown.replaceWith(el);
           localizeTimes(el);
           if (window.htmx) htmx.process(el);

@@ -101,3 +101,66 @@ def test_older_messages_load_when_scrolling_up(page_for, make_person):
     page.locator("#messages").evaluate("list => { list.scrollTop = 0; }")
     expect(page.locator("article.message-user")).to_have_count(120, timeout=10_000)
     expect(page.locator("#messages")).to_contain_text("note 0")
+
+
+def test_quick_updates_of_a_message_show_its_latest_state(page_for, make_person):
+    """Two `message.updated` in quick succession (a transcript's progress, then its end):
+    the answer to the first fetch may arrive first and replace the message; the second
+    fetch's answer must still be applied (it once held the replaced element and was dropped,
+    leaving a voice note "transcribing…" forever). An older answer arriving last is ignored."""
+    import re
+    import threading
+
+    from chats.agent import events
+    from chats.services import message_ingest
+
+    alice = make_person("alice")
+    chat = room_with(alice, title="Updates room")
+    message = message_ingest(
+        channel="web", chat_id=chat.external_id, user_id="alice", text="state one"
+    ).message
+    page = page_for(alice)
+    open_room(page, chat)
+    shown = page.locator(f"#message-{message.pk}")
+    expect(shown).to_contain_text("state one")
+
+    held = []  # (route, the answer fetched while the message said what it said then)
+    page.route(
+        re.compile(rf"/messages/{message.pk}$"), lambda route: held.append((route, route.fetch()))
+    )
+
+    def announce():
+        # From a thread of its own: Playwright's event loop runs in this one.
+        publisher = threading.Thread(
+            target=events.publish,
+            args=(chat.pk, "message.updated"),
+            kwargs={"message": {"id": message.pk}},
+        )
+        publisher.start()
+        publisher.join()
+
+    def wait_for(count):
+        for _ in range(600):
+            if len(held) >= count:
+                return
+            page.wait_for_timeout(50)
+        raise AssertionError(f"the page fetched the message {len(held)} times, not {count}")
+
+    for order in ("first answer first", "last answer first"):
+        Message.objects.filter(pk=message.pk).update(text=f"old {order}")
+        announce()
+        wait_for(1)
+        Message.objects.filter(pk=message.pk).update(text=f"new {order}")
+        announce()
+        wait_for(2)
+        (older, older_answer), (newer, newer_answer) = held
+        answers = [(older, older_answer), (newer, newer_answer)]
+        if order == "last answer first":
+            answers.reverse()
+        for route, answer in answers:
+            route.fulfill(response=answer)
+            page.wait_for_timeout(200)
+        expect(shown).to_contain_text(f"new {order}")
+        page.wait_for_timeout(300)
+        expect(shown).to_contain_text(f"new {order}")
+        held.clear()
