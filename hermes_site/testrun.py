@@ -13,8 +13,8 @@ pytest runs in parallel (pytest-xdist): TEST_WORKERS processes (default 4 on the
 machines, since most tests wait on subprocesses, sockets and the database rather than the
 CPU; 0 runs serially), whole files to a worker so that a file's fixtures stay together.
 Each test process has its own test database and Redis namespace (see settings and
-tests/conftest.py). The 20 slowest tests are printed at the end of each run, so growth is
-visible.
+tests/conftest.py). The 20 slowest tests (TEST_DURATIONS; 0 prints every test's time) are
+printed at the end of each run, so growth is visible.
 """
 
 import os
@@ -38,7 +38,7 @@ def step(title: str, command: list[str], env: dict[str, str]) -> None:
 def parallel_args(env: dict[str, str]) -> list[str]:
     """pytest's arguments for the parallel run and the slowest-tests report."""
     workers = env.get("TEST_WORKERS", "4").strip() or "4"
-    args = ["--durations=20"]
+    args = [f"--durations={env.get('TEST_DURATIONS', '20').strip() or '20'}"]
     if workers not in ("0", "1"):
         args += ["-n", workers, "--dist", "loadfile"]
     return args
