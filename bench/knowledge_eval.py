@@ -168,6 +168,9 @@ def use_vector_cache(path: Path) -> VectorCache:
                 name=name,
                 _passages=cache.wrap(name, "passage", lambda t: real_embedder().passages(t)),
                 _query=cache.wrap(name, "query", lambda t: [real_embedder().query(t[0])]),
+                # The cache's sqlite3 connection belongs to this thread: questions are
+                # embedded here, not beside the full-text search.
+                uses_database=True,
             )
         return held[name]
 

@@ -144,13 +144,16 @@ def unreadable_script(query: str, collection_ids: list[int]) -> bool:
     return bool(cjk) and not fulltext_search(" ".join(cjk), collection_ids, limit=1)
 
 
-def vector_search(query: str, collection_ids: list[int], *, limit: int = CANDIDATES) -> list[int]:
-    """Passage ids of those collections, nearest to the question's embedding first."""
+def vector_search(
+    query: str, collection_ids: list[int], *, limit: int = CANDIDATES, question_vector=None
+) -> list[int]:
+    """Passage ids of those collections, nearest to the question's embedding first
+    (`question_vector` when the caller made it already)."""
     from knowledge.vectors import nearest
 
     if not collection_ids or not query.strip():
         return []
-    return nearest(query[:MAX_QUERY_CHARS], collection_ids, limit=limit)
+    return nearest(query[:MAX_QUERY_CHARS], collection_ids, limit=limit, vector=question_vector)
 
 
 def fuse(
@@ -214,11 +217,21 @@ def hybrid_search(
 ) -> list[Hit]:
     """The best `limit` passages for `query` in those collections. `mode`: "hybrid"
     (default), "fulltext" or "vector" (the evaluation compares them)."""
+    embedding = None
+    if mode == "hybrid" and collection_ids and query.strip():
+        from knowledge.vectors import embed_beside
+
+        try:
+            # Embedded in another thread while this one runs the full-text search.
+            embedding = embed_beside(query[:MAX_QUERY_CHARS])
+        except EmbeddingsUnavailable:
+            embedding = None  # vector_search says why below
     text_ids = fulltext_search(query, collection_ids) if mode != "vector" else []
     vector_ids: list[int] = []
     if mode != "fulltext":
         try:
-            vector_ids = vector_search(query, collection_ids)
+            question_vector = embedding.result() if embedding is not None else None
+            vector_ids = vector_search(query, collection_ids, question_vector=question_vector)
         except EmbeddingsUnavailable as exc:
             # The question cannot be embedded (the server is down): full-text alone answers.
             logger.warning("knowledge: vector search skipped: %s", exc)

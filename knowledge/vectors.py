@@ -13,6 +13,7 @@ collection's index is rebuilt when its passages change (its newest passage id, o
 
 import logging
 import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from django.db import connection, transaction
 
@@ -27,13 +28,36 @@ _lock = threading.Lock()
 _cache: dict[int, tuple] = {}
 
 
-def nearest(query: str, collection_ids: list[int], *, limit: int) -> list[int]:
-    """Passage ids nearest to `query` among those collections' passages, nearest first."""
+def nearest(query: str, collection_ids: list[int], *, limit: int, vector=None) -> list[int]:
+    """Passage ids nearest to `query` among those collections' passages, nearest first.
+    `vector`: the question's embedding when made already (`embed_beside`)."""
     model = embedder()
-    vector = model.query(query)
+    if vector is None:
+        vector = model.query(query)
     if connection.vendor == "postgresql":
         return _pgvector(vector, model.name, collection_ids, limit)
     return _numpy(vector, model.name, collection_ids, limit)
+
+
+# Threads that embed questions while the caller runs the full-text search (the model's C
+# engine and an embeddings server's HTTP call both release the GIL): a hybrid search then
+# costs about the larger of the two instead of their sum.
+EMBEDDING_THREADS = 4
+_pool: ThreadPoolExecutor | None = None
+
+
+def embed_beside(query: str) -> Future | None:
+    """The question's embedding, started in another thread: a Future of the vector (it
+    raises what the model raised), or None when the model reads the database (the static
+    embedder's word table needs the caller's connection): the caller embeds it then."""
+    global _pool
+    model = embedder()
+    if model.uses_database:
+        return None
+    with _lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(EMBEDDING_THREADS, thread_name_prefix="knowledge-embed")
+    return _pool.submit(model.query, query)
 
 
 # A filter that leaves fewer passages than this is searched exactly (bitmap scan on the

@@ -101,3 +101,71 @@ def test_the_index_this_database_uses():
         else:
             cursor.execute("SELECT count(*) FROM knowledge_passage_fts")
         assert cursor.fetchone()[0] == Passage.objects.filter(collection=collection).count()
+
+
+def test_a_hybrid_search_embeds_the_question_while_its_full_text_search_runs(monkeypatch):
+    """The question's embedding (tens of ms with the offline model) is made in another thread
+    beside the full-text search, not after it: the full-text search here waits until the
+    embedding has started, which a search doing one after the other never lets happen."""
+    import threading
+
+    from knowledge import search
+    from knowledge.embeddings import embedder
+
+    collection = runbooks()
+    model = embedder()
+    real_query, real_fulltext = model.query, search.fulltext_search
+    embedding_started = threading.Event()
+    threads = []
+
+    def query(text):
+        threads.append(threading.current_thread())
+        embedding_started.set()
+        return real_query(text)
+
+    def fulltext(*args, **kwargs):
+        assert embedding_started.wait(10), "the question was not being embedded meanwhile"
+        return real_fulltext(*args, **kwargs)
+
+    monkeypatch.setattr(model, "query", query)
+    monkeypatch.setattr(search, "fulltext_search", fulltext)
+    hits = hybrid_search("rotated logs full disk", [collection.pk], limit=3)
+    assert sections([hits[0].passage_id])[0] == "On-call runbook › Disk › Full disk"
+    assert hits[0].fulltext_rank is not None and hits[0].vector_rank is not None
+    assert threads and threads[0] is not threading.current_thread()
+
+
+def test_an_embedder_that_reads_the_database_embeds_in_the_callers_thread(monkeypatch):
+    """The static embedder reads its word table through the caller's connection (in a test,
+    its transaction): its questions are never embedded in another thread."""
+    import threading
+
+    from knowledge.embeddings import embedder
+
+    collection = runbooks()
+    model = embedder()
+    real_query = model.query
+    threads = []
+
+    def query(text):
+        threads.append(threading.current_thread())
+        return real_query(text)
+
+    monkeypatch.setattr(model, "query", query)
+    monkeypatch.setattr(model, "uses_database", True)
+    assert hybrid_search("rotated logs full disk", [collection.pk], limit=3)
+    assert threads == [threading.current_thread()]
+
+
+def test_a_failed_embedding_beside_the_full_text_search_leaves_its_results(monkeypatch):
+    from knowledge.embeddings import EmbeddingsUnavailable, embedder
+
+    collection = runbooks()
+
+    def broken(text):
+        raise EmbeddingsUnavailable("the embeddings server answered 503")
+
+    monkeypatch.setattr(embedder(), "query", broken)
+    hits = hybrid_search("rotated logs full disk", [collection.pk], limit=3)
+    assert hits and all(h.vector_rank is None for h in hits)
+    assert sections([hits[0].passage_id])[0] == "On-call runbook › Disk › Full disk"
