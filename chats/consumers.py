@@ -26,6 +26,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
 from chats.agent.events import chat_group_name, events_since, last_seq, person_group_name
+from chats.extras import DraftStream
 from chats.selectors import chat_for_person, chat_still_readable
 from chats.signals import socket_closed, socket_opened
 
@@ -40,6 +41,8 @@ CLOSE_BAD_REQUEST = 4400
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
 CLOSE_RATE_LIMITED = 4429  # more frames than the allowance: the page reconnects after a pause
+# Replies being streamed whose pieces a socket renders at once (more are rare: one per turn).
+MAX_DRAFTS = 16
 
 # Redis reads block; run them off the event loop without queueing behind database work.
 _events_since = sync_to_async(events_since, thread_sensitive=False)
@@ -99,6 +102,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     next_catch_up: float = 0.0
     allowance: FrameAllowance | None = None
     counted: bool = False  # socket_opened was sent: socket_closed is owed
+    drafts: dict  # turn id -> DraftStream of the replies being streamed (set on connect)
 
     async def connect(self):
         # The connect's trace span (a no-op unless traces are on): the route pattern and
@@ -115,6 +119,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
 
     async def _connect(self) -> str:
         """Accept a member's socket and catch it up; "accepted" or the close code's name."""
+        self.drafts = {}
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self._refuse(CLOSE_UNAUTHENTICATED)
@@ -249,8 +254,27 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         return json.dumps(content, ensure_ascii=False, default=str)
 
     async def send_event(self, event: dict):
-        """Render one event to the socket; override to send HTML partials instead of JSON."""
+        """Render one event to the socket; override to send HTML partials instead of JSON.
+        A reply's streamed pieces are rendered for this socket's person (chats.extras
+        `DraftStream`: knowledge's `[K<id>]` references become "[document § section]" for a
+        reader, "[citation hidden]" for anyone else, never the bare reference)."""
+        kind = event.get("type")
+        if kind == "turn.delta":
+            draft = self._draft(event.get("turn_id"))
+            text = event.get("text", "")
+            if draft.needs_database(text):
+                event = event | {"text": await database_sync_to_async(draft.piece)(text)}
+        elif kind in ("turn.finished", "turn.failed", "turn.interrupted"):
+            self.drafts.pop(event.get("turn_id"), None)
         await self.send_json(event)
+
+    def _draft(self, turn_id) -> DraftStream:
+        drafts = self.drafts
+        if turn_id not in drafts:
+            while len(drafts) >= MAX_DRAFTS:  # turns whose end this socket never saw
+                drafts.pop(next(iter(drafts)))
+            drafts[turn_id] = DraftStream(self.chat_id, self.scope["user"])
+        return drafts[turn_id]
 
     async def _catch_up(self, *, before: int | None):
         """Send recorded events after the last one sent (and below `before`), in order; only

@@ -181,14 +181,44 @@ def composer_extras_html(chat, person) -> "SafeString":
 # citations become "document § section", or a hidden note where the chat may not read it).
 # Filters run in registration order; one that fails is logged and skipped.
 
+# A draft filter does the same for a reply still being streamed (Telegram's previews), before
+# it is stored: `(chat id, text) -> (text, held)`, `held` being an unfinished mark at the end
+# that the preview leaves out until it is complete.
+
 OutboundTextFilter = Callable[["Message", str], str]
+OutboundDraftFilter = Callable[[int, str], tuple[str, str]]
 
 _outbound: dict[str, OutboundTextFilter] = {}
+_outbound_drafts: dict[str, OutboundDraftFilter] = {}
 
 
-def register_outbound_text(name: str, text_filter: OutboundTextFilter) -> None:
-    """Let `name` rewrite replies sent outside the dashboard (idempotent, by name)."""
+def register_outbound_text(
+    name: str, text_filter: OutboundTextFilter, *, draft: OutboundDraftFilter | None = None
+) -> None:
+    """Let `name` rewrite replies sent outside the dashboard (idempotent, by name), and their
+    streamed previews with `draft`."""
     _outbound[name] = text_filter
+    if draft is not None:
+        _outbound_drafts[name] = draft
+
+
+def outbound_draft_text(chat_id: int, text: str) -> str:
+    """A reply being streamed in `chat_id` as a channel previews it: every draft filter
+    applied, an unfinished mark at the end left out (the next preview shows it whole)."""
+    held = ""
+    for name, draft in _outbound_drafts.items():
+        try:
+            text, more = draft(chat_id, text)
+        except Exception:  # noqa: BLE001 - previewed as written
+            logger.exception("outbound draft filter %r failed", name)
+            continue
+        held = more + held
+    return text
+
+
+def has_outbound_draft() -> bool:
+    """Whether any app rewrites streamed previews (else previews skip the query)."""
+    return bool(_outbound_drafts)
 
 
 def outbound_text(message: "Message | None", text: str) -> str:

@@ -297,6 +297,24 @@ def citations_draft_text(chat_id: int, person, text: str) -> tuple[str, str]:
     reference at its end held back. A passage shows as "[document § section]" only when its
     collection may be used in the chat now (what `citations_record` will keep) and `person`
     may read it; anything else is "[citation hidden]"."""
+
+    def readable(usable: set[int]) -> set[int]:
+        return set(
+            collections_readable_by(person).filter(pk__in=usable).values_list("pk", flat=True)
+        )
+
+    return _draft(chat_id, text, readable, "[{}]")
+
+
+def citations_outbound_draft(chat_id: int, text: str) -> tuple[str, str]:
+    """The chats.extras outbound draft filter (Telegram's previews of a reply being
+    streamed): as `citations_outbound_text` will send it, "(document § section)" where the
+    chat may use the collection now, "[citation hidden]" anywhere else; the unfinished
+    reference at the end held back."""
+    return _draft(chat_id, text, lambda usable: usable, "({})")
+
+
+def _draft(chat_id: int, text: str, readable, shape: str) -> tuple[str, str]:
     held = ""
     if unfinished := _UNFINISHED.search(text):
         text, held = text[: unfinished.start()], unfinished.group(0)
@@ -305,12 +323,10 @@ def citations_draft_text(chat_id: int, person, text: str) -> tuple[str, str]:
         return text, held
     chat = Chat.objects.filter(pk=chat_id).first()
     usable = {c.pk for c in collections_for_turn(chat)} if chat is not None else set()
-    readable = set(
-        collections_readable_by(person).filter(pk__in=usable).values_list("pk", flat=True)
-    )
+    allowed = readable(usable) if usable else set()
     passages = {
         p.pk: p
-        for p in Passage.objects.filter(pk__in=ids, collection_id__in=readable).select_related(
+        for p in Passage.objects.filter(pk__in=ids, collection_id__in=allowed).select_related(
             "document"
         )
     }
@@ -320,6 +336,6 @@ def citations_draft_text(chat_id: int, person, text: str) -> tuple[str, str]:
         if passage is None:
             return HIDDEN
         label = place_label(passage.document.path, passage.section, passage.page)
-        return f"[{escape_markdown(label)}]"
+        return shape.format(escape_markdown(label))
 
     return MARKER.sub(replace, text), held

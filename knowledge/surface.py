@@ -22,6 +22,7 @@ def connect() -> None:
     from knowledge.citations import (
         citations_body_html,
         citations_draft_text,
+        citations_outbound_draft,
         citations_outbound_text,
         citations_record,
         citations_text_for_person,
@@ -29,7 +30,7 @@ def connect() -> None:
 
     register_reply_stored(citations_record)
     register_message_body("knowledge", citations_body_html)
-    register_outbound_text("knowledge", citations_outbound_text)
+    register_outbound_text("knowledge", citations_outbound_text, draft=citations_outbound_draft)
     register_message_text("knowledge", citations_text_for_person, draft=citations_draft_text)
     register_message_html("knowledge", files_html, per_person=True)
     register_tool_provider(add_tools)

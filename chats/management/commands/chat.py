@@ -25,6 +25,7 @@ from chats.agent.llm import get_provider
 from chats.agent.loop import run_claimed_turn
 from chats.agent.turns import Claim, message_received, turn_claim
 from chats.agent.waiting import wait_points
+from chats.extras import DraftStream
 from chats.models import Actor, Turn
 from chats.selectors import chat_may_post
 from chats.services import (
@@ -305,13 +306,26 @@ class Command(BaseCommand):
         finally:
             connections.close_all()
 
+    draft: DraftStream | None = None
+
+    def _draft(self) -> DraftStream:
+        if self.draft is None:
+            self.draft = DraftStream(self.chat.pk, self.person)
+        return self.draft
+
     def show(self, event: dict) -> None:
         kind = event.get("type")
         out = self.stdout
+        if kind == "turn.delta":
+            # As this terminal's person reads it (knowledge's citations, say): the delta's
+            # marks rendered, an unfinished one held until the next delta.
+            out.write(self._draft().piece(event["text"]), ending="")
+        elif self.draft is not None:
+            out.write(self.draft.flush(), ending="")  # a tool step or the end: no mark
+            if kind != "tool.started":
+                self.draft = None
         if kind == "turn.started":
             out.write("agent> ", ending="")
-        elif kind == "turn.delta":
-            out.write(event["text"], ending="")
         elif kind == "tool.started":
             out.write(f"\n  [tool {event['name']} …", ending="")
         elif kind == "tool.finished":
