@@ -2,8 +2,8 @@
 leaves a migrated copy (the template); every other worker clones that copy instead of running
 the ~25 apps' migrations again (under 4 workers on 2 cores each migration took minutes).
 
-- SQLite: the template is a file next to the test databases; after a WAL checkpoint the
-  migrated file is copied to the template and from it to each worker's own file.
+- SQLite: the template is a file next to the test databases, written from the migrated
+  database by SQLite's backup API, and copied from it to each worker's own file.
 - PostgreSQL: `CREATE DATABASE <worker's> TEMPLATE <template>`.
 
 The workers take turns under a file lock, so the template is made once and is never read
@@ -77,10 +77,16 @@ def _test_database_name() -> str:
 def template_save(name: str) -> None:
     """Keep this worker's freshly migrated database as the run's template."""
     if connection.vendor == "sqlite":
-        with connection.cursor() as cursor:
-            cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        # Through SQLite's backup API, never by copying the file: opening and closing the
+        # database file outside SQLite drops this process's POSIX locks on it, which SQLite
+        # relies on. A daphne started next then took itself for the only connection, and on
+        # closing deleted the WAL this worker still wrote to: its rows were invisible to the
+        # live processes (logins failed) and later connections hit "disk I/O error".
         partial = _sqlite_path(name).with_suffix(".partial")
-        shutil.copyfile(connection.settings_dict["NAME"], partial)
+        partial.unlink(missing_ok=True)
+        connection.ensure_connection()
+        with contextlib.closing(sqlite3.connect(partial)) as copy:
+            connection.connection.backup(copy)
         os.replace(partial, _sqlite_path(name))
     else:
         own = connection.settings_dict["NAME"]

@@ -43,6 +43,8 @@
     }
 
     // Insert a rendered message in id order, replacing its streaming placeholder if any.
+    // If it changed after its HTML was rendered (an update came before it was shown), fetch
+    // it again.
     function place(html, placeholder) {
       var tpl = document.createElement("template");
       tpl.innerHTML = html.trim();
@@ -59,6 +61,10 @@
         list.insertBefore(el, later || list.querySelector(".is-streaming"));
       }
       show(el, follow);
+      if (stale[el.id]) {
+        delete stale[el.id];
+        refreshMessage({ id: el.dataset.id });
+      }
     }
 
     function fetchMessage(message, placeholder) {
@@ -66,38 +72,35 @@
         if (placeholder && message) placeholder.remove();
         return;
       }
-      var key = "message-" + message.id;
-      fetching[key] = true;
       fetch(messagesUrl + "/" + message.id, {
         headers: { "HX-Request": "true" },
         credentials: "same-origin",
       })
         .then(function (r) { return r.ok ? r.text() : ""; })
-        .then(function (html) {
-          delete fetching[key];
-          if (html) place(html, placeholder);
-          if (stale[key]) {
-            delete stale[key];
-            refreshMessage(message);
-          }
-        }, function () { delete fetching[key]; delete stale[key]; });
+        .then(function (html) { if (html) place(html, placeholder); });
     }
 
     // A message shown already changed (an app's part of it, e.g. its files settled): fetch
     // it again and replace it where it is. Updates can come in quick succession (a
     // transcript's progress, then its end): only the latest fetch of a message is applied,
     // to whatever element shows it when the answer arrives (an earlier answer may have
-    // replaced it already). An update for a message still being fetched marks it to be
-    // fetched again once placed, so the answer of a fetch made before the change is not final.
+    // replaced it already). An update of a message not shown yet (its fetch, or the upload
+    // that sent it, still under way) is remembered, and `place` fetches it again: the HTML
+    // it places may have been rendered before the change.
     var refreshes = {};
-    var fetching = {};
     var stale = {};
+    var staleOrder = [];
+    var STALE_KEPT = 100;
 
     function refreshMessage(message) {
       if (!message) return;
       var key = "message-" + message.id;
       if (!document.getElementById(key)) {
-        if (fetching[key]) stale[key] = true;
+        if (!stale[key]) {
+          stale[key] = true;
+          staleOrder.push(key);
+          if (staleOrder.length > STALE_KEPT) delete stale[staleOrder.shift()];
+        }
         return;
       }
       var ticket = (refreshes[key] || 0) + 1;

@@ -131,6 +131,9 @@ def test_files_go_up_with_progress_and_come_down_live_intact(
     expect(theirs).to_contain_text("the files from today", timeout=30_000)
     thumbnails = theirs.locator(".file-image img")
     expect(thumbnails).to_have_count(2)
+    # Each file that settles replaces the message on the page (message.updated): handle its
+    # images once every file has settled, not while the message may still be swapped.
+    expect(theirs.locator(".label-pending")).to_have_count(0, timeout=60_000)
     for index in range(2):
         thumbnails.nth(index).scroll_into_view_if_needed()
         expect(thumbnails.nth(index)).to_have_js_property("complete", True)

@@ -164,3 +164,57 @@ def test_quick_updates_of_a_message_show_its_latest_state(page_for, make_person)
         page.wait_for_timeout(300)
         expect(shown).to_contain_text(f"new {order}")
         held.clear()
+
+
+def test_an_update_before_the_message_is_shown_is_not_lost(page_for, make_person):
+    """A message's `message.updated` can come while the page is still fetching the message
+    itself (or while the upload that sent it is still answering): the HTML then placed was
+    rendered before the change, so the page fetches the message again once it is shown."""
+    import re
+    import threading
+
+    from chats.agent import events
+    from chats.agent.turns import message_received
+    from chats.services import message_ingest
+
+    alice = make_person("alice")
+    chat = room_with(alice, title="Early update room")
+    page = page_for(alice)
+    open_room(page, chat)
+    held = []
+
+    def hold_first(route):
+        if held:
+            route.continue_()
+        else:
+            held.append((route, route.fetch()))  # answered later, as it was rendered now
+
+    page.route(re.compile(r"/messages/\d+$"), hold_first)
+
+    def in_thread(target, *args, **kwargs):
+        # Playwright's event loop runs in this thread: Django's async guard stands aside.
+        result = []
+        worker = threading.Thread(target=lambda: result.append(target(*args, **kwargs)))
+        worker.start()
+        worker.join()
+        return result[0] if result else None
+
+    def post():
+        stored = message_ingest(
+            channel="web", chat_id=chat.external_id, user_id="alice", text="before"
+        )
+        message_received(stored, respond=False)  # announced: message.created
+        return stored.message
+
+    message = in_thread(post)
+    for _ in range(600):
+        if held:
+            break
+        page.wait_for_timeout(50)
+    assert held, "the page never fetched the new message"
+    Message.objects.filter(pk=message.pk).update(text="after the change")
+    in_thread(events.publish, chat.pk, "message.updated", message={"id": message.pk})
+    page.wait_for_timeout(300)  # the update reached the page before the message did
+    route, answer = held[0]
+    route.fulfill(response=answer)
+    expect(page.locator(f"#message-{message.pk}")).to_contain_text("after the change")
