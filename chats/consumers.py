@@ -25,7 +25,13 @@ from django.http import HttpRequest
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
-from chats.agent.events import chat_group_name, events_since, last_seq, person_group_name
+from chats.agent.events import (
+    FINAL_EVENTS,
+    chat_group_name,
+    events_since,
+    last_seq,
+    person_group_name,
+)
 from chats.extras import DraftStream
 from chats.selectors import chat_for_person, chat_still_readable
 from chats.signals import socket_closed, socket_opened
@@ -264,7 +270,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             text = event.get("text", "")
             if draft.needs_database(text):
                 event = event | {"text": await database_sync_to_async(draft.piece)(text)}
-        elif kind in ("turn.finished", "turn.failed", "turn.interrupted"):
+        elif kind in FINAL_EVENTS:
             self.drafts.pop(event.get("turn_id"), None)
         await self.send_json(event)
 

@@ -11,10 +11,9 @@ from django.db import IntegrityError, transaction
 from django.http import StreamingHttpResponse
 from django.utils import timezone
 
-from chats.agent.events import last_seq
+from chats.agent.events import FINAL_EVENTS, last_seq
 from chats.agent.holds import turn_hold_poll
 from chats.agent.turns import turn_stop
-from chats.api.streams import FINAL_EVENTS
 from chats.extras import DraftStream
 from chats.models import Turn
 from chats.services import IngestError

@@ -27,6 +27,8 @@ logger = logging.getLogger(__name__)
 REPLAY_LENGTH = 2000
 REPLAY_TTL_SECONDS = 3600
 CHANNEL_MESSAGE_TYPE = "chat.event"
+# The events that end a turn (docs/EVENTS.md): nothing of it follows them.
+FINAL_EVENTS = frozenset({"turn.finished", "turn.failed", "turn.interrupted"})
 
 # ARGV[1] is the event's JSON object without its opening brace; the script prepends the
 # sequence number, so the JSON is never re-encoded inside Redis. KEYS[3], when given, is the

@@ -21,7 +21,7 @@ from channels.layers import get_channel_layer
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from chats.agent.events import ACCESS_MESSAGE_TYPE, chat_group_name, events_since
+from chats.agent.events import ACCESS_MESSAGE_TYPE, FINAL_EVENTS, chat_group_name, events_since
 from chats.api.auth import authenticate
 from chats.api.errors import ApiError, error_response, not_found
 from chats.api.ratelimit import rate_limit_check
@@ -31,7 +31,6 @@ from chats.payloads import message_payload
 from chats.selectors import chat_still_readable, turn_for_person
 
 KEEPALIVE_SECONDS = 15
-FINAL_EVENTS = frozenset({"turn.finished", "turn.failed", "turn.interrupted"})
 
 
 def _authorize(request: HttpRequest, turn_id: int) -> tuple[Turn, object]:
