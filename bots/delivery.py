@@ -36,16 +36,10 @@ from telegram.warnings import PTBDeprecationWarning
 from bots.channel import reply_row_delivered, reply_row_failed
 from bots.models import OutboundMessage
 from bots.outbox import outbox_progress
-from bots.selectors import (
-    TurnOutcome,
-    turn_outbound_draft_text,
-    turn_outbound_text,
-    turn_outcome,
-    turn_reply_files,
-)
+from bots.selectors import TurnOutcome, turn_outbound_text, turn_outcome, turn_reply_files
 from chats.agent.events import events_since
 from chats.agent.turns import SUPERSEDED
-from chats.extras import has_outbound_draft
+from chats.extras import has_outbound_draft, outbound_draft_text
 from chats.reply_files import ReplyFile
 
 logger = logging.getLogger(__name__)
@@ -491,7 +485,7 @@ class ReplyDelivery:
         text = self.text
         if "[" in text and has_outbound_draft():
             # As the final text will read (knowledge's citations, say), never a bare mark.
-            text = await db(turn_outbound_draft_text, turn_id=self.row.turn_id, text=text)
+            text = await db(outbound_draft_text, self.row.chat_id, text)
         html = fmt.streaming_preview(text, fmt.TELEGRAM_LIMIT)
         plain = _cut_utf16(text, fmt.TELEGRAM_LIMIT)
         if self.plain_previews:

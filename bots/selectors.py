@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from django.contrib.auth.models import AbstractBaseUser
 
 from bots.models import PairingRequest
-from chats.extras import outbound_draft_text, outbound_text
+from chats.extras import outbound_text
 from chats.models import Actor, Channel, Turn
 from chats.reply_files import ReplyFile, reply_files
 
@@ -38,13 +38,6 @@ def turn_outbound_text(*, turn_id: int, text: str) -> str:
     filters applied (chats.extras.outbound_text; knowledge's citations, say)."""
     turn = Turn.objects.select_related("reply__chat").filter(pk=turn_id).first()
     return outbound_text(turn.reply if turn else None, text)
-
-
-def turn_outbound_draft_text(*, turn_id: int, text: str) -> str:
-    """A turn's reply being streamed as Telegram previews it: the registered outbound draft
-    filters applied (chats.extras.outbound_draft_text)."""
-    chat_id = Turn.objects.filter(pk=turn_id).values_list("chat_id", flat=True).first()
-    return outbound_draft_text(chat_id, text) if chat_id is not None else text
 
 
 def turn_reply_files(*, turn_id: int) -> list[ReplyFile]:

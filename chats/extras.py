@@ -182,11 +182,11 @@ def composer_extras_html(chat, person) -> "SafeString":
 # Filters run in registration order; one that fails is logged and skipped.
 
 # A draft filter does the same for a reply still being streamed (Telegram's previews), before
-# it is stored: `(chat id, text) -> (text, held)`, `held` being an unfinished mark at the end
-# that the preview leaves out until it is complete.
+# it is stored: `(chat id, text) -> text`, an unfinished mark at the end left out until the
+# next preview shows it whole.
 
 OutboundTextFilter = Callable[["Message", str], str]
-OutboundDraftFilter = Callable[[int, str], tuple[str, str]]
+OutboundDraftFilter = Callable[[int, str], str]
 
 _outbound: dict[str, OutboundTextFilter] = {}
 _outbound_drafts: dict[str, OutboundDraftFilter] = {}
@@ -205,14 +205,11 @@ def register_outbound_text(
 def outbound_draft_text(chat_id: int, text: str) -> str:
     """A reply being streamed in `chat_id` as a channel previews it: every draft filter
     applied, an unfinished mark at the end left out (the next preview shows it whole)."""
-    held = ""
     for name, draft in _outbound_drafts.items():
         try:
-            text, more = draft(chat_id, text)
+            text = draft(chat_id, text)
         except Exception:  # noqa: BLE001 - previewed as written
             logger.exception("outbound draft filter %r failed", name)
-            continue
-        held = more + held
     return text
 
 

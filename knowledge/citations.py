@@ -306,12 +306,12 @@ def citations_draft_text(chat_id: int, person, text: str) -> tuple[str, str]:
     return _draft(chat_id, text, readable, "[{}]")
 
 
-def citations_outbound_draft(chat_id: int, text: str) -> tuple[str, str]:
+def citations_outbound_draft(chat_id: int, text: str) -> str:
     """The chats.extras outbound draft filter (Telegram's previews of a reply being
     streamed): as `citations_outbound_text` will send it, "(document § section)" where the
     chat may use the collection now, "[citation hidden]" anywhere else; the unfinished
-    reference at the end held back."""
-    return _draft(chat_id, text, lambda usable: usable, "({})")
+    reference at the end left out."""
+    return _draft(chat_id, text, lambda usable: usable, "({})")[0]
 
 
 def _draft(chat_id: int, text: str, readable, shape: str) -> tuple[str, str]:
