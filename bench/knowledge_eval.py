@@ -170,7 +170,7 @@ def use_vector_cache(path: Path) -> VectorCache:
                 _query=cache.wrap(name, "query", lambda t: [real_embedder().query(t[0])]),
                 # The cache's sqlite3 connection belongs to this thread: questions are
                 # embedded here, not beside the full-text search.
-                uses_database=True,
+                callers_thread=True,
             )
         return held[name]
 

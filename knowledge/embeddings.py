@@ -68,9 +68,9 @@ class Embedder:
     _passages: object
     _query: object
     _recent: OrderedDict = field(default_factory=OrderedDict)
-    # Whether embedding reads the database (the static embedder's word table): a question
-    # is then embedded in the caller's thread, whose connection (and transaction) it needs.
-    uses_database: bool = False
+    # Whether a question must be embedded in the caller's thread: the static embedder reads
+    # its word table through the caller's database connection (and transaction).
+    callers_thread: bool = False
 
     def passages(self, texts: list[str]) -> "np.ndarray":
         """(n, dim) float32, L2-normalised."""
@@ -177,7 +177,7 @@ def _static() -> Embedder:
         name=STATIC_MODEL_NAME, word_model=STATIC_WORD_MODEL, embed_words=embed_words
     )
     return Embedder(
-        name=STATIC_MODEL_NAME, _passages=model.embed, _query=model.embed, uses_database=True
+        name=STATIC_MODEL_NAME, _passages=model.embed, _query=model.embed, callers_thread=True
     )
 
 

@@ -48,11 +48,11 @@ _pool: ThreadPoolExecutor | None = None
 
 def embed_beside(query: str) -> Future | None:
     """The question's embedding, started in another thread: a Future of the vector (it
-    raises what the model raised), or None when the model reads the database (the static
-    embedder's word table needs the caller's connection): the caller embeds it then."""
+    raises what the model raised), or None when the model must run in the caller's thread
+    (`Embedder.callers_thread`: the static embedder): the caller embeds it then."""
     global _pool
     model = embedder()
-    if model.uses_database:
+    if model.callers_thread:
         return None
     with _lock:
         if _pool is None:

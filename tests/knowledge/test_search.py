@@ -152,7 +152,7 @@ def test_an_embedder_that_reads_the_database_embeds_in_the_callers_thread(monkey
         return real_query(text)
 
     monkeypatch.setattr(model, "query", query)
-    monkeypatch.setattr(model, "uses_database", True)
+    monkeypatch.setattr(model, "callers_thread", True)
     assert hybrid_search("rotated logs full disk", [collection.pk], limit=3)
     assert threads == [threading.current_thread()]
 
