@@ -1,9 +1,14 @@
 """Stop, reconnect and access rules of the live chat page, in Chromium."""
 
+import re
+import threading
+
 from playwright.sync_api import expect
 
+from chats.agent import events
+from chats.agent.turns import message_received
 from chats.models import ChatMember, Message, Turn
-from chats.services import chat_get_or_create, chat_member_ensure
+from chats.services import chat_get_or_create, chat_member_ensure, message_ingest
 from tests.browser.conftest import composer_fill
 from tests.fakes import openai_server as fake_openai
 
@@ -84,8 +89,6 @@ def test_an_outsider_gets_404_for_the_room_and_its_websocket(page_for, make_pers
 
 
 def test_older_messages_load_when_scrolling_up(page_for, make_person):
-    from chats.services import message_ingest
-
     alice = make_person("alice")
     chat = room_with(alice, title="Long room")
     for index in range(120):
@@ -103,17 +106,34 @@ def test_older_messages_load_when_scrolling_up(page_for, make_person):
     expect(page.locator("#messages")).to_contain_text("note 0")
 
 
+def in_thread(target, *args, **kwargs):
+    """`target(...)` in a thread of its own: Playwright's event loop runs in the test's, where
+    Django's async guard refuses database calls and channels' async_to_sync."""
+    result = []
+    worker = threading.Thread(target=lambda: result.append(target(*args, **kwargs)))
+    worker.start()
+    worker.join()
+    return result[0] if result else None
+
+
+def announce_update(chat, message) -> None:
+    in_thread(events.publish, chat.pk, "message.updated", message={"id": message.pk})
+
+
+def wait_for_fetches(page, held: list, count: int) -> None:
+    """Until the page's held fetches of the message number `count`."""
+    for _ in range(600):
+        if len(held) >= count:
+            return
+        page.wait_for_timeout(50)
+    raise AssertionError(f"the page fetched the message {len(held)} times, not {count}")
+
+
 def test_quick_updates_of_a_message_show_its_latest_state(page_for, make_person):
     """Two `message.updated` in quick succession (a transcript's progress, then its end):
     the answer to the first fetch may arrive first and replace the message; the second
     fetch's answer must still be applied (it once held the replaced element and was dropped,
     leaving a voice note "transcribing…" forever). An older answer arriving last is ignored."""
-    import re
-    import threading
-
-    from chats.agent import events
-    from chats.services import message_ingest
-
     alice = make_person("alice")
     chat = room_with(alice, title="Updates room")
     message = message_ingest(
@@ -129,30 +149,13 @@ def test_quick_updates_of_a_message_show_its_latest_state(page_for, make_person)
         re.compile(rf"/messages/{message.pk}$"), lambda route: held.append((route, route.fetch()))
     )
 
-    def announce():
-        # From a thread of its own: Playwright's event loop runs in this one.
-        publisher = threading.Thread(
-            target=events.publish,
-            args=(chat.pk, "message.updated"),
-            kwargs={"message": {"id": message.pk}},
-        )
-        publisher.start()
-        publisher.join()
-
-    def wait_for(count):
-        for _ in range(600):
-            if len(held) >= count:
-                return
-            page.wait_for_timeout(50)
-        raise AssertionError(f"the page fetched the message {len(held)} times, not {count}")
-
     for order in ("first answer first", "last answer first"):
         Message.objects.filter(pk=message.pk).update(text=f"old {order}")
-        announce()
-        wait_for(1)
+        announce_update(chat, message)
+        wait_for_fetches(page, held, 1)
         Message.objects.filter(pk=message.pk).update(text=f"new {order}")
-        announce()
-        wait_for(2)
+        announce_update(chat, message)
+        wait_for_fetches(page, held, 2)
         (older, older_answer), (newer, newer_answer) = held
         answers = [(older, older_answer), (newer, newer_answer)]
         if order == "last answer first":
@@ -170,12 +173,6 @@ def test_an_update_before_the_message_is_shown_is_not_lost(page_for, make_person
     """A message's `message.updated` can come while the page is still fetching the message
     itself (or while the upload that sent it is still answering): the HTML then placed was
     rendered before the change, so the page fetches the message again once it is shown."""
-    import re
-    import threading
-
-    from chats.agent import events
-    from chats.agent.turns import message_received
-    from chats.services import message_ingest
 
     alice = make_person("alice")
     chat = room_with(alice, title="Early update room")
@@ -191,14 +188,6 @@ def test_an_update_before_the_message_is_shown_is_not_lost(page_for, make_person
 
     page.route(re.compile(r"/messages/\d+$"), hold_first)
 
-    def in_thread(target, *args, **kwargs):
-        # Playwright's event loop runs in this thread: Django's async guard stands aside.
-        result = []
-        worker = threading.Thread(target=lambda: result.append(target(*args, **kwargs)))
-        worker.start()
-        worker.join()
-        return result[0] if result else None
-
     def post():
         stored = message_ingest(
             channel="web", chat_id=chat.external_id, user_id="alice", text="before"
@@ -207,13 +196,9 @@ def test_an_update_before_the_message_is_shown_is_not_lost(page_for, make_person
         return stored.message
 
     message = in_thread(post)
-    for _ in range(600):
-        if held:
-            break
-        page.wait_for_timeout(50)
-    assert held, "the page never fetched the new message"
+    wait_for_fetches(page, held, 1)
     Message.objects.filter(pk=message.pk).update(text="after the change")
-    in_thread(events.publish, chat.pk, "message.updated", message={"id": message.pk})
+    announce_update(chat, message)
     page.wait_for_timeout(300)  # the update reached the page before the message did
     route, answer = held[0]
     route.fulfill(response=answer)
