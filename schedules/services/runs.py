@@ -80,25 +80,32 @@ def schedule_runs_start(
         return outcomes
     # Asked before any lock is taken: a channel's answer may take a network round trip.
     channel_refusals = _channel_refusals(run_ids)
-    open_turns = Turn.objects.filter(chat_id=OuterRef("schedule__chat_id"), status__in=OPEN_TURN)
     # The hub's own part of `chat_may_post` for every run at once.
     readable = chat_posters().filter(
         chat_id=OuterRef("schedule__chat_id"), person_id=OuterRef("schedule__owner_id")
     )
     with transaction.atomic():
-        # One query: the runs, their schedules, owners and chats, whether each owner may
-        # still read the chat and whether a turn is open there. It locks the runs (a second
-        # starter then finds them no longer due) and their chats (two schedules of one chat
-        # cannot both find it free) on PostgreSQL, in chat order so two starters cannot
-        # deadlock, skipping rows another starter holds (they are its to start); SQLite
-        # transactions take the write lock at BEGIN (transaction_mode IMMEDIATE), which
-        # serialises starters the same way.
+        # One query: the runs, their schedules, owners and chats, and whether each owner may
+        # still read the chat. It locks the runs (a second starter then finds them no longer
+        # due) and their chats (two schedules of one chat cannot both find it free) on
+        # PostgreSQL, in chat order so two starters cannot deadlock, skipping rows another
+        # starter holds (they are its to start); SQLite transactions take the write lock at
+        # BEGIN (transaction_mode IMMEDIATE), which serialises starters the same way.
         runs = list(
             ScheduleRun.objects.select_for_update(of=("self", "schedule__chat"), skip_locked=True)
             .select_related("schedule__owner", "schedule__chat")
-            .annotate(readable=Exists(readable), busy=Exists(open_turns))
+            .annotate(readable=Exists(readable))
             .filter(pk__in=run_ids, status=ScheduleRun.Status.DUE)
             .order_by("schedule__chat_id", "slot_at", "id")
+        )
+        # Whether a turn is open in each chat, asked only now that its row is locked: the
+        # locking statement's own snapshot may predate a starter that held the chat, started
+        # a turn there and committed while this one waited for nothing (skip_locked), and
+        # then both found the chat free (two running turns in one chat, seen in CI).
+        busy_chats = set(
+            Turn.objects.filter(
+                chat_id__in={run.schedule.chat_id for run in runs}, status__in=OPEN_TURN
+            ).values_list("chat_id", flat=True)
         )
         now = now or timezone.now()
         lost, paused, free, chats = [], [], [], set()
@@ -120,7 +127,7 @@ def schedule_runs_start(
             elif not schedule.enabled and run.claim_token != RUN_NOW:
                 paused.append(run)
                 outcomes[run.pk] = StartResult(False, "skipped: paused")
-            elif run.busy or schedule.chat_id in chats:
+            elif schedule.chat_id in busy_chats or schedule.chat_id in chats:
                 outcomes[run.pk] = StartResult(False, "busy")
             else:
                 chats.add(schedule.chat_id)
