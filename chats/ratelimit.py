@@ -1,10 +1,18 @@
-"""Fixed one-minute rate-limit windows counted in the Django cache (Redis), shared by the
-API (per token) and the dashboard composer (per person).
+"""Sliding one-minute rate limits counted in the Django cache (Redis), shared by the API
+(per token) and the dashboard composer and uploads (per person).
+
+A limit of N per minute holds over any 60 seconds, not only within a clock minute: the
+count is this clock minute's requests plus last minute's weighted by how much of it still
+lies within the last 60 seconds (a sliding-window counter, two cache keys per client). A
+fixed window would let 2N through around a minute's turn: with a limit of one, a post at
+12:00:59 and another at 12:01:00. A refused request is not counted, so a client retrying
+too early does not push its own wait further out.
 
 When the cache is unreachable a limit fails open with a logged warning: an outage of Redis
 must not take the hub down with it.
 """
 
+import contextlib
 import logging
 import math
 import time
@@ -14,6 +22,11 @@ from django.core.cache import cache
 logger = logging.getLogger(__name__)
 
 WINDOW_SECONDS = 60
+# A counter lives through its own minute and the next, where it is the weighted "previous";
+# the margin covers clock skew between web processes.
+COUNTER_TIMEOUT = WINDOW_SECONDS * 2 + 10
+# Floating-point slack: 3 * (1 - 20/60) + 1 must count as 3, not 3.0000000000000004.
+EPSILON = 1e-9
 
 
 def now_seconds() -> float:
@@ -22,30 +35,53 @@ def now_seconds() -> float:
 
 
 def _count_request(key: str) -> int:
-    # add() is a no-op when the key exists; the timeout outlives the window so a late
-    # increment never resurrects an expired counter with a short life.
-    cache.add(key, 0, timeout=WINDOW_SECONDS * 2)
+    # add() is a no-op when the key exists.
+    cache.add(key, 0, timeout=COUNTER_TIMEOUT)
     try:
         return cache.incr(key)
     except ValueError:
         # The key expired between add() and incr(): this request opens the window.
-        cache.set(key, 1, timeout=WINDOW_SECONDS * 2)
+        cache.set(key, 1, timeout=COUNTER_TIMEOUT)
         return 1
 
 
+def _uncount_request(key: str) -> None:
+    with contextlib.suppress(ValueError):  # expired meanwhile: nothing left to take back
+        cache.decr(key)
+
+
+def seconds_until_allowed(*, previous: int, current: int, limit: int, elapsed: float) -> int:
+    """Whole seconds (at least 1) until one more request fits, given last minute's count
+    `previous`, this minute's `current` and `elapsed` seconds into this minute."""
+    # Within this minute, last minute's weight (1 - t/W) falls until previous's share fits.
+    room = limit - current - 1
+    if previous and room >= 0:
+        at = WINDOW_SECONDS * (1 - room / previous)
+        if at < WINDOW_SECONDS:
+            return max(1, math.ceil(at - elapsed - EPSILON))
+    # Otherwise in the next minute, where this minute's count becomes the weighted one.
+    share = 0.0 if current <= limit - 1 else 1 - (limit - 1) / current
+    return max(1, math.ceil(WINDOW_SECONDS - elapsed + share * WINDOW_SECONDS - EPSILON))
+
+
 def window_retry_after(*, scope: str, key: str, limit: int) -> int | None:
-    """Count one request of `key` in `scope` (e.g. "api", "web-post") in the current
-    one-minute window; the seconds to wait once the window is full, else None. A `limit` of
-    0 disables it. Fails open (None, with a warning) when the cache is unreachable."""
+    """Count one request of `key` in `scope` (e.g. "api", "web-post") against `limit` per
+    sliding minute; None when it fits, else the seconds to wait (the request is then not
+    counted). A `limit` of 0 disables it. Fails open (None, with a warning) when the cache
+    is unreachable."""
     if not limit:
         return None
     now = now_seconds()
     window = int(now // WINDOW_SECONDS)
+    elapsed = now - window * WINDOW_SECONDS
+    current_key = f"{scope}-rate:{key}:{window}"
     try:
-        count = _count_request(f"{scope}-rate:{key}:{window}")
+        previous = int(cache.get(f"{scope}-rate:{key}:{window - 1}") or 0)
+        count = _count_request(current_key)
+        if previous * (1 - elapsed / WINDOW_SECONDS) + count <= limit + EPSILON:
+            return None
+        _uncount_request(current_key)
     except Exception as exc:  # any cache/Redis failure: fail open, never 500
         logger.warning("%s rate limit not enforced: the cache is unavailable (%s)", scope, exc)
         return None
-    if count <= limit:
-        return None
-    return max(1, math.ceil((window + 1) * WINDOW_SECONDS - now))
+    return seconds_until_allowed(previous=previous, current=count - 1, limit=limit, elapsed=elapsed)

@@ -430,13 +430,16 @@ def test_rate_limit_answers_429_with_retry_after_per_token(owner, api_for, setti
     before = stored()
     limited = api.post(MESSAGES, message())
     assert_error(limited, 429, "rate_limited")
-    assert limited["Retry-After"] == "45"
+    # 45 s to the next minute, then a third of it until this minute's 3 weigh 2.
+    assert limited["Retry-After"] == "65"
     assert stored() == before
 
     # The limit is per token: another token of the same person still works.
     assert api_for(owner).get(CHATS).status_code == 200
 
-    frozen_clock["now"] += 60
+    frozen_clock["now"] += 60  # the next clock minute, but not yet 60 s of room
+    assert api.get(CHATS).status_code == 429
+    frozen_clock["now"] += 5
     assert api.post(MESSAGES, message()).status_code == 201
 
 
