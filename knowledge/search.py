@@ -39,6 +39,10 @@ FULLTEXT_WEIGHT = 1.0
 # first while its DESCRIPTION holds the answer). 0 turns it off. Chosen with RRF_K on
 # bench/knowledge_eval.py (docs/BENCHMARKS.md, "Team knowledge"), both halves agreeing.
 DOCUMENT_WEIGHT = 2.0
+# The weight in the fusion of the full-text ranking of a question translated by dictionary
+# (a Chinese question over English documents: knowledge.crosslingual); 0: such a question
+# goes by vectors alone.
+CROSS_LINGUAL_WEIGHT = 1.0
 MAX_QUERY_CHARS = 1000
 MAX_TERMS = 48
 # Words that match nearly every passage: left out of the OR query (ranking would bury them
@@ -226,7 +230,13 @@ def hybrid_search(
             embedding = embed_beside(query[:MAX_QUERY_CHARS])
         except EmbeddingsUnavailable:
             embedding = None  # vector_search says why below
-    text_ids = fulltext_search(query, collection_ids) if mode != "vector" else []
+    text_ids, text_weight = [], FULLTEXT_WEIGHT
+    if mode != "vector":
+        text_ids = fulltext_search(query, collection_ids)
+        if has_cjk(query) and unreadable_script(query, collection_ids):
+            # Only its stray Latin words matched: the dictionary's English words for its
+            # Chinese ones search instead (knowledge.crosslingual), weighed apart.
+            text_ids, text_weight = _translated_search(query, collection_ids)
     vector_ids: list[int] = []
     if mode != "fulltext":
         try:
@@ -235,11 +245,9 @@ def hybrid_search(
         except EmbeddingsUnavailable as exc:
             # The question cannot be embedded (the server is down): full-text alone answers.
             logger.warning("knowledge: vector search skipped: %s", exc)
-    if text_ids and vector_ids and unreadable_script(query, collection_ids):
-        text_ids = []  # only stray words matched: the vectors answer alone
     text_rank = {pid: r for r, pid in enumerate(text_ids, start=1)}
     vector_rank = {pid: r for r, pid in enumerate(vector_ids, start=1)}
-    pairs = [(ids, w) for ids, w in ((text_ids, FULLTEXT_WEIGHT), (vector_ids, 1.0)) if ids]
+    pairs = [(ids, w) for ids, w in ((text_ids, text_weight), (vector_ids, 1.0)) if ids]
     rankings, weights = [ids for ids, _ in pairs], [w for _, w in pairs]
     fused = fuse(rankings, weights=weights)
     sections = sections_of([pid for pid, _ in fused])
@@ -249,6 +257,20 @@ def hybrid_search(
         Hit(pid, score, text_rank.get(pid), vector_rank.get(pid))
         for pid, score in diversify(fused, limit=limit, sections=sections)
     ]
+
+
+def _translated_search(query: str, collection_ids: list[int]) -> tuple[list[int], float]:
+    """The full-text ranking of a question in a script the collections do not hold, by
+    its words translated (empty when CROSS_LINGUAL_WEIGHT is 0 or nothing translates),
+    and its weight in the fusion."""
+    if not CROSS_LINGUAL_WEIGHT:
+        return [], 0.0
+    from knowledge.crosslingual import translated_query
+
+    translated = translated_query(query)
+    if not translated:
+        return [], 0.0
+    return fulltext_search(translated, collection_ids), CROSS_LINGUAL_WEIGHT
 
 
 def document_boost(

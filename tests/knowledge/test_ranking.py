@@ -1,7 +1,8 @@
 """What the hybrid search does with its two rankings (knowledge.search): a heading's words
 weigh more than the body's in the full-text ranking on both databases, one section cannot
 fill every place, and a question in a script the collection's index never saw (Chinese over
-English documents) is ranked by vectors alone. Passages are written without vectors (the
+English documents) is searched with its words translated (knowledge.crosslingual), or by
+vectors alone without a translation. Passages are written without vectors (the
 vector ranking is stubbed), so these run without the embeddings model."""
 
 import pytest
@@ -118,19 +119,30 @@ def test_the_same_heading_in_two_documents_is_two_sections():
 def english_manual():
     return collection_of(
         [
-            ("git-stash(1) › DESCRIPTION", "Stash the changes in a dirty working directory."),
+            ("git-stash(1) › DESCRIPTION", "Stash: save your changes away, temporary."),
             ("git(1) › DESCRIPTION", "git is a fast, scalable, distributed revision control."),
             ("git-log(1) › DESCRIPTION", "Shows the commit logs of git."),
         ]
     )
 
 
-def test_a_chinese_question_over_english_passages_is_ranked_by_vectors(monkeypatch):
+def test_a_chinese_question_over_english_passages_is_searched_in_translation(monkeypatch):
+    collection, (stash, git, log) = english_manual()
+    monkeypatch.setattr(search, "vector_search", lambda query, ids, **kw: [log, git])
+    question = "如何临时保存未提交的修改 git？"  # "how to temporarily save uncommitted changes"
+    assert unreadable_script(question, [collection.pk])  # only "git" matches as it is
+    hits = {h.passage_id: h for h in hybrid_search(question, [collection.pk], limit=3)}
+    # 保存 "to save, to keep", 临时 "temporary": the stash passage's words, in English; the
+    # vectors missed it.
+    assert hits[stash].fulltext_rank == 1 and hits[stash].vector_rank is None
+
+
+def test_without_a_translation_a_chinese_question_goes_by_vectors(monkeypatch):
     collection, (stash, git, log) = english_manual()
     monkeypatch.setattr(search, "vector_search", lambda query, ids, **kw: [stash, log])
+    monkeypatch.setattr(search, "CROSS_LINGUAL_WEIGHT", 0.0)
     question = "如何临时保存未提交的修改 git？"
     assert fulltext_search(question, [collection.pk])  # "git" alone matches
-    assert unreadable_script(question, [collection.pk])
     hits = hybrid_search(question, [collection.pk], limit=3)
     assert [h.passage_id for h in hits] == [stash, log]
     assert all(h.fulltext_rank is None for h in hits)
