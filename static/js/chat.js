@@ -87,7 +87,8 @@
     // replaced it already). An update of a message not shown yet (its fetch, or the upload
     // that sent it, still under way) is remembered, and `place` fetches it again: the HTML
     // it places may have been rendered before the change.
-    var refreshes = {};
+    var refreshes = {}; // message element id -> the ticket of its latest fetch in flight
+    var lastTicket = 0;
     var stale = {};
     var staleOrder = [];
     var STALE_KEPT = 100;
@@ -103,15 +104,16 @@
         }
         return;
       }
-      var ticket = (refreshes[key] || 0) + 1;
+      var ticket = ++lastTicket;
       refreshes[key] = ticket;
       fetch(messagesUrl + "/" + message.id, {
         headers: { "HX-Request": "true" },
         credentials: "same-origin",
       })
-        .then(function (r) { return r.ok ? r.text() : ""; })
+        .then(function (r) { return r.ok ? r.text() : ""; }, function () { return ""; })
         .then(function (html) {
           if (refreshes[key] !== ticket) return; // a later update's fetch answers instead
+          delete refreshes[key]; // the latest answered: a page open for days keeps no trail
           var tpl = document.createElement("template");
           tpl.innerHTML = html.trim();
           var el = tpl.content.firstElementChild;
