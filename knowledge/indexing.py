@@ -1,7 +1,8 @@
 """A document's text into passages with vectors: split, embed (outside any transaction: it
 takes time), then write in one short transaction that replaces the document's passages and
 audits the change. A failure to embed keeps the passages (full-text search still finds them)
-and leaves their vectors to `passages_embed_missing`.
+and leaves their vectors to `passages_embed_missing`, as does a folder sync, which stores
+every file's passages first and embeds them after (knowledge.sync).
 """
 
 import logging
@@ -29,13 +30,16 @@ def passage_search_text(piece_section: str, text: str) -> str:
 
 
 def embed_texts(
-    texts: list[str], *, known: dict[str, bytes] | None = None
+    texts: list[str], *, known: dict[str, bytes] | None = None, defer: bool = False
 ) -> tuple[list[bytes | None], str, str]:
     """(vectors as bytes or None each, the model's name, the reason none were made). Texts in
-    `known` (text -> vector of the current model) are not embedded again."""
+    `known` (text -> vector of the current model) are not embedded again; with `defer`
+    nothing is embedded now (only the known vectors are filled in)."""
     if not texts:
         return [], embedder_name(), ""
     known = known or {}
+    if defer:
+        return [known.get(text) for text in texts], embedder_name(), ""
     wanted = list(dict.fromkeys(text for text in texts if text not in known))
     made: dict[str, bytes] = {}
     try:
@@ -46,7 +50,7 @@ def embed_texts(
                 made[text] = to_bytes(vector)
     except EmbeddingsUnavailable as exc:
         logger.warning("knowledge: passages kept without vectors: %s", exc)
-        return [None] * len(texts), "", str(exc)
+        return [known.get(text) for text in texts], embedder_name(), str(exc)
     return [known.get(text) or made[text] for text in texts], model.name, ""
 
 
@@ -92,9 +96,12 @@ def document_store_text(
     sync_run=None,
     by=None,
     kind: str = Kind.DOCUMENT_INDEXED,
+    embed_now: bool = True,
 ) -> Document:
     """Replace `document`'s passages with those of `text` and mark it ready; audited as
-    `kind`. The splitting and embedding happen before the transaction."""
+    `kind`. The splitting and embedding happen before the transaction. Without `embed_now`
+    the passages whose text is new are stored without vectors, for `passages_embed_missing`
+    (a folder sync stores every file first, then embeds: knowledge.sync)."""
     pieces: list[Piece] = split_document(
         text, paged=paged, max_tokens=settings.KNOWLEDGE_PASSAGE_TOKENS
     )
@@ -104,8 +111,11 @@ def document_store_text(
         note = f"Only its first {limit:,} passages of {len(pieces):,} are searched."
         pieces = pieces[:limit]
     vectors, model_name, missing = embed_texts(
-        [_embedding_input(p.section, p.text) for p in pieces], known=_known_vectors(document)
+        [_embedding_input(p.section, p.text) for p in pieces],
+        known=_known_vectors(document),
+        defer=not embed_now,
     )
+    pending = 0 if embed_now else sum(vector is None for vector in vectors)
     title = next((p.section.split(" › ")[0] for p in pieces if p.section), "")
     now = timezone.now()
     with transaction.atomic():
@@ -152,6 +162,7 @@ def document_store_text(
             content_hash=content_hash,
             passages=len(created),
             **({"vectors_missing": missing} if missing else {}),
+            **({"vectors_pending": pending} if pending else {}),
         )
     document.refresh_from_db()
     return document
@@ -189,15 +200,15 @@ def document_mark_failed(
     return document
 
 
-def passages_embed_missing(*, limit: int = 2000) -> int:
-    """Embed passages that have no vector of the current model (an embeddings server was
-    down, the model changed); bounded per call. Returns how many were embedded."""
+def passages_embed_missing(*, limit: int = 2000, collection_ids: list[int] | None = None) -> int:
+    """Embed passages (of those collections, or all) that have no vector of the current
+    model (stored by a folder sync before embedding, an embeddings server was down, the
+    model changed); bounded per call. Returns how many were embedded."""
     name = embedder_name()
-    rows = list(
-        Passage.objects.exclude(embedding_model=name)
-        .order_by("id")
-        .values_list("id", "section", "text")[:limit]
-    )
+    waiting = Passage.objects.exclude(embedding_model=name)
+    if collection_ids is not None:
+        waiting = waiting.filter(collection_id__in=collection_ids)
+    rows = list(waiting.order_by("id").values_list("id", "section", "text")[:limit])
     if not rows:
         return 0
     vectors, model_name, missing = embed_texts(
@@ -220,7 +231,14 @@ def passages_embed_missing(*, limit: int = 2000) -> int:
 
 
 def document_index_file(
-    *, document: Document, path, size: int, content_hash: str, sync_run=None, by=None
+    *,
+    document: Document,
+    path,
+    size: int,
+    content_hash: str,
+    sync_run=None,
+    by=None,
+    embed_now: bool = True,
 ) -> bool:
     """Read the file at `path` (knowledge.extract) and index it as `document`'s text, or mark
     the document failed with why: a file that cannot be read never stops a sync or an upload.
@@ -238,7 +256,7 @@ def document_index_file(
         document_store_text(
             document=document, text=found.text, paged=found.paged, media_type=found.media_type,
             page_count=found.page_count, content_hash=content_hash, size=size,
-            sync_run=sync_run, by=by,
+            sync_run=sync_run, by=by, embed_now=embed_now,
         )  # fmt: skip
         return True
     document_mark_failed(

@@ -9,6 +9,11 @@ hash, deletions followed, every change audited, resumable.
   each gets a failed document saying so. Hidden entries (`.git`, `.cache`…) are skipped.
 - Binary junk, files too big and files that fail to extract get state `failed` and the
   reason; they never stop the sync.
+- Two passes: every file's passages are stored first (full-text search finds them at once),
+  then the collection's passages without a vector are embedded, a batch at a time. The
+  offline model embeds a few passages a second, so a first sync of thousands of files would
+  otherwise leave most of them unsearchable for hours; unchanged passages keep their
+  vectors.
 - A run records its progress (SyncRun.counts, heartbeat). A crashed run (its heartbeat
   older than KNOWLEDGE_SYNC_STALE_SECONDS) is marked failed by the next run, which resumes
   by the hashes: what was indexed stays indexed. Deletions are only followed by a run that
@@ -35,6 +40,7 @@ from knowledge.services import audit
 logger = logging.getLogger(__name__)
 Kind = KnowledgeEvent.Kind
 HEARTBEAT_EVERY = 25  # files
+EMBED_BATCH = 64  # passages embedded between two heartbeats of the second pass
 
 
 class SyncBusy(Exception):
@@ -156,7 +162,7 @@ def collection_sync(
                     document.delete()
                     Collection.objects.filter(pk=collection.pk).update(updated_at=timezone.now())
                 counts["removed"] += 1
-        passages_embed_missing()
+        _embed_stored(collection, run, counts)
     except Exception as exc:
         SyncRun.objects.filter(pk=run.pk).update(
             state=SyncRun.State.FAILED, counts=counts, error=repr(exc)[:2000],
@@ -173,6 +179,25 @@ def collection_sync(
         )
         audit(collection, Kind.SYNC_FINISHED, by=by, sync_run=run, state="completed", **counts)
     return SyncReport(run.pk, counts)
+
+
+def _embed_stored(collection: Collection, run: SyncRun, counts: dict) -> None:
+    """The second pass: embed the collection's passages that have no vector yet, a batch at
+    a time with a heartbeat after each (the offline model makes a few passages a second: a
+    big first sync embeds for hours, and must not look crashed). Stops when none is left or
+    the model fails (the periodic `embed_missing`, or the next sync, resumes)."""
+    from knowledge.embeddings import embedder_name
+    from knowledge.models import Passage
+
+    waiting = Passage.objects.filter(collection=collection).exclude(embedding_model=embedder_name())
+    rounds = waiting.count() // EMBED_BATCH + 1  # bounded even if a batch kept coming back
+    counts.setdefault("embedded", 0)
+    for _ in range(rounds):
+        done = passages_embed_missing(limit=EMBED_BATCH, collection_ids=[collection.pk])
+        if not done:
+            break
+        counts["embedded"] += done
+        SyncRun.objects.filter(pk=run.pk).update(counts=counts, heartbeat_at=timezone.now())
 
 
 def _one(collection, run, known, hashes, relative, absolute, refusal, copy, limit, by) -> str:
@@ -208,8 +233,9 @@ def _one(collection, run, known, hashes, relative, absolute, refusal, copy, limi
                              sync_run=run, by=by)  # fmt: skip
         return "failed"
     indexed = document_index_file(
-        document=document, path=copy, size=size, content_hash=content_hash, sync_run=run, by=by
-    )
+        document=document, path=copy, size=size, content_hash=content_hash, sync_run=run, by=by,
+        embed_now=False,
+    )  # fmt: skip
     if not indexed:
         return "failed"
     return "added" if new else "changed"

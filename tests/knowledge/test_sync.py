@@ -156,6 +156,54 @@ def test_a_document_half_indexed_by_a_crash_is_indexed_again(folder):
     assert states()["disk.md"][0] == "ready"
 
 
+def test_every_file_is_stored_before_any_passage_is_embedded(folder, monkeypatch):
+    from knowledge import embeddings
+    from knowledge.models import Passage
+
+    model = embeddings.embedder()
+    real = model._passages
+    seen = []  # documents ready and passages stored at each call of the model
+
+    def watched(texts):
+        seen.append((Document.objects.filter(state="ready").count(), Passage.objects.count()))
+        return real(texts)
+
+    monkeypatch.setattr(model, "_passages", watched)
+    model._recent.clear()
+    sync(folder)
+    ready, stored = Document.objects.filter(state="ready").count(), Passage.objects.count()
+    assert ready == 5 and seen and seen[0] == (ready, stored)  # the first call came after all
+    assert not Passage.objects.filter(embedding_model="").exists()
+    run = SyncRun.objects.get()
+    assert run.counts["embedded"] == stored and run.state == "completed"
+    indexed = KnowledgeEvent.objects.filter(kind=Kind.DOCUMENT_INDEXED)
+    assert sum(e.detail.get("vectors_pending", 0) for e in indexed) == stored
+
+
+def test_a_model_that_fails_leaves_full_text_and_the_next_sync_embeds(folder, monkeypatch):
+    from knowledge import embeddings
+    from knowledge.embeddings import EmbeddingsUnavailable
+    from knowledge.models import Passage
+
+    model = embeddings.embedder()
+    real = model._passages
+
+    def down(texts):
+        raise EmbeddingsUnavailable("the embeddings server failed: down")
+
+    monkeypatch.setattr(model, "_passages", down)
+    model._recent.clear()
+    sync(folder)
+    collection = Collection.objects.get()
+    assert Passage.objects.filter(embedding_model="").count() == Passage.objects.count() > 0
+    assert fulltext_search("rotated logs", [collection.pk])  # searchable all the same
+    assert SyncRun.objects.get().state == "completed"
+
+    monkeypatch.setattr(model, "_passages", real)
+    out = sync(folder)
+    assert "5 unchanged" in out and not Passage.objects.filter(embedding_model="").exists()
+
+
 def test_the_enable_command_obeys_the_readers_rule(folder, owner, member, team_chat):
     sync(folder, reader=["olivia"])
     with pytest.raises(CommandError, match="not every member"):

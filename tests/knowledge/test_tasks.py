@@ -24,7 +24,7 @@ def test_a_periodic_sync_follows_the_folder(tmp_path, monkeypatch):
     (tmp_path / "a.md").write_text("# A\nAlpha.")
     collection, _ = collection_for_sync(name="Docs", path=str(tmp_path))
     assert sync_collection(collection.pk) == {
-        "added": 1, "changed": 0, "unchanged": 0, "removed": 0, "failed": 0,
+        "added": 1, "changed": 0, "unchanged": 0, "removed": 0, "failed": 0, "embedded": 1,
     }  # fmt: skip
     (tmp_path / "a.md").unlink()
     (tmp_path / "b.md").write_text("# B\nBeta.")
