@@ -204,6 +204,34 @@ def test_a_model_that_fails_leaves_full_text_and_the_next_sync_embeds(folder, mo
     assert "5 unchanged" in out and not Passage.objects.filter(embedding_model="").exists()
 
 
+def test_a_changed_document_keeps_its_unchanged_passages_vectors_when_the_model_fails(
+    monkeypatch,
+):
+    import hashlib
+
+    from knowledge import embeddings
+    from knowledge.embeddings import EmbeddingsUnavailable
+    from knowledge.indexing import document_store_text
+    from knowledge.models import Passage
+    from tests.knowledge.helpers import add_document, runbooks
+
+    document = add_document(runbooks(), "disk.md", "# Disk\n## Full\nRotate logs.\n## Inodes\nOld.")
+    model = embeddings.embedder()
+
+    def down(texts):
+        raise EmbeddingsUnavailable("the embeddings server failed: down")
+
+    monkeypatch.setattr(model, "_passages", down)
+    model._recent.clear()
+    text = "# Disk\n## Full\nRotate logs.\n## Inodes\nNew."
+    document_store_text(  # an upload: embedded at once, and the model is down
+        document=document, text=text, paged=False, media_type="text/markdown", page_count=1,
+        content_hash=hashlib.sha256(text.encode()).hexdigest(), size=len(text),
+    )  # fmt: skip
+    kept = dict(Passage.objects.filter(document=document).values_list("text", "embedding_model"))
+    assert kept["Rotate logs."] == model.name and kept["New."] == ""
+
+
 def test_the_enable_command_obeys_the_readers_rule(folder, owner, member, team_chat):
     sync(folder, reader=["olivia"])
     with pytest.raises(CommandError, match="not every member"):
