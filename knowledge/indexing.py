@@ -216,6 +216,9 @@ def passages_embed_missing(*, limit: int = 2000, collection_ids: list[int] | Non
     )
     if missing:
         return 0
+    if model_name != name:  # never loop over passages a differently named model keeps missing
+        logger.error("knowledge: embedder %s names its vectors %s", name, model_name)
+        return 0
     done = 0
     with transaction.atomic():
         for (pk, _section, _text), vector in zip(rows, vectors, strict=True):

@@ -185,7 +185,7 @@ def _embed_stored(collection: Collection, run: SyncRun, counts: dict) -> None:
     """The second pass: embed the collection's passages that have no vector yet, a batch at
     a time with a heartbeat after each (the offline model makes a few passages a second: a
     big first sync embeds for hours, and must not look crashed). Stops when none is left or
-    the model fails (the periodic `embed_missing`, or the next sync, resumes)."""
+    the model fails (the next sync, periodic or not, or the task `embed_missing` resumes)."""
     from knowledge.embeddings import embedder_name
     from knowledge.models import Passage
 

@@ -1,7 +1,8 @@
 """Celery tasks of team knowledge, on the files' queue that the background worker reads
 (never a slot a turn waits for): a collection's folder sync, the periodic re-sync of every
 collection with a folder (beat, KNOWLEDGE_SYNC_SECONDS), and embedding passages left without
-a vector. Indexing and embedding never run in a web request."""
+a vector (sent by each periodic re-sync, a batch per task). Indexing and embedding never
+run in a web request."""
 
 import logging
 
@@ -13,6 +14,7 @@ SYNC_TASK = "knowledge.tasks.sync_collection"
 RESYNC_TASK = "knowledge.tasks.resync_all"
 EMBED_TASK = "knowledge.tasks.embed_missing"
 _OURS = (SYNC_TASK, RESYNC_TASK, EMBED_TASK)
+EMBED_BATCH = 64  # passages per embed_missing task (~25 s of the offline model)
 
 
 def route_knowledge(name, args, kwargs, options, task=None, **kw):
@@ -55,12 +57,19 @@ def resync_all() -> int:
     ids = list(Collection.objects.exclude(source_path="").values_list("pk", flat=True))
     for collection_id in ids:
         sync_collection.delay(collection_id)
+    # Passages a sync does not reach (uploads stored while the embeddings server was down).
+    embed_missing.delay()
     return len(ids)
 
 
 @shared_task(name=EMBED_TASK, ignore_result=True)
 def embed_missing() -> int:
-    """Embed passages without a vector of the current model (bounded per run)."""
+    """Embed a batch of passages without a vector of the current model, then send itself
+    again while batches come full: other work on the files' queue runs between batches
+    (the offline model makes a few passages a second)."""
     from knowledge.indexing import passages_embed_missing
 
-    return passages_embed_missing()
+    done = passages_embed_missing(limit=EMBED_BATCH)
+    if done >= EMBED_BATCH:
+        embed_missing.delay()
+    return done

@@ -6,7 +6,14 @@ import pytest
 from hermes_site.celery import app, periodic_tasks
 from knowledge.models import Document
 from knowledge.sync import collection_for_sync
-from knowledge.tasks import RESYNC_TASK, SYNC_TASK, resync_all, sync_collection
+from knowledge.tasks import (
+    EMBED_TASK,
+    RESYNC_TASK,
+    SYNC_TASK,
+    embed_missing,
+    resync_all,
+    sync_collection,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -15,7 +22,7 @@ def test_beat_sends_the_resync_and_the_tasks_run_on_the_files_queue(settings):
     assert ("resync-knowledge", RESYNC_TASK, settings.KNOWLEDGE_SYNC_SECONDS) in periodic_tasks()
     settings.KNOWLEDGE_SYNC_SECONDS = 0
     assert RESYNC_TASK not in {task for _, task, _ in periodic_tasks()}
-    for name in (SYNC_TASK, RESYNC_TASK):
+    for name in (SYNC_TASK, RESYNC_TASK, EMBED_TASK):
         route = app.amqp.router.route({}, name)
         assert route["queue"].name == f"{settings.REDIS_KEY_PREFIX}-files"
 
@@ -30,7 +37,8 @@ def test_a_periodic_sync_follows_the_folder(tmp_path, monkeypatch):
     (tmp_path / "b.md").write_text("# B\nBeta.")
     sent = []
     monkeypatch.setattr(sync_collection, "delay", lambda pk: sent.append(pk))
-    assert resync_all() == 1 and sent == [collection.pk]
+    monkeypatch.setattr(embed_missing, "delay", lambda: sent.append("embed"))
+    assert resync_all() == 1 and sent == [collection.pk, "embed"]
     sync_collection(collection.pk)
     assert list(Document.objects.values_list("path", flat=True)) == ["b.md"]
 
@@ -39,3 +47,29 @@ def test_a_collection_whose_folder_is_gone_is_left_alone(tmp_path):
     collection, _ = collection_for_sync(name="Docs", path=str(tmp_path / "gone"))
     assert sync_collection(collection.pk) is None
     assert sync_collection(999_999) is None
+
+
+def test_passages_left_without_vectors_are_embedded_a_batch_per_task(monkeypatch):
+    from knowledge import tasks
+    from knowledge.embeddings import embedder_name
+    from knowledge.models import Passage
+    from tests.knowledge.helpers import add_document, runbooks
+
+    collection = runbooks()
+    for number in range(3):
+        add_document(collection, f"more-{number}.md", f"# More {number}\nText {number}.")
+    Passage.objects.update(embedding=None, embedding_model="")
+    total = Passage.objects.count()
+    monkeypatch.setattr(tasks, "EMBED_BATCH", 2)
+    sent = []
+    monkeypatch.setattr(embed_missing, "delay", lambda: sent.append("again"))
+    rounds = 0
+    while True:
+        rounds += 1
+        sent.clear()
+        done = embed_missing()
+        assert done <= 2 and sent == (["again"] if done == 2 else [])
+        if not sent:
+            break
+    assert rounds == total // 2 + 1
+    assert not Passage.objects.exclude(embedding_model=embedder_name()).exists()
