@@ -4,8 +4,8 @@ Processes (hermes_site/supervisor.py): the embedded Valkey (unless REDIS_URL is 
 an append-only file under var/valkey), daphne serving HTTP and WebSockets on
 127.0.0.1:PORT (as hermes_site.webserver, which refuses a body past its path's limit
 before reading it), a Celery worker with its embedded beat (the periodic turn sweep), a second
-worker for background reviews (queue "<REDIS_KEY_PREFIX>-reviews", concurrency 1; the files'
-and the voice queues too), a third
+worker for background reviews (queue "<REDIS_KEY_PREFIX>-reviews"; the files' (knowledge's
+too) and the voice queues too), a third
 for the schedules' dispatcher (queue "<REDIS_KEY_PREFIX>-schedules", solo pool), and the
 Telegram bridge when TELEGRAM_BOT_TOKEN is set. All of them write their Prometheus counters
 to one directory (PROMETHEUS_MULTIPROC_DIR, var/prometheus by default), so /metrics on the
@@ -146,10 +146,11 @@ def embedded_workers(env: dict[str, str]) -> dict[str, list[str]]:
       stream, so threads carry it as well as processes, for one process's memory), with beat
       as a thread of the same process (--beat-thread, hermes_site/celery.py).
     - "background": the reviews', the schedules', the files' and the voice queues in a pool
-      of four threads, a review (or the curator) holding at most one of them
-      (learning.tasks), a file's processing at most one (attachments.tasks) and a
-      transcription at most one (voice.tasks, its engine in a child process), so a
-      dispatcher pass always finds a free thread, and none ever takes a turn's slot.
+      of five threads, a review (or the curator) holding at most one of them
+      (learning.tasks), a file's processing at most one (attachments.tasks), a
+      transcription at most one (voice.tasks, its engine in a child process) and a
+      knowledge sync or batch of embeddings at most one (knowledge.tasks), so a dispatcher
+      pass always finds a free thread, and none ever takes a turn's slot.
     A crash of one is restarted by the supervisor without touching the other."""
     prefix = env.get("REDIS_KEY_PREFIX") or "hermes"
     return {
@@ -168,7 +169,7 @@ def embedded_workers(env: dict[str, str]) -> dict[str, list[str]]:
             "--pool",
             "threads",
             "--concurrency",
-            "4",
+            "5",
         ),
     }
 

@@ -5,6 +5,7 @@ a vector (sent by each periodic re-sync, a batch per task). Indexing and embeddi
 run in a web request."""
 
 import logging
+import threading
 
 from celery import shared_task
 
@@ -16,6 +17,14 @@ EMBED_TASK = "knowledge.tasks.embed_missing"
 _OURS = (SYNC_TASK, RESYNC_TASK, EMBED_TASK)
 EMBED_BATCH = 64  # passages per embed_missing task (~25 s of the offline model)
 
+# One knowledge job (a sync or a batch of embeddings) at a time per process: `make run`'s
+# background worker shares its threads with reviews, files, transcription and the schedules'
+# dispatcher, each of which holds one at most, so the dispatcher always finds one free. A
+# sync arriving meanwhile goes back to the queue; a batch of embeddings is left to the next
+# (a running sync embeds its own collection).
+_working = threading.BoundedSemaphore(1)
+BUSY_RETRY_SECONDS = 10
+
 
 def route_knowledge(name, args, kwargs, options, task=None, **kw):
     """The Celery router of CELERY_TASK_ROUTES: knowledge's tasks to the files' queue."""
@@ -26,10 +35,20 @@ def route_knowledge(name, args, kwargs, options, task=None, **kw):
     return None
 
 
-@shared_task(name=SYNC_TASK, ignore_result=True)
-def sync_collection(collection_id: int, trigger: str = "periodic") -> dict | None:
+@shared_task(bind=True, name=SYNC_TASK, ignore_result=True, max_retries=None)
+def sync_collection(self, collection_id: int, trigger: str = "periodic") -> dict | None:
     """Sync one collection from its folder (knowledge.sync.collection_sync); a collection
-    whose sync is running already, or that has no folder, is left alone."""
+    whose sync is running already, or that has no folder, is left alone. Back to the queue
+    while this process runs another knowledge job."""
+    if not _working.acquire(blocking=False):
+        raise self.retry(countdown=BUSY_RETRY_SECONDS)
+    try:
+        return _sync(collection_id, trigger)
+    finally:
+        _working.release()
+
+
+def _sync(collection_id: int, trigger: str) -> dict | None:
     from knowledge.models import Collection
     from knowledge.sync import SyncBusy, collection_sync
 
@@ -69,7 +88,12 @@ def embed_missing() -> int:
     (the offline model makes a few passages a second)."""
     from knowledge.indexing import passages_embed_missing
 
-    done = passages_embed_missing(limit=EMBED_BATCH)
+    if not _working.acquire(blocking=False):
+        return 0  # a sync runs here: the next re-sync sends this again
+    try:
+        done = passages_embed_missing(limit=EMBED_BATCH)
+    finally:
+        _working.release()
     if done >= EMBED_BATCH:
         embed_missing.delay()
     return done

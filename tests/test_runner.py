@@ -335,11 +335,11 @@ def test_the_embedded_layout_keeps_reviews_and_the_dispatcher_off_the_turn_worke
     assert "--beat-thread" in worker and "-B" not in worker
     assert "-Q" not in worker  # CELERY_TASK_DEFAULT_QUEUE: the prefix, turns only
     # Reviews, the dispatcher, files and transcription: their own process and queues, never a
-    # turn's slot; a review, a file and a recording take one thread each at most, so the
-    # dispatcher finds the fourth.
+    # turn's slot; a review, a file, a recording and a knowledge job take one thread each at
+    # most, so the dispatcher finds the fifth.
     assert background[background.index("-Q") + 1] == "hub-reviews,hub-schedules,hub-files,hub-voice"
     assert background[background.index("--pool") + 1] == "threads"
-    assert background[background.index("--concurrency") + 1] == "4"
+    assert background[background.index("--concurrency") + 1] == "5"
 
 
 def test_the_split_layout_stays_selectable():

@@ -73,3 +73,26 @@ def test_passages_left_without_vectors_are_embedded_a_batch_per_task(monkeypatch
             break
     assert rounds == total // 2 + 1
     assert not Passage.objects.exclude(embedding_model=embedder_name()).exists()
+
+
+def test_one_knowledge_job_at_a_time_holds_a_background_thread(tmp_path, monkeypatch):
+    from celery.exceptions import Retry
+
+    from knowledge import tasks
+    from knowledge.models import Passage
+    from tests.knowledge.helpers import add_document, runbooks
+
+    (tmp_path / "a.md").write_text("# A\nAlpha.")
+    collection, _ = collection_for_sync(name="Docs", path=str(tmp_path))
+    add_document(runbooks(), "more.md", "# More\nText.")
+    Passage.objects.update(embedding=None, embedding_model="")
+    assert tasks._working.acquire(blocking=False)  # a sync of another collection runs here
+    try:
+        with pytest.raises(Retry):
+            sync_collection(collection.pk)  # back to the queue, not a second thread
+        assert embed_missing() == 0  # left to the next re-sync
+        assert not Document.objects.filter(collection=collection).exists()
+    finally:
+        tasks._working.release()
+    assert sync_collection(collection.pk)["added"] == 1
+    assert embed_missing() > 0
