@@ -149,7 +149,7 @@ def embedded_workers(env: dict[str, str]) -> dict[str, list[str]]:
       of five threads, a review (or the curator) holding at most one of them
       (learning.tasks), a file's processing at most one (attachments.tasks), a
       transcription at most one (voice.tasks, its engine in a child process) and a
-      knowledge sync or batch of embeddings at most one (knowledge.tasks), so a dispatcher
+      knowledge job at most one (knowledge.jobs), so a dispatcher
       pass always finds a free thread, and none ever takes a turn's slot.
     A crash of one is restarted by the supervisor without touching the other."""
     prefix = env.get("REDIS_KEY_PREFIX") or "hermes"

@@ -22,6 +22,7 @@ from chats.agent.registry import ORIGIN_CHAT, Tool, ToolError, TurnContext
 from chats.models import Message
 from chats.selectors import chats_readable_by
 from knowledge.access import may_maintain
+from knowledge.jobs import knowledge_job
 from knowledge.models import Collection, Document, KnowledgeEvent
 from knowledge.services import audit
 
@@ -83,9 +84,14 @@ def _enqueue(document_id: int, attachment_id: int, by_id: int) -> None:
     index_attachment.apply_async((document_id, attachment_id, by_id), queue=files_queue())
 
 
-@shared_task(name=INDEX_TASK, ignore_result=True)
-def index_attachment(document_id: int, attachment_id: int, by_id: int | None = None) -> str:
+@shared_task(bind=True, name=INDEX_TASK, ignore_result=True, max_retries=None)
+def index_attachment(self, document_id: int, attachment_id: int, by_id: int | None = None) -> str:
     """Index the attachment's extracted text as the document (files' queue)."""
+    with knowledge_job(self):
+        return _index_attachment(document_id, attachment_id, by_id)
+
+
+def _index_attachment(document_id: int, attachment_id: int, by_id: int | None) -> str:
     from django.contrib.auth import get_user_model
 
     from knowledge.indexing import document_mark_failed, document_store_text

@@ -162,7 +162,7 @@ def collection_sync(
                     document.delete()
                     Collection.objects.filter(pk=collection.pk).update(updated_at=timezone.now())
                 counts["removed"] += 1
-        _embed_stored(collection, run, counts)
+        embed_stored(collection, run, counts)
     except Exception as exc:
         SyncRun.objects.filter(pk=run.pk).update(
             state=SyncRun.State.FAILED, counts=counts, error=repr(exc)[:2000],
@@ -181,7 +181,7 @@ def collection_sync(
     return SyncReport(run.pk, counts)
 
 
-def _embed_stored(collection: Collection, run: SyncRun, counts: dict) -> None:
+def embed_stored(collection: Collection, run: SyncRun, counts: dict) -> None:
     """The second pass: embed the collection's passages that have no vector yet, a batch at
     a time with a heartbeat after each (the offline model makes a few passages a second: a
     big first sync embeds for hours, and must not look crashed). Stops when none is left or

@@ -5,9 +5,10 @@ a vector (sent by each periodic re-sync, a batch per task). Indexing and embeddi
 run in a web request."""
 
 import logging
-import threading
 
 from celery import shared_task
+
+from knowledge.jobs import end_knowledge_job, knowledge_job, try_knowledge_job
 
 logger = logging.getLogger(__name__)
 
@@ -16,14 +17,6 @@ RESYNC_TASK = "knowledge.tasks.resync_all"
 EMBED_TASK = "knowledge.tasks.embed_missing"
 _OURS = (SYNC_TASK, RESYNC_TASK, EMBED_TASK)
 EMBED_BATCH = 64  # passages per embed_missing task (~25 s of the offline model)
-
-# One knowledge job (a sync or a batch of embeddings) at a time per process: `make run`'s
-# background worker shares its threads with reviews, files, transcription and the schedules'
-# dispatcher, each of which holds one at most, so the dispatcher always finds one free. A
-# sync arriving meanwhile goes back to the queue; a batch of embeddings is left to the next
-# (a running sync embeds its own collection).
-_working = threading.BoundedSemaphore(1)
-BUSY_RETRY_SECONDS = 10
 
 
 def route_knowledge(name, args, kwargs, options, task=None, **kw):
@@ -40,12 +33,8 @@ def sync_collection(self, collection_id: int, trigger: str = "periodic") -> dict
     """Sync one collection from its folder (knowledge.sync.collection_sync); a collection
     whose sync is running already, or that has no folder, is left alone. Back to the queue
     while this process runs another knowledge job."""
-    if not _working.acquire(blocking=False):
-        raise self.retry(countdown=BUSY_RETRY_SECONDS)
-    try:
+    with knowledge_job(self):
         return _sync(collection_id, trigger)
-    finally:
-        _working.release()
 
 
 def _sync(collection_id: int, trigger: str) -> dict | None:
@@ -88,12 +77,12 @@ def embed_missing() -> int:
     (the offline model makes a few passages a second)."""
     from knowledge.indexing import passages_embed_missing
 
-    if not _working.acquire(blocking=False):
+    if not try_knowledge_job():
         return 0  # a sync runs here: the next re-sync sends this again
     try:
         done = passages_embed_missing(limit=EMBED_BATCH)
     finally:
-        _working.release()
+        end_knowledge_job()
     if done >= EMBED_BATCH:
         embed_missing.delay()
     return done

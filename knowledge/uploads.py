@@ -24,6 +24,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from knowledge.access import may_maintain
+from knowledge.jobs import knowledge_job
 from knowledge.models import Collection, Document, KnowledgeEvent, SyncRun
 from knowledge.services import audit
 
@@ -133,17 +134,26 @@ def _one(collection, run, path: str, staged: Path, size: int, by) -> str:
         audit(collection, Kind.DOCUMENT_ADDED if new else Kind.DOCUMENT_CHANGED, by=by,
               document=document, sync_run=run, content_hash=content_hash)  # fmt: skip
     indexed = document_index_file(
-        document=document, path=staged, size=size, content_hash=content_hash, sync_run=run, by=by
-    )
+        document=document, path=staged, size=size, content_hash=content_hash, sync_run=run, by=by,
+        embed_now=False,
+    )  # fmt: skip
     if not indexed:
         return "failed"
     return "added" if new else "changed"
 
 
-@shared_task(name=INDEX_TASK, ignore_result=True)
-def index_upload(run_id: int) -> dict | None:
-    """Read and index an upload's staged files (files' queue); the run's counts and state
+@shared_task(bind=True, name=INDEX_TASK, ignore_result=True, max_retries=None)
+def index_upload(self, run_id: int) -> dict | None:
+    """Read and index an upload's staged files (files' queue), in two passes like a folder
+    sync: every file stored first, then the passages embedded; the run's counts and state
     say how it went. Resumable: a file already indexed with the same hash is unchanged."""
+    with knowledge_job(self):
+        return _index_upload(run_id)
+
+
+def _index_upload(run_id: int) -> dict | None:
+    from knowledge.sync import embed_stored
+
     run = SyncRun.objects.select_related("collection", "by").filter(pk=run_id).first()
     if run is None or run.state != SyncRun.State.RUNNING:
         return None
@@ -157,6 +167,7 @@ def index_upload(run_id: int) -> dict | None:
             outcome = _one(run.collection, run, path, root / name, int(size), run.by)
             counts[outcome] += 1
             SyncRun.objects.filter(pk=run.pk).update(counts=counts, heartbeat_at=timezone.now())
+        embed_stored(run.collection, run, counts)
     except Exception as exc:  # noqa: BLE001 - the run says it failed; files done stay done
         logger.exception("knowledge: upload %s failed", run.pk)
         error = str(exc)[:2000] or exc.__class__.__name__

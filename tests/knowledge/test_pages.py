@@ -151,6 +151,10 @@ def test_a_maintainer_uploads_a_folder_and_each_file_gets_a_state(client, owner,
     run = SyncRun.objects.get(trigger=SyncRun.Trigger.UPLOAD)
     assert run.state == SyncRun.State.COMPLETED and run.by == owner
     assert run.counts["added"] == 2 and run.counts["failed"] == 1
+    # Two passes, as a folder sync: stored, then embedded.
+    uploaded = Passage.objects.filter(collection=collection, document__path__startswith="handbook/")
+    assert run.counts["embedded"] == uploaded.count() > 0
+    assert not Passage.objects.filter(collection=collection, embedding_model="").exists()
     documents = {d.path: d for d in collection.documents.all()}
     assert documents["handbook/ops/backup.md"].state == Document.State.READY
     assert documents["handbook/junk.bin"].state == Document.State.FAILED

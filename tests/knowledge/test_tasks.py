@@ -78,7 +78,7 @@ def test_passages_left_without_vectors_are_embedded_a_batch_per_task(monkeypatch
 def test_one_knowledge_job_at_a_time_holds_a_background_thread(tmp_path, monkeypatch):
     from celery.exceptions import Retry
 
-    from knowledge import tasks
+    from knowledge import jobs
     from knowledge.models import Passage
     from tests.knowledge.helpers import add_document, runbooks
 
@@ -86,13 +86,31 @@ def test_one_knowledge_job_at_a_time_holds_a_background_thread(tmp_path, monkeyp
     collection, _ = collection_for_sync(name="Docs", path=str(tmp_path))
     add_document(runbooks(), "more.md", "# More\nText.")
     Passage.objects.update(embedding=None, embedding_model="")
-    assert tasks._working.acquire(blocking=False)  # a sync of another collection runs here
+    assert jobs.try_knowledge_job()  # a sync of another collection runs here
     try:
         with pytest.raises(Retry):
             sync_collection(collection.pk)  # back to the queue, not a second thread
         assert embed_missing() == 0  # left to the next re-sync
         assert not Document.objects.filter(collection=collection).exists()
     finally:
-        tasks._working.release()
+        jobs.end_knowledge_job()
     assert sync_collection(collection.pk)["added"] == 1
     assert embed_missing() > 0
+
+
+def test_an_upload_and_a_chat_file_wait_for_the_knowledge_job_too():
+    from celery.exceptions import Retry
+
+    from knowledge import jobs
+    from knowledge.chat_files import index_attachment
+    from knowledge.uploads import index_upload
+
+    assert jobs.try_knowledge_job()
+    try:
+        with pytest.raises(Retry):
+            index_upload(999_999)
+        with pytest.raises(Retry):
+            index_attachment(999_999, 999_999, None)
+    finally:
+        jobs.end_knowledge_job()
+    assert index_upload(999_999) is None and index_attachment(999_999, 999_999, None) == "gone"

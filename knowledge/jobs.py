@@ -1,0 +1,32 @@
+"""One knowledge job at a time per process: a folder sync, an upload's indexing, a chat file
+added to a collection or a batch of embeddings. `make run`'s background worker shares its
+threads with reviews, files, transcription and the schedules' dispatcher, each of which
+holds one at most, so the dispatcher always finds one free (hermes_site/runner.py). A task
+arriving meanwhile goes back to the queue for BUSY_RETRY_SECONDS."""
+
+import threading
+from contextlib import contextmanager
+
+_working = threading.BoundedSemaphore(1)
+BUSY_RETRY_SECONDS = 10
+
+
+@contextmanager
+def knowledge_job(task):
+    """Run the body as this process's one knowledge job, or send `task` (a bound Celery
+    task) back to the queue."""
+    if not _working.acquire(blocking=False):
+        raise task.retry(countdown=BUSY_RETRY_SECONDS)
+    try:
+        yield
+    finally:
+        _working.release()
+
+
+def try_knowledge_job() -> bool:
+    """Take the job now if it is free (release with `end_knowledge_job`); False when taken."""
+    return _working.acquire(blocking=False)
+
+
+def end_knowledge_job() -> None:
+    _working.release()
