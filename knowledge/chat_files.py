@@ -87,8 +87,13 @@ def _enqueue(document_id: int, attachment_id: int, by_id: int) -> None:
 @shared_task(bind=True, name=INDEX_TASK, ignore_result=True, max_retries=None)
 def index_attachment(self, document_id: int, attachment_id: int, by_id: int | None = None) -> str:
     """Index the attachment's extracted text as the document (files' queue)."""
+    from knowledge.tasks import embed_missing
+
     with knowledge_job(self):
-        return _index_attachment(document_id, attachment_id, by_id)
+        outcome = _index_attachment(document_id, attachment_id, by_id)
+    if outcome == "ready":
+        embed_missing.delay()  # its vectors, a batch per task (the job is free again)
+    return outcome
 
 
 def _index_attachment(document_id: int, attachment_id: int, by_id: int | None) -> str:
@@ -117,7 +122,7 @@ def _index_attachment(document_id: int, attachment_id: int, by_id: int | None) -
     document_store_text(
         document=document, text=attachment.extracted_text, paged=pages > 1 and "\f" in text,
         media_type=attachment.media_type, page_count=pages, content_hash=attachment.blob_id,
-        size=attachment.size, by=by,
+        size=attachment.size, by=by, embed_now=False,
     )  # fmt: skip
     return "ready"
 

@@ -2,7 +2,9 @@
 added to a collection or a batch of embeddings. `make run`'s background worker shares its
 threads with reviews, files, transcription and the schedules' dispatcher, each of which
 holds one at most, so the dispatcher always finds one free (hermes_site/runner.py). A task
-arriving meanwhile goes back to the queue for BUSY_RETRY_SECONDS."""
+arriving meanwhile goes back to the queue for BUSY_RETRY_SECONDS. No job holds it long: a
+sync or an upload stores text (minutes for thousands of files), and embedding, hours on the
+offline model, goes a batch per task (knowledge.tasks.embed_missing)."""
 
 import threading
 from contextlib import contextmanager
@@ -21,12 +23,3 @@ def knowledge_job(task):
         yield
     finally:
         _working.release()
-
-
-def try_knowledge_job() -> bool:
-    """Take the job now if it is free (release with `end_knowledge_job`); False when taken."""
-    return _working.acquire(blocking=False)
-
-
-def end_knowledge_job() -> None:
-    _working.release()

@@ -10,10 +10,11 @@ hash, deletions followed, every change audited, resumable.
 - Binary junk, files too big and files that fail to extract get state `failed` and the
   reason; they never stop the sync.
 - Two passes: every file's passages are stored first (full-text search finds them at once),
-  then the collection's passages without a vector are embedded, a batch at a time. The
-  offline model embeds a few passages a second, so a first sync of thousands of files would
-  otherwise leave most of them unsearchable for hours; unchanged passages keep their
-  vectors.
+  then the collection's passages without a vector are embedded, a batch at a time: in the
+  run itself for the operator's command, by the task `embed_missing` after a run on the
+  worker. The offline model embeds a few passages a second, so a first sync of thousands of
+  files would otherwise leave most of them unsearchable for hours; unchanged passages keep
+  their vectors.
 - A run records its progress (SyncRun.counts, heartbeat). A crashed run (its heartbeat
   older than KNOWLEDGE_SYNC_STALE_SECONDS) is marked failed by the next run, which resumes
   by the hashes: what was indexed stays indexed. Deletions are only followed by a run that
@@ -120,10 +121,13 @@ def _start(collection: Collection, path: str, trigger: str, by) -> SyncRun:
 
 
 def collection_sync(
-    *, collection: Collection, path: str | os.PathLike, trigger: str, by=None
+    *, collection: Collection, path: str | os.PathLike, trigger: str, by=None, embed: bool = True
 ) -> SyncReport:
     """Bring `collection` in line with the folder at `path` (the rules of this module).
-    Raises SyncBusy when another run holds it, FileNotFoundError when `path` is no folder."""
+    With `embed` the second pass (the vectors) runs here, as the operator's command wants;
+    without, the caller leaves it to the task `embed_missing` (knowledge.tasks), so that a
+    worker thread is never held for hours. Raises SyncBusy when another run holds it,
+    FileNotFoundError when `path` is no folder."""
     root = Path(path).resolve()
     if not root.is_dir():
         raise FileNotFoundError(f"{root} is not a folder")
@@ -162,7 +166,8 @@ def collection_sync(
                     document.delete()
                     Collection.objects.filter(pk=collection.pk).update(updated_at=timezone.now())
                 counts["removed"] += 1
-        embed_stored(collection, run, counts)
+        if embed:
+            embed_stored(collection, run, counts)
     except Exception as exc:
         SyncRun.objects.filter(pk=run.pk).update(
             state=SyncRun.State.FAILED, counts=counts, error=repr(exc)[:2000],

@@ -8,7 +8,7 @@ import logging
 
 from celery import shared_task
 
-from knowledge.jobs import end_knowledge_job, knowledge_job, try_knowledge_job
+from knowledge.jobs import knowledge_job
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +34,10 @@ def sync_collection(self, collection_id: int, trigger: str = "periodic") -> dict
     whose sync is running already, or that has no folder, is left alone. Back to the queue
     while this process runs another knowledge job."""
     with knowledge_job(self):
-        return _sync(collection_id, trigger)
+        counts = _sync(collection_id, trigger)
+    if counts is not None:
+        embed_missing.delay()  # the second pass, a batch per task (the job is free again)
+    return counts
 
 
 def _sync(collection_id: int, trigger: str) -> dict | None:
@@ -46,7 +49,7 @@ def _sync(collection_id: int, trigger: str) -> dict | None:
         return None
     try:
         return collection_sync(
-            collection=collection, path=collection.source_path, trigger=trigger
+            collection=collection, path=collection.source_path, trigger=trigger, embed=False
         ).counts
     except SyncBusy:
         return None
@@ -65,24 +68,21 @@ def resync_all() -> int:
     ids = list(Collection.objects.exclude(source_path="").values_list("pk", flat=True))
     for collection_id in ids:
         sync_collection.delay(collection_id)
-    # Passages a sync does not reach (uploads stored while the embeddings server was down).
+    # Passages no sync sent it for (uploads stored while the embeddings server was down).
     embed_missing.delay()
     return len(ids)
 
 
-@shared_task(name=EMBED_TASK, ignore_result=True)
-def embed_missing() -> int:
-    """Embed a batch of passages without a vector of the current model, then send itself
-    again while batches come full: other work on the files' queue runs between batches
-    (the offline model makes a few passages a second)."""
+@shared_task(bind=True, name=EMBED_TASK, ignore_result=True, max_retries=None)
+def embed_missing(self) -> int:
+    """Embed a batch of passages without a vector of the current model (stored by a sync or
+    an upload, or while the embeddings server was down), then send itself again while
+    batches come full: other work on the files' queue, other knowledge jobs included, runs
+    between batches (the offline model makes a few passages a second)."""
     from knowledge.indexing import passages_embed_missing
 
-    if not try_knowledge_job():
-        return 0  # a sync runs here: the next re-sync sends this again
-    try:
+    with knowledge_job(self):
         done = passages_embed_missing(limit=EMBED_BATCH)
-    finally:
-        end_knowledge_job()
     if done >= EMBED_BATCH:
         embed_missing.delay()
     return done

@@ -145,15 +145,18 @@ def _one(collection, run, path: str, staged: Path, size: int, by) -> str:
 @shared_task(bind=True, name=INDEX_TASK, ignore_result=True, max_retries=None)
 def index_upload(self, run_id: int) -> dict | None:
     """Read and index an upload's staged files (files' queue), in two passes like a folder
-    sync: every file stored first, then the passages embedded; the run's counts and state
-    say how it went. Resumable: a file already indexed with the same hash is unchanged."""
+    sync: every file stored, then the passages embedded by `embed_missing`; the run's counts
+    and state say how it went. Resumable: a file already indexed with the same hash is unchanged."""
+    from knowledge.tasks import embed_missing
+
     with knowledge_job(self):
-        return _index_upload(run_id)
+        counts = _index_upload(run_id)
+    if counts is not None:
+        embed_missing.delay()  # the second pass, a batch per task (the job is free again)
+    return counts
 
 
 def _index_upload(run_id: int) -> dict | None:
-    from knowledge.sync import embed_stored
-
     run = SyncRun.objects.select_related("collection", "by").filter(pk=run_id).first()
     if run is None or run.state != SyncRun.State.RUNNING:
         return None
@@ -167,7 +170,6 @@ def _index_upload(run_id: int) -> dict | None:
             outcome = _one(run.collection, run, path, root / name, int(size), run.by)
             counts[outcome] += 1
             SyncRun.objects.filter(pk=run.pk).update(counts=counts, heartbeat_at=timezone.now())
-        embed_stored(run.collection, run, counts)
     except Exception as exc:  # noqa: BLE001 - the run says it failed; files done stay done
         logger.exception("knowledge: upload %s failed", run.pk)
         error = str(exc)[:2000] or exc.__class__.__name__

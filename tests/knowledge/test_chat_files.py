@@ -33,9 +33,12 @@ def _blobs(settings, tmp_path):
 
 @pytest.fixture
 def inline(monkeypatch, django_capture_on_commit_callbacks):
+    from knowledge import tasks
+
     monkeypatch.setattr(
         chat_files, "_enqueue", lambda d, a, b: chat_files.index_attachment(d, a, b)
     )
+    monkeypatch.setattr(tasks.embed_missing, "delay", lambda: tasks.embed_missing())
     return django_capture_on_commit_callbacks
 
 
