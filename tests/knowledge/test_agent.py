@@ -43,7 +43,9 @@ def test_the_tool_is_offered_only_where_a_collection_is_on(owner, member, team_c
     assert "knowledge_search" not in {t.name for t in registry.tools_for_turn(context)}
     assert "knowledge" in {section.name for section in registry.sections()}
     collection_turn_on(collection=collection, chat=team_chat, by=owner)
-    assert "knowledge_search" in {t.name for t in registry.tools_for_turn(context)}
+    offered = {t.name: t for t in registry.tools_for_turn(context)}
+    # A question in another language than the documents' is worth a second search in theirs.
+    assert "search again in theirs" in offered["knowledge_search"].description
 
 
 def test_the_tool_returns_framed_passages_with_their_citation(owner, member, team_chat):
