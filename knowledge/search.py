@@ -30,6 +30,12 @@ HEADING_WEIGHT = 5.0
 # The same for PostgreSQL's ts_rank, a different ranking (no document frequencies, terms
 # saturate on their own): 1.5 measured best of 1, 1.5, 2.5 and 5 (docs/BENCHMARKS.md).
 PG_HEADING_WEIGHT = 1.5
+# ts_rank's length normalisation of each term's rank: none (0). Passages are already cut to
+# about the same length by the splitter, and dividing by 1 + log(length) (1) lifted short
+# NAME and SEE ALSO lines: on the eval 0 beat 1, 2, 8, 16 and 32 on the 61 pages (full-text
+# 0.721 -> 0.746, hybrid MRR 0.582 -> 0.626) and on the whole manual (hybrid 0.664 -> 0.721,
+# where 1 left it below vectors alone), docs/BENCHMARKS.md.
+PG_RANK_NORMALIZATION = 0
 # At most this many passages of one section (document + heading path) among the results
 # before any passage of another section; more only when too few sections answer at all.
 MAX_PER_SECTION = 1
@@ -143,7 +149,7 @@ def _postgresql_ranked(
         " t AS (SELECT term, to_tsquery('english', quote_literal(term)) AS query"
         " FROM unnest(%s::text[]) AS term),"
         " m AS MATERIALIZED (SELECT c.id, t.term,"
-        " ts_rank(%s::float4[], c.v, t.query, 1) AS rank FROM c JOIN t ON c.v @@ t.query),"
+        " ts_rank(%s::float4[], c.v, t.query, %s) AS rank FROM c JOIN t ON c.v @@ t.query),"
         " df AS (SELECT term, count(*) AS n FROM m GROUP BY term)"
         " SELECT m.id FROM m JOIN df USING (term)"
         " GROUP BY m.id"
@@ -152,7 +158,8 @@ def _postgresql_ranked(
         " LIMIT %s"
     )
     total = max(passage_total(), 1)
-    params = [lexemes, list(collection_ids), scored_passages(), terms, _pg_weights(), total]
+    params = [lexemes, list(collection_ids), scored_passages(), terms, _pg_weights()]
+    params += [int(PG_RANK_NORMALIZATION), total]
     return sql, [*params, limit]
 
 
