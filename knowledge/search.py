@@ -157,10 +157,8 @@ def _postgresql_ranked(
         " DESC, m.id"
         " LIMIT %s"
     )
-    total = max(passage_total(), 1)
     params = [lexemes, list(collection_ids), scored_passages(), terms, _pg_weights()]
-    params += [int(PG_RANK_NORMALIZATION), total]
-    return sql, [*params, limit]
+    return sql, [*params, PG_RANK_NORMALIZATION, passage_total(), limit]
 
 
 def _pg_weights() -> list[float]:
@@ -262,11 +260,12 @@ def hybrid_search(
             embedding = None  # vector_search says why below
     text_ids, text_weight = [], FULLTEXT_WEIGHT
     if mode != "vector":
-        text_ids = fulltext_search(query, collection_ids)
         if has_cjk(query) and unreadable_script(query, collection_ids):
-            # Only its stray Latin words matched: the dictionary's English words for its
+            # Only its stray Latin words would match: the dictionary's English words for its
             # Chinese ones search instead (knowledge.crosslingual), weighed apart.
             text_ids, text_weight = _translated_search(query, collection_ids)
+        else:
+            text_ids = fulltext_search(query, collection_ids)
     vector_ids: list[int] = []
     if mode != "fulltext":
         try:
