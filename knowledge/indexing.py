@@ -18,7 +18,7 @@ from knowledge.splitting import Piece, search_form, split_document
 
 logger = logging.getLogger(__name__)
 Kind = KnowledgeEvent.Kind
-EMBED_BATCH = 32
+EMBED_BATCH = 32  # texts per call of the model
 
 
 def passage_search_text(piece_section: str, text: str) -> str:

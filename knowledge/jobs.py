@@ -11,6 +11,9 @@ from contextlib import contextmanager
 
 _working = threading.BoundedSemaphore(1)
 BUSY_RETRY_SECONDS = 10
+# Passages embedded per round, in a sync's second pass or per `embed_missing` task (~25 s of
+# the offline model): a heartbeat, or other work on the queue, between two rounds.
+EMBED_ROUND = 64
 
 
 @contextmanager

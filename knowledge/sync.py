@@ -35,13 +35,13 @@ from django.db import transaction
 from django.utils import timezone
 
 from knowledge.indexing import document_index_file, document_mark_failed, passages_embed_missing
+from knowledge.jobs import EMBED_ROUND
 from knowledge.models import Collection, Document, KnowledgeEvent, SyncRun
 from knowledge.services import audit
 
 logger = logging.getLogger(__name__)
 Kind = KnowledgeEvent.Kind
 HEARTBEAT_EVERY = 25  # files
-EMBED_BATCH = 64  # passages embedded between two heartbeats of the second pass
 
 
 class SyncBusy(Exception):
@@ -190,17 +190,11 @@ def embed_stored(collection: Collection, run: SyncRun, counts: dict) -> None:
     """The second pass: embed the collection's passages that have no vector yet, a batch at
     a time with a heartbeat after each (the offline model makes a few passages a second: a
     big first sync embeds for hours, and must not look crashed). Stops when none is left or
-    the model fails (the next sync, periodic or not, or the task `embed_missing` resumes)."""
-    from knowledge.embeddings import embedder_name
-    from knowledge.models import Passage
-
-    waiting = Passage.objects.filter(collection=collection).exclude(embedding_model=embedder_name())
-    rounds = waiting.count() // EMBED_BATCH + 1  # bounded even if a batch kept coming back
+    the model fails (the next sync, periodic or not, or the task `embed_missing` resumes).
+    Each round that embeds leaves fewer passages waiting (`passages_embed_missing` embeds
+    nothing rather than vectors under another model's name), so the loop ends."""
     counts.setdefault("embedded", 0)
-    for _ in range(rounds):
-        done = passages_embed_missing(limit=EMBED_BATCH, collection_ids=[collection.pk])
-        if not done:
-            break
+    while done := passages_embed_missing(limit=EMBED_ROUND, collection_ids=[collection.pk]):
         counts["embedded"] += done
         SyncRun.objects.filter(pk=run.pk).update(counts=counts, heartbeat_at=timezone.now())
 

@@ -8,7 +8,7 @@ import logging
 
 from celery import shared_task
 
-from knowledge.jobs import knowledge_job
+from knowledge.jobs import EMBED_ROUND, knowledge_job
 
 logger = logging.getLogger(__name__)
 
@@ -16,7 +16,6 @@ SYNC_TASK = "knowledge.tasks.sync_collection"
 RESYNC_TASK = "knowledge.tasks.resync_all"
 EMBED_TASK = "knowledge.tasks.embed_missing"
 _OURS = (SYNC_TASK, RESYNC_TASK, EMBED_TASK)
-EMBED_BATCH = 64  # passages per embed_missing task (~25 s of the offline model)
 
 
 def route_knowledge(name, args, kwargs, options, task=None, **kw):
@@ -82,7 +81,7 @@ def embed_missing(self) -> int:
     from knowledge.indexing import passages_embed_missing
 
     with knowledge_job(self):
-        done = passages_embed_missing(limit=EMBED_BATCH)
-    if done >= EMBED_BATCH:
+        done = passages_embed_missing(limit=EMBED_ROUND)
+    if done >= EMBED_ROUND:
         embed_missing.delay()
     return done

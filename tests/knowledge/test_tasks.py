@@ -68,7 +68,7 @@ def test_passages_left_without_vectors_are_embedded_a_batch_per_task(monkeypatch
         add_document(collection, f"more-{number}.md", f"# More {number}\nText {number}.")
     Passage.objects.update(embedding=None, embedding_model="")
     total = Passage.objects.count()
-    monkeypatch.setattr(tasks, "EMBED_BATCH", 2)
+    monkeypatch.setattr(tasks, "EMBED_ROUND", 2)
     sent = []
     monkeypatch.setattr(embed_missing, "delay", lambda: sent.append("again"))
     rounds = 0
