@@ -61,8 +61,7 @@
         list.insertBefore(el, later || list.querySelector(".is-streaming"));
       }
       show(el, follow);
-      if (stale[el.id]) {
-        delete stale[el.id];
+      if (stale.delete(el.id)) {
         refreshMessage({ id: el.dataset.id });
       }
     }
@@ -89,19 +88,15 @@
     // it places may have been rendered before the change.
     var refreshes = {}; // message element id -> the ticket of its latest fetch in flight
     var lastTicket = 0;
-    var stale = {};
-    var staleOrder = [];
+    var stale = new Set(); // message element ids, oldest first
     var STALE_KEPT = 100;
 
     function refreshMessage(message) {
       if (!message) return;
       var key = "message-" + message.id;
       if (!document.getElementById(key)) {
-        if (!stale[key]) {
-          stale[key] = true;
-          staleOrder.push(key);
-          if (staleOrder.length > STALE_KEPT) delete stale[staleOrder.shift()];
-        }
+        stale.add(key);
+        if (stale.size > STALE_KEPT) stale.delete(stale.values().next().value);
         return;
       }
       var ticket = ++lastTicket;
