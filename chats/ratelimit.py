@@ -34,15 +34,19 @@ def now_seconds() -> float:
     return time.time()
 
 
-def _count_request(key: str) -> int:
-    # add() is a no-op when the key exists.
-    cache.add(key, 0, timeout=COUNTER_TIMEOUT)
-    try:
-        return cache.incr(key)
-    except ValueError:
-        # The key expired between add() and incr(): this request opens the window.
-        cache.set(key, 1, timeout=COUNTER_TIMEOUT)
-        return 1
+def _count_request(current_key: str, previous_key: str) -> tuple[int, int]:
+    """(this minute's count with this request, last minute's count) in one round trip to
+    Redis: INCR makes a missing counter 1, EXPIRE keeps it through the next minute, GET reads
+    last minute's. Through the Django cache's own Redis client and key names, so its
+    settings (and its outage) are the limit's; the cache API alone took four round trips
+    (add, then exists and incr, then get)."""
+    current = cache.make_and_validate_key(current_key)
+    pipe = cache._cache.get_client(current, write=True).pipeline()
+    pipe.incr(current)
+    pipe.expire(current, COUNTER_TIMEOUT)
+    pipe.get(cache.make_and_validate_key(previous_key))
+    count, _, previous = pipe.execute()
+    return int(count), int(previous or 0)
 
 
 def _uncount_request(key: str) -> None:
@@ -76,8 +80,7 @@ def window_retry_after(*, scope: str, key: str, limit: int) -> int | None:
     elapsed = now - window * WINDOW_SECONDS
     current_key = f"{scope}-rate:{key}:{window}"
     try:
-        previous = int(cache.get(f"{scope}-rate:{key}:{window - 1}") or 0)
-        count = _count_request(current_key)
+        count, previous = _count_request(current_key, f"{scope}-rate:{key}:{window - 1}")
         if previous * (1 - elapsed / WINDOW_SECONDS) + count <= limit + EPSILON:
             return None
         _uncount_request(current_key)
